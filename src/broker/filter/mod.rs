@@ -1,0 +1,1 @@
+//! Message filtering: tags and SQL92.

@@ -1,0 +1,3 @@
+//! The broker: processors, long polling, offsets, filters, name server, network runtime.
+
+pub mod filter;

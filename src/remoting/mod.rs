@@ -1,0 +1,1 @@
+//! The RocketMQ remoting protocol: pure codec, no I/O.
