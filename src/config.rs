@@ -210,7 +210,9 @@ impl Default for Config {
                 requests_in_flight_max: 256,
                 write_queue_max: 1024,
             },
-            log: LogSection { level: "info".into() },
+            log: LogSection {
+                level: "info".into(),
+            },
         }
     }
 }
@@ -225,7 +227,11 @@ pub struct ConfigError {
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}={:?} is invalid: {}", self.var, self.value, self.reason)
+        write!(
+            f,
+            "{}={:?} is invalid: {}",
+            self.var, self.value, self.reason
+        )
     }
 }
 
@@ -385,119 +391,342 @@ macro_rules! field {
 /// Every configuration field, in documentation order.
 pub fn fields() -> &'static [FieldSpec] {
     static FIELDS: &[FieldSpec] = &[
-        field!("RINGMQ_BROKER_BIND_IP", "", broker.bind_ip, "IP address the broker listens on."),
-        field!("RINGMQ_BROKER_ADVERTISED_IP", "brokerIP1", broker.advertised_ip,
-            "IP registered with the name server and written as STOREHOST in records."),
-        field!("RINGMQ_BROKER_LISTEN_PORT", "listenPort", broker.listen_port, "Main remoting port."),
-        field!("RINGMQ_BROKER_FAST_PORT_ENABLED", "", broker.fast_port_enabled,
-            "Also listen on listen_port - 2 (the fast/VIP port older clients use)."),
-        field!("RINGMQ_BROKER_NAME", "brokerName", broker.name, "Broker name."),
-        field!("RINGMQ_BROKER_CLUSTER_NAME", "brokerClusterName", broker.cluster_name,
-            "Cluster name."),
-        field!("RINGMQ_BROKER_ID", "brokerId", broker.id, "0 = master, >0 = slave."),
-        field!("RINGMQ_BROKER_ROLE", "brokerRole", broker.role,
-            "ASYNC_MASTER, SYNC_MASTER or SLAVE."),
-        field!("RINGMQ_BROKER_PERMISSION", "brokerPermission", broker.permission,
-            "PermName bits: 2 write, 4 read."),
-        field!("RINGMQ_BROKER_AUTO_CREATE_TOPIC_ENABLED", "autoCreateTopicEnable",
-            broker.auto_create_topic_enabled, "Create topics on first send from the TBW102 template."),
-        field!("RINGMQ_BROKER_DEFAULT_TOPIC_QUEUE_NUMS", "defaultTopicQueueNums",
-            broker.default_topic_queue_nums, "Queues of the TBW102 template topic."),
-        field!("RINGMQ_BROKER_AUTO_CREATE_SUBSCRIPTION_GROUP_ENABLED",
-            "autoCreateSubscriptionGroup", broker.auto_create_subscription_group_enabled,
-            "Create subscription groups on first heartbeat or pull."),
-        field!("RINGMQ_BROKER_SLAVE_READ_ENABLED", "slaveReadEnable", broker.slave_read_enabled,
-            "Let pulls be redirected to a slave when the consumer falls behind."),
-        field!("RINGMQ_BROKER_PROPERTY_FILTER_ENABLED", "enablePropertyFilter",
-            broker.property_filter_enabled, "Allow SQL92 subscriptions."),
-        field!("RINGMQ_BROKER_REGISTER_NAME_SERVER_PERIOD_MS", "registerNameServerPeriod",
-            broker.register_name_server_period_ms, "Re-registration period with the name server."),
-        field!("RINGMQ_BROKER_CHANNEL_EXPIRED_TIMEOUT_MS", "channelExpiredTimeout",
-            broker.channel_expired_timeout_ms, "Client channels silent this long are dropped."),
-        field!("RINGMQ_BROKER_FLUSH_CONSUMER_OFFSET_INTERVAL_MS", "flushConsumerOffsetInterval",
-            broker.flush_consumer_offset_interval_ms, "Period of consumerOffset.json flushes."),
-        field!("RINGMQ_BROKER_MESSAGE_DELAY_LEVEL", "messageDelayLevel",
-            broker.message_delay_level, "Delay levels used by retries (space separated)."),
-        field!("RINGMQ_BROKER_REGION_ID", "regionId", broker.region_id,
-            "MSG_REGION returned in send responses."),
-        field!("RINGMQ_BROKER_TRACE_ON", "traceOn", broker.trace_on,
-            "TRACE_ON returned in send responses."),
-        field!("RINGMQ_BROKER_OFFSET_CHECK_IN_SLAVE", "offsetCheckInSlave",
-            broker.offset_check_in_slave, "Apply pull offset corrections on a slave too."),
-        field!("RINGMQ_NAMESRV_ADDR", "namesrvAddr", namesrv.addr,
-            "External name servers (ip:port;ip:port). Empty: run an embedded name server."),
-        field!("RINGMQ_NAMESRV_BIND_IP", "", namesrv.bind_ip, "IP the name server listens on."),
-        field!("RINGMQ_NAMESRV_LISTEN_PORT", "listenPort", namesrv.listen_port,
-            "Name server port."),
-        field!("RINGMQ_NAMESRV_SCAN_NOT_ACTIVE_BROKER_INTERVAL_MS",
-            "scanNotActiveBrokerInterval", namesrv.scan_not_active_broker_interval_ms,
-            "How often silent brokers are expired."),
-        field!("RINGMQ_NAMESRV_BROKER_CHANNEL_EXPIRED_TIMEOUT_MS", "", 
+        field!(
+            "RINGMQ_BROKER_BIND_IP",
+            "",
+            broker.bind_ip,
+            "IP address the broker listens on."
+        ),
+        field!(
+            "RINGMQ_BROKER_ADVERTISED_IP",
+            "brokerIP1",
+            broker.advertised_ip,
+            "IP registered with the name server and written as STOREHOST in records."
+        ),
+        field!(
+            "RINGMQ_BROKER_LISTEN_PORT",
+            "listenPort",
+            broker.listen_port,
+            "Main remoting port."
+        ),
+        field!(
+            "RINGMQ_BROKER_FAST_PORT_ENABLED",
+            "",
+            broker.fast_port_enabled,
+            "Also listen on listen_port - 2 (the fast/VIP port older clients use)."
+        ),
+        field!(
+            "RINGMQ_BROKER_NAME",
+            "brokerName",
+            broker.name,
+            "Broker name."
+        ),
+        field!(
+            "RINGMQ_BROKER_CLUSTER_NAME",
+            "brokerClusterName",
+            broker.cluster_name,
+            "Cluster name."
+        ),
+        field!(
+            "RINGMQ_BROKER_ID",
+            "brokerId",
+            broker.id,
+            "0 = master, >0 = slave."
+        ),
+        field!(
+            "RINGMQ_BROKER_ROLE",
+            "brokerRole",
+            broker.role,
+            "ASYNC_MASTER, SYNC_MASTER or SLAVE."
+        ),
+        field!(
+            "RINGMQ_BROKER_PERMISSION",
+            "brokerPermission",
+            broker.permission,
+            "PermName bits: 2 write, 4 read."
+        ),
+        field!(
+            "RINGMQ_BROKER_AUTO_CREATE_TOPIC_ENABLED",
+            "autoCreateTopicEnable",
+            broker.auto_create_topic_enabled,
+            "Create topics on first send from the TBW102 template."
+        ),
+        field!(
+            "RINGMQ_BROKER_DEFAULT_TOPIC_QUEUE_NUMS",
+            "defaultTopicQueueNums",
+            broker.default_topic_queue_nums,
+            "Queues of the TBW102 template topic."
+        ),
+        field!(
+            "RINGMQ_BROKER_AUTO_CREATE_SUBSCRIPTION_GROUP_ENABLED",
+            "autoCreateSubscriptionGroup",
+            broker.auto_create_subscription_group_enabled,
+            "Create subscription groups on first heartbeat or pull."
+        ),
+        field!(
+            "RINGMQ_BROKER_SLAVE_READ_ENABLED",
+            "slaveReadEnable",
+            broker.slave_read_enabled,
+            "Let pulls be redirected to a slave when the consumer falls behind."
+        ),
+        field!(
+            "RINGMQ_BROKER_PROPERTY_FILTER_ENABLED",
+            "enablePropertyFilter",
+            broker.property_filter_enabled,
+            "Allow SQL92 subscriptions."
+        ),
+        field!(
+            "RINGMQ_BROKER_REGISTER_NAME_SERVER_PERIOD_MS",
+            "registerNameServerPeriod",
+            broker.register_name_server_period_ms,
+            "Re-registration period with the name server."
+        ),
+        field!(
+            "RINGMQ_BROKER_CHANNEL_EXPIRED_TIMEOUT_MS",
+            "channelExpiredTimeout",
+            broker.channel_expired_timeout_ms,
+            "Client channels silent this long are dropped."
+        ),
+        field!(
+            "RINGMQ_BROKER_FLUSH_CONSUMER_OFFSET_INTERVAL_MS",
+            "flushConsumerOffsetInterval",
+            broker.flush_consumer_offset_interval_ms,
+            "Period of consumerOffset.json flushes."
+        ),
+        field!(
+            "RINGMQ_BROKER_MESSAGE_DELAY_LEVEL",
+            "messageDelayLevel",
+            broker.message_delay_level,
+            "Delay levels used by retries (space separated)."
+        ),
+        field!(
+            "RINGMQ_BROKER_REGION_ID",
+            "regionId",
+            broker.region_id,
+            "MSG_REGION returned in send responses."
+        ),
+        field!(
+            "RINGMQ_BROKER_TRACE_ON",
+            "traceOn",
+            broker.trace_on,
+            "TRACE_ON returned in send responses."
+        ),
+        field!(
+            "RINGMQ_BROKER_OFFSET_CHECK_IN_SLAVE",
+            "offsetCheckInSlave",
+            broker.offset_check_in_slave,
+            "Apply pull offset corrections on a slave too."
+        ),
+        field!(
+            "RINGMQ_NAMESRV_ADDR",
+            "namesrvAddr",
+            namesrv.addr,
+            "External name servers (ip:port;ip:port). Empty: run an embedded name server."
+        ),
+        field!(
+            "RINGMQ_NAMESRV_BIND_IP",
+            "",
+            namesrv.bind_ip,
+            "IP the name server listens on."
+        ),
+        field!(
+            "RINGMQ_NAMESRV_LISTEN_PORT",
+            "listenPort",
+            namesrv.listen_port,
+            "Name server port."
+        ),
+        field!(
+            "RINGMQ_NAMESRV_SCAN_NOT_ACTIVE_BROKER_INTERVAL_MS",
+            "scanNotActiveBrokerInterval",
+            namesrv.scan_not_active_broker_interval_ms,
+            "How often silent brokers are expired."
+        ),
+        field!(
+            "RINGMQ_NAMESRV_BROKER_CHANNEL_EXPIRED_TIMEOUT_MS",
+            "",
             namesrv.broker_channel_expired_timeout_ms,
-            "A broker silent this long is removed from routes."),
-        field!("RINGMQ_STORE_ROOT_DIR", "storePathRootDir", store.root_dir, "Data directory."),
-        field!("RINGMQ_STORE_COMMIT_LOG_FILE_SIZE_BYTES", "mappedFileSizeCommitLog",
-            store.commit_log_file_size_bytes, "Size of each CommitLog segment file."),
-        field!("RINGMQ_STORE_CONSUME_QUEUE_FILE_UNITS", "mappedFileSizeConsumeQueue / 20",
-            store.consume_queue_file_units, "20-byte units per ConsumeQueue file."),
-        field!("RINGMQ_STORE_FLUSH_POLICY", "flushDiskType", store.flush_policy,
-            "async (fsync every flush interval) or sync (group commit before the ack)."),
-        field!("RINGMQ_STORE_FLUSH_INTERVAL_MS", "flushIntervalCommitLog",
-            store.flush_interval_ms, "Async flush period."),
-        field!("RINGMQ_STORE_SYNC_FLUSH_TIMEOUT_MS", "syncFlushTimeout",
-            store.sync_flush_timeout_ms, "A sync-flush send waits this long, then FLUSH_DISK_TIMEOUT."),
-        field!("RINGMQ_STORE_MAX_MESSAGE_SIZE_BYTES", "maxMessageSize",
-            store.max_message_size_bytes, "Largest message body accepted."),
-        field!("RINGMQ_STORE_FILE_RESERVED_TIME_HOURS", "fileReservedTime",
-            store.file_reserved_time_hours, "CommitLog files older than this are deleted."),
-        field!("RINGMQ_STORE_DELETE_CHECK_INTERVAL_MS", "deleteCommitLogFilesInterval",
-            store.delete_check_interval_ms, "How often retention runs."),
-        field!("RINGMQ_STORE_ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO_PERCENT",
-            "accessMessageInMemoryMaxRatio", store.access_message_in_memory_max_ratio_percent,
-            "Data within this share of RAM of the head counts as in memory."),
-        field!("RINGMQ_STORE_MAX_TRANSFER_BYTES_ON_MESSAGE_IN_MEMORY",
-            "maxTransferBytesOnMessageInMemory", store.max_transfer_bytes_on_message_in_memory,
-            "Pull batch byte limit for in-memory data."),
-        field!("RINGMQ_STORE_MAX_TRANSFER_COUNT_ON_MESSAGE_IN_MEMORY",
-            "maxTransferCountOnMessageInMemory", store.max_transfer_count_on_message_in_memory,
-            "Pull batch count limit for in-memory data."),
-        field!("RINGMQ_STORE_MAX_TRANSFER_BYTES_ON_MESSAGE_IN_DISK",
-            "maxTransferBytesOnMessageInDisk", store.max_transfer_bytes_on_message_in_disk,
-            "Pull batch byte limit for on-disk data."),
-        field!("RINGMQ_STORE_MAX_TRANSFER_COUNT_ON_MESSAGE_IN_DISK",
-            "maxTransferCountOnMessageInDisk", store.max_transfer_count_on_message_in_disk,
-            "Pull batch count limit for on-disk data."),
-        field!("RINGMQ_STORE_TOTAL_PHYSICAL_MEMORY_BYTES", "", store.total_physical_memory_bytes,
-            "RAM used for the in-memory ratio; 0 = read /proc/meminfo (24 GiB if unreadable)."),
-        field!("RINGMQ_STORE_IO_MODE", "", store.io_mode,
-            "uring (registered-buffer io_uring reads) or pread."),
-        field!("RINGMQ_STORE_IO_PREAD_FALLBACK_ALLOWED", "", store.io_pread_fallback_allowed,
-            "If io_uring cannot be set up, fall back to pread instead of refusing to start."),
-        field!("RINGMQ_STORE_IO_RING_ENTRIES", "", store.io_ring_entries,
-            "Submission queue entries per read ring."),
-        field!("RINGMQ_STORE_IO_FIXED_BUFFER_COUNT", "", store.io_fixed_buffer_count,
-            "Registered buffers per read ring."),
-        field!("RINGMQ_STORE_IO_FIXED_BUFFER_SIZE_BYTES", "", store.io_fixed_buffer_size_bytes,
-            "Size of each registered buffer."),
-        field!("RINGMQ_LONGPOLL_ENABLED", "longPollingEnable", longpoll.enabled,
-            "Hold pulls that find nothing until a message arrives; off = short polling."),
-        field!("RINGMQ_LONGPOLL_SUSPEND_TIMEOUT_MAX_MS", "", longpoll.suspend_timeout_max_ms,
-            "Cap on a pull's suspendTimeoutMillis."),
-        field!("RINGMQ_LONGPOLL_CHECK_INTERVAL_MS", "", longpoll.check_interval_ms,
-            "Period of the hold-table sweep (PullRequestHoldService)."),
-        field!("RINGMQ_LONGPOLL_SHORT_POLLING_TIME_MS", "shortPollingTimeMills",
-            longpoll.short_polling_time_ms, "Hold time when long polling is off."),
-        field!("RINGMQ_LONGPOLL_PARKED_PULLS_MAX", "", longpoll.parked_pulls_max,
-            "Most pulls parked at once; beyond it pulls are answered at once."),
-        field!("RINGMQ_SERVER_WORKER_THREADS", "", server.worker_threads,
-            "io_uring runtime threads; 0 = one per core."),
-        field!("RINGMQ_SERVER_FRAME_SIZE_MAX_BYTES", "com.rocketmq.remoting.frameMaxLength",
-            server.frame_size_max_bytes, "Largest frame accepted; larger closes the connection."),
-        field!("RINGMQ_SERVER_REQUESTS_IN_FLIGHT_MAX", "", server.requests_in_flight_max,
-            "Requests processed at once per connection."),
-        field!("RINGMQ_SERVER_WRITE_QUEUE_MAX", "", server.write_queue_max,
-            "Frames queued for writing per connection."),
-        field!("RINGMQ_LOG_LEVEL", "", log.level, "tracing filter, e.g. info or ringmq=debug."),
+            "A broker silent this long is removed from routes."
+        ),
+        field!(
+            "RINGMQ_STORE_ROOT_DIR",
+            "storePathRootDir",
+            store.root_dir,
+            "Data directory."
+        ),
+        field!(
+            "RINGMQ_STORE_COMMIT_LOG_FILE_SIZE_BYTES",
+            "mappedFileSizeCommitLog",
+            store.commit_log_file_size_bytes,
+            "Size of each CommitLog segment file."
+        ),
+        field!(
+            "RINGMQ_STORE_CONSUME_QUEUE_FILE_UNITS",
+            "mappedFileSizeConsumeQueue / 20",
+            store.consume_queue_file_units,
+            "20-byte units per ConsumeQueue file."
+        ),
+        field!(
+            "RINGMQ_STORE_FLUSH_POLICY",
+            "flushDiskType",
+            store.flush_policy,
+            "async (fsync every flush interval) or sync (group commit before the ack)."
+        ),
+        field!(
+            "RINGMQ_STORE_FLUSH_INTERVAL_MS",
+            "flushIntervalCommitLog",
+            store.flush_interval_ms,
+            "Async flush period."
+        ),
+        field!(
+            "RINGMQ_STORE_SYNC_FLUSH_TIMEOUT_MS",
+            "syncFlushTimeout",
+            store.sync_flush_timeout_ms,
+            "A sync-flush send waits this long, then FLUSH_DISK_TIMEOUT."
+        ),
+        field!(
+            "RINGMQ_STORE_MAX_MESSAGE_SIZE_BYTES",
+            "maxMessageSize",
+            store.max_message_size_bytes,
+            "Largest message body accepted."
+        ),
+        field!(
+            "RINGMQ_STORE_FILE_RESERVED_TIME_HOURS",
+            "fileReservedTime",
+            store.file_reserved_time_hours,
+            "CommitLog files older than this are deleted."
+        ),
+        field!(
+            "RINGMQ_STORE_DELETE_CHECK_INTERVAL_MS",
+            "deleteCommitLogFilesInterval",
+            store.delete_check_interval_ms,
+            "How often retention runs."
+        ),
+        field!(
+            "RINGMQ_STORE_ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO_PERCENT",
+            "accessMessageInMemoryMaxRatio",
+            store.access_message_in_memory_max_ratio_percent,
+            "Data within this share of RAM of the head counts as in memory."
+        ),
+        field!(
+            "RINGMQ_STORE_MAX_TRANSFER_BYTES_ON_MESSAGE_IN_MEMORY",
+            "maxTransferBytesOnMessageInMemory",
+            store.max_transfer_bytes_on_message_in_memory,
+            "Pull batch byte limit for in-memory data."
+        ),
+        field!(
+            "RINGMQ_STORE_MAX_TRANSFER_COUNT_ON_MESSAGE_IN_MEMORY",
+            "maxTransferCountOnMessageInMemory",
+            store.max_transfer_count_on_message_in_memory,
+            "Pull batch count limit for in-memory data."
+        ),
+        field!(
+            "RINGMQ_STORE_MAX_TRANSFER_BYTES_ON_MESSAGE_IN_DISK",
+            "maxTransferBytesOnMessageInDisk",
+            store.max_transfer_bytes_on_message_in_disk,
+            "Pull batch byte limit for on-disk data."
+        ),
+        field!(
+            "RINGMQ_STORE_MAX_TRANSFER_COUNT_ON_MESSAGE_IN_DISK",
+            "maxTransferCountOnMessageInDisk",
+            store.max_transfer_count_on_message_in_disk,
+            "Pull batch count limit for on-disk data."
+        ),
+        field!(
+            "RINGMQ_STORE_TOTAL_PHYSICAL_MEMORY_BYTES",
+            "",
+            store.total_physical_memory_bytes,
+            "RAM used for the in-memory ratio; 0 = read /proc/meminfo (24 GiB if unreadable)."
+        ),
+        field!(
+            "RINGMQ_STORE_IO_MODE",
+            "",
+            store.io_mode,
+            "uring (registered-buffer io_uring reads) or pread."
+        ),
+        field!(
+            "RINGMQ_STORE_IO_PREAD_FALLBACK_ALLOWED",
+            "",
+            store.io_pread_fallback_allowed,
+            "If io_uring cannot be set up, fall back to pread instead of refusing to start."
+        ),
+        field!(
+            "RINGMQ_STORE_IO_RING_ENTRIES",
+            "",
+            store.io_ring_entries,
+            "Submission queue entries per read ring."
+        ),
+        field!(
+            "RINGMQ_STORE_IO_FIXED_BUFFER_COUNT",
+            "",
+            store.io_fixed_buffer_count,
+            "Registered buffers per read ring."
+        ),
+        field!(
+            "RINGMQ_STORE_IO_FIXED_BUFFER_SIZE_BYTES",
+            "",
+            store.io_fixed_buffer_size_bytes,
+            "Size of each registered buffer."
+        ),
+        field!(
+            "RINGMQ_LONGPOLL_ENABLED",
+            "longPollingEnable",
+            longpoll.enabled,
+            "Hold pulls that find nothing until a message arrives; off = short polling."
+        ),
+        field!(
+            "RINGMQ_LONGPOLL_SUSPEND_TIMEOUT_MAX_MS",
+            "",
+            longpoll.suspend_timeout_max_ms,
+            "Cap on a pull's suspendTimeoutMillis."
+        ),
+        field!(
+            "RINGMQ_LONGPOLL_CHECK_INTERVAL_MS",
+            "",
+            longpoll.check_interval_ms,
+            "Period of the hold-table sweep (PullRequestHoldService)."
+        ),
+        field!(
+            "RINGMQ_LONGPOLL_SHORT_POLLING_TIME_MS",
+            "shortPollingTimeMills",
+            longpoll.short_polling_time_ms,
+            "Hold time when long polling is off."
+        ),
+        field!(
+            "RINGMQ_LONGPOLL_PARKED_PULLS_MAX",
+            "",
+            longpoll.parked_pulls_max,
+            "Most pulls parked at once; beyond it pulls are answered at once."
+        ),
+        field!(
+            "RINGMQ_SERVER_WORKER_THREADS",
+            "",
+            server.worker_threads,
+            "io_uring runtime threads; 0 = one per core."
+        ),
+        field!(
+            "RINGMQ_SERVER_FRAME_SIZE_MAX_BYTES",
+            "com.rocketmq.remoting.frameMaxLength",
+            server.frame_size_max_bytes,
+            "Largest frame accepted; larger closes the connection."
+        ),
+        field!(
+            "RINGMQ_SERVER_REQUESTS_IN_FLIGHT_MAX",
+            "",
+            server.requests_in_flight_max,
+            "Requests processed at once per connection."
+        ),
+        field!(
+            "RINGMQ_SERVER_WRITE_QUEUE_MAX",
+            "",
+            server.write_queue_max,
+            "Frames queued for writing per connection."
+        ),
+        field!(
+            "RINGMQ_LOG_LEVEL",
+            "",
+            log.level,
+            "tracing filter, e.g. info or ringmq=debug."
+        ),
     ];
     FIELDS
 }
@@ -510,7 +739,9 @@ impl Config {
 
     /// Applies `RINGMQ_*` variables from `vars` over the defaults. Unknown `RINGMQ_` variables
     /// are errors (a typo must not silently run with a default).
-    pub fn from_vars(vars: impl IntoIterator<Item = (String, String)>) -> Result<Config, ConfigErrors> {
+    pub fn from_vars(
+        vars: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Config, ConfigErrors> {
         let mut config = Config::default();
         let mut errors = Vec::new();
         let by_env: BTreeMap<&str, &FieldSpec> = fields().iter().map(|f| (f.env, f)).collect();
@@ -521,7 +752,11 @@ impl Config {
             match by_env.get(name.as_str()) {
                 Some(spec) => {
                     if let Err(reason) = (spec.set)(&mut config, &value) {
-                        errors.push(ConfigError { var: name, value, reason });
+                        errors.push(ConfigError {
+                            var: name,
+                            value,
+                            reason,
+                        });
                     }
                 }
                 None if RESERVED_VARS.contains(&name.as_str()) => {}
@@ -545,7 +780,11 @@ impl Config {
         let mut errors = Vec::new();
         let mut check = |ok: bool, var: &str, value: String, reason: &str| {
             if !ok {
-                errors.push(ConfigError { var: var.into(), value, reason: reason.into() });
+                errors.push(ConfigError {
+                    var: var.into(),
+                    value,
+                    reason: reason.into(),
+                });
             }
         };
         let s = &self.store;
@@ -689,7 +928,10 @@ impl Config {
 
     /// The effective configuration, one `VAR=value` per line, for the startup log.
     pub fn describe(&self) -> String {
-        fields().iter().map(|f| format!("{}={}\n", f.env, f.value(self))).collect()
+        fields()
+            .iter()
+            .map(|f| format!("{}={}\n", f.env, f.value(self)))
+            .collect()
     }
 
     /// Parsed delay levels in milliseconds (RocketMQ messageDelayLevel: `1s 5s 1m 2h`).
@@ -703,7 +945,11 @@ impl Config {
 }
 
 /// `RINGMQ_` variables that are not config fields but read elsewhere (bench, tests).
-const RESERVED_VARS: &[&str] = &["RINGMQ_BIN", "RINGMQ_IT_EXTERNAL_NAMESRV", "RINGMQ_TEST_CHILD"];
+const RESERVED_VARS: &[&str] = &[
+    "RINGMQ_BIN",
+    "RINGMQ_IT_EXTERNAL_NAMESRV",
+    "RINGMQ_TEST_CHILD",
+];
 
 fn parse_delay_levels(text: &str) -> Result<Vec<u64>, String> {
     let mut levels = Vec::new();
@@ -717,7 +963,9 @@ fn parse_delay_levels(text: &str) -> Result<Vec<u64>, String> {
             "d" => 86_400_000,
             _ => return Err(format!("level `{token}` must end with s, m, h or d")),
         };
-        let n: u64 = number.parse().map_err(|_| format!("level `{token}` is not a number"))?;
+        let n: u64 = number
+            .parse()
+            .map_err(|_| format!("level `{token}` is not a number"))?;
         levels.push(n * factor_ms);
     }
     if levels.is_empty() {
@@ -731,7 +979,10 @@ mod tests {
     use super::*;
 
     fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
     }
 
     #[test]
@@ -765,16 +1016,29 @@ mod tests {
         .unwrap_err();
         let text = err.to_string();
         assert_eq!(err.0.len(), 3, "{text}");
-        assert!(text.contains("RINGMQ_BROKER_LISTEN_PORT=\"70000\" is invalid"), "{text}");
-        assert!(text.contains("RINGMQ_STORE_FLUSH_POLICY=\"sometimes\""), "{text}");
+        assert!(
+            text.contains("RINGMQ_BROKER_LISTEN_PORT=\"70000\" is invalid"),
+            "{text}"
+        );
+        assert!(
+            text.contains("RINGMQ_STORE_FLUSH_POLICY=\"sometimes\""),
+            "{text}"
+        );
         assert!(text.contains("unknown ringmq setting"), "{text}");
     }
 
     #[test]
     fn relations_between_fields_are_checked() {
-        let err = Config::from_vars(vars(&[("RINGMQ_STORE_COMMIT_LOG_FILE_SIZE_BYTES", "1048576")]))
-            .unwrap_err();
-        assert!(err.to_string().contains("RINGMQ_STORE_MAX_MESSAGE_SIZE_BYTES"), "{err}");
+        let err = Config::from_vars(vars(&[(
+            "RINGMQ_STORE_COMMIT_LOG_FILE_SIZE_BYTES",
+            "1048576",
+        )]))
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("RINGMQ_STORE_MAX_MESSAGE_SIZE_BYTES"),
+            "{err}"
+        );
         let err = Config::from_vars(vars(&[("RINGMQ_BROKER_ROLE", "SLAVE")])).unwrap_err();
         assert!(err.to_string().contains("RINGMQ_BROKER_ID"), "{err}");
     }
@@ -801,7 +1065,11 @@ mod tests {
                 .unwrap_or_else(|| panic!("docs/CONFIG.md lacks a row for {}", f.env));
             if f.env != "RINGMQ_STORE_ROOT_DIR" {
                 let want = format!("`{}`", f.value(&defaults));
-                assert!(row.contains(&want), "{} row should show default {want}", f.env);
+                assert!(
+                    row.contains(&want),
+                    "{} row should show default {want}",
+                    f.env
+                );
             }
         }
     }
@@ -831,8 +1099,15 @@ pub fn markdown_table() -> String {
         } else {
             format!("`{}`", f.value(&defaults))
         };
-        let java = if f.rocketmq_name.is_empty() { "-" } else { f.rocketmq_name };
-        out.push_str(&format!("| `{}` | {} | {} | {} |\n", f.env, default, java, f.doc));
+        let java = if f.rocketmq_name.is_empty() {
+            "-"
+        } else {
+            f.rocketmq_name
+        };
+        out.push_str(&format!(
+            "| `{}` | {} | {} | {} |\n",
+            f.env, default, java, f.doc
+        ));
     }
     out
 }

@@ -1,3 +1,5 @@
 //! The broker: processors, long polling, offsets, filters, name server, network runtime.
 
 pub mod filter;
+pub mod offset;
+pub mod persist;

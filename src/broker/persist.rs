@@ -1,0 +1,254 @@
+//! Crash-safe JSON config files (`config/consumerOffset.json`, `topics.json`,
+//! `subscriptionGroup.json`), RocketMQ's `ConfigManager` done durably.
+//!
+//! Write: the new content goes to `<file>.tmp`, which is fsynced; the current file (if any) is
+//! kept as `<file>.bak` (hard link, so a crash at any point leaves at least one complete copy);
+//! the temp file is renamed over `<file>`; the directory is fsynced so the rename is durable.
+//! Load: `<file>` if it parses, else `<file>.bak` (loudly), else an error. A missing file is a
+//! fresh start, a corrupt one with no usable backup is an error: ringmq never silently starts
+//! every consumer group from offset 0.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+/// Why a config file could not be written or read.
+#[derive(Debug, thiserror::Error)]
+pub enum PersistError {
+    #[error("{op} {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{path} is corrupt ({reason}) and its backup {backup} is missing or corrupt too")]
+    Corrupt {
+        path: PathBuf,
+        backup: PathBuf,
+        reason: String,
+    },
+}
+
+fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> PersistError + 'a {
+    move |source| PersistError::Io {
+        op,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn sibling(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(suffix);
+    path.with_file_name(name)
+}
+
+/// The backup file RocketMQ keeps next to a config file.
+pub fn backup_path(path: &Path) -> PathBuf {
+    sibling(path, ".bak")
+}
+
+/// fsync of a file or directory. Every config-file fsync goes through here; a failure is
+/// returned, never retried as success.
+fn sync(file: &File, path: &Path) -> Result<(), PersistError> {
+    file.sync_all().map_err(io_err("fsync", path))
+}
+
+/// Writes `content` to `path` crash-safely (see the module doc).
+pub fn write_atomically(path: &Path, content: &[u8]) -> Result<(), PersistError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    fs::create_dir_all(dir).map_err(io_err("create dir", dir))?;
+    let tmp = sibling(path, ".tmp");
+    {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)
+            .map_err(io_err("create", &tmp))?;
+        file.write_all(content).map_err(io_err("write", &tmp))?;
+        sync(&file, &tmp)?;
+    }
+    if path.exists() {
+        let bak = backup_path(path);
+        // Replace the old backup by the current file through a link, so that at every instant
+        // either <file> or <file>.bak is a complete previous version.
+        let bak_tmp = sibling(path, ".bak.tmp");
+        let _ = fs::remove_file(&bak_tmp); // leftover of an earlier crash; absence is fine
+        fs::hard_link(path, &bak_tmp).map_err(io_err("link backup", &bak_tmp))?;
+        fs::rename(&bak_tmp, &bak).map_err(io_err("rename backup", &bak))?;
+    }
+    fs::rename(&tmp, path).map_err(io_err("rename", path))?;
+    let dir_file = File::open(dir).map_err(io_err("open dir", dir))?;
+    sync(&dir_file, dir)
+}
+
+/// What [`load_with_backup`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Loaded<T> {
+    /// Neither the file nor its backup exists: a fresh start.
+    Missing,
+    /// The main file parsed.
+    Main(T),
+    /// The main file was missing or corrupt; the backup parsed. Carries the main file's problem.
+    Backup(T, String),
+}
+
+/// Loads `path` with `parse`, falling back to `<path>.bak`.
+pub fn load_with_backup<T>(
+    path: &Path,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Result<Loaded<T>, PersistError> {
+    let bak = backup_path(path);
+    let main_problem = match read_optional(path)? {
+        Some(text) => match parse(&text) {
+            Ok(v) => return Ok(Loaded::Main(v)),
+            Err(reason) => reason,
+        },
+        None => "missing".to_string(),
+    };
+    match read_optional(&bak)? {
+        Some(text) => match parse(&text) {
+            Ok(v) => Ok(Loaded::Backup(v, main_problem)),
+            Err(reason) => Err(PersistError::Corrupt {
+                path: path.to_path_buf(),
+                backup: bak,
+                reason: format!("main: {main_problem}; backup: {reason}"),
+            }),
+        },
+        None if main_problem == "missing" => Ok(Loaded::Missing),
+        None => Err(PersistError::Corrupt {
+            path: path.to_path_buf(),
+            backup: bak,
+            reason: main_problem,
+        }),
+    }
+}
+
+fn read_optional(path: &Path) -> Result<Option<String>, PersistError> {
+    match fs::read(path) {
+        Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(PersistError::Io {
+            op: "read",
+            path: path.to_path_buf(),
+            source: e,
+        }),
+    }
+}
+
+/// Java's fastjson writes integer map keys unquoted (`{0:120,1:98}`), which is not JSON.
+/// This rewrites such keys to quoted ones outside of strings so serde_json can read files the
+/// Java broker wrote. Valid JSON passes through unchanged.
+pub fn quote_bare_integer_keys(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out: Vec<u8> = Vec::with_capacity(text.len() + 16);
+    let mut i = 0;
+    let mut in_string = false;
+    // True right after `{` or `,` (ignoring whitespace): a key may start here.
+    let mut key_position = false;
+    while i < bytes.len() {
+        let c = bytes[i];
+        if in_string {
+            out.push(c);
+            if c == b'\\' && i + 1 < bytes.len() {
+                out.push(bytes[i + 1]);
+                i += 2;
+                continue;
+            }
+            if c == b'"' {
+                in_string = false;
+            }
+            i += 1;
+            continue;
+        }
+        if key_position && (c == b'-' || c.is_ascii_digit()) {
+            let start = i;
+            let mut j = i + 1;
+            while j < bytes.len() && bytes[j].is_ascii_digit() {
+                j += 1;
+            }
+            let mut k = j;
+            while k < bytes.len() && bytes[k].is_ascii_whitespace() {
+                k += 1;
+            }
+            if k < bytes.len() && bytes[k] == b':' {
+                out.push(b'"');
+                out.extend_from_slice(&bytes[start..j]);
+                out.push(b'"');
+                i = j;
+                key_position = false;
+                continue;
+            }
+        }
+        match c {
+            b'"' => {
+                in_string = true;
+                key_position = false;
+            }
+            b'{' | b',' => key_position = true,
+            c if c.is_ascii_whitespace() => {}
+            _ => key_position = false,
+        }
+        out.push(c);
+        i += 1;
+    }
+    // Only ASCII quotes were inserted between whole UTF-8 sequences, so the bytes stay UTF-8.
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_json(text: &str) -> Result<serde_json::Value, String> {
+        serde_json::from_str(&quote_bare_integer_keys(text)).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn quotes_java_style_integer_keys_only_outside_strings() {
+        let java = r#"{"offsetTable":{"T@g":{0:120,1:98, -1 : 5},"x":"{0:1}"}}"#;
+        let v = parse_json(java).unwrap();
+        assert_eq!(v["offsetTable"]["T@g"]["0"], 120);
+        assert_eq!(v["offsetTable"]["T@g"]["1"], 98);
+        assert_eq!(v["offsetTable"]["T@g"]["-1"], 5);
+        assert_eq!(v["offsetTable"]["x"], "{0:1}");
+        let standard = r#"{"a":[1,2,{"3":4}],"s":"é\"0:"}"#;
+        assert_eq!(quote_bare_integer_keys(standard), standard);
+    }
+
+    #[test]
+    fn write_keeps_backup_and_load_falls_back_to_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config").join("consumerOffset.json");
+        write_atomically(&path, b"{\"v\":1}").unwrap();
+        write_atomically(&path, b"{\"v\":2}").unwrap();
+        assert_eq!(fs::read_to_string(backup_path(&path)).unwrap(), "{\"v\":1}");
+        let loaded = load_with_backup(&path, parse_json).unwrap();
+        assert_eq!(loaded, Loaded::Main(serde_json::json!({"v":2})));
+        fs::write(&path, b"{\"v\":").unwrap(); // torn main file
+        match load_with_backup(&path, parse_json).unwrap() {
+            Loaded::Backup(v, problem) => {
+                assert_eq!(v, serde_json::json!({"v":1}));
+                assert!(!problem.is_empty());
+            }
+            other => panic!("expected backup, got {other:?}"),
+        }
+        fs::write(backup_path(&path), b"garbage").unwrap();
+        assert!(matches!(
+            load_with_backup(&path, parse_json),
+            Err(PersistError::Corrupt { .. })
+        ));
+    }
+
+    #[test]
+    fn missing_files_are_a_fresh_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("none.json");
+        assert_eq!(
+            load_with_backup(&path, parse_json).unwrap(),
+            Loaded::Missing
+        );
+    }
+}
