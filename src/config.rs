@@ -789,7 +789,7 @@ impl Config {
         };
         let s = &self.store;
         check(
-            s.commit_log_file_size_bytes >= 64 * 1024 && s.commit_log_file_size_bytes % 4096 == 0,
+            s.commit_log_file_size_bytes >= 64 * 1024 && s.commit_log_file_size_bytes.is_multiple_of(4096),
             "RINGMQ_STORE_COMMIT_LOG_FILE_SIZE_BYTES",
             s.commit_log_file_size_bytes.to_string(),
             "must be a multiple of 4096 and at least 65536",
@@ -837,7 +837,7 @@ impl Config {
             "must be between 1 and 1024",
         );
         check(
-            s.io_fixed_buffer_size_bytes >= 4096 && s.io_fixed_buffer_size_bytes % 4096 == 0,
+            s.io_fixed_buffer_size_bytes >= 4096 && s.io_fixed_buffer_size_bytes.is_multiple_of(4096),
             "RINGMQ_STORE_IO_FIXED_BUFFER_SIZE_BYTES",
             s.io_fixed_buffer_size_bytes.to_string(),
             "must be a multiple of 4096",
