@@ -789,7 +789,8 @@ impl Config {
         };
         let s = &self.store;
         check(
-            s.commit_log_file_size_bytes >= 64 * 1024 && s.commit_log_file_size_bytes.is_multiple_of(4096),
+            s.commit_log_file_size_bytes >= 64 * 1024
+                && s.commit_log_file_size_bytes.is_multiple_of(4096),
             "RINGMQ_STORE_COMMIT_LOG_FILE_SIZE_BYTES",
             s.commit_log_file_size_bytes.to_string(),
             "must be a multiple of 4096 and at least 65536",
@@ -837,7 +838,8 @@ impl Config {
             "must be between 1 and 1024",
         );
         check(
-            s.io_fixed_buffer_size_bytes >= 4096 && s.io_fixed_buffer_size_bytes.is_multiple_of(4096),
+            s.io_fixed_buffer_size_bytes >= 4096
+                && s.io_fixed_buffer_size_bytes.is_multiple_of(4096),
             "RINGMQ_STORE_IO_FIXED_BUFFER_SIZE_BYTES",
             s.io_fixed_buffer_size_bytes.to_string(),
             "must be a multiple of 4096",
@@ -974,6 +976,31 @@ fn parse_delay_levels(text: &str) -> Result<Vec<u64>, String> {
     Ok(levels)
 }
 
+/// The env var table of docs/CONFIG.md, generated from [`fields`] (`ringmq config --markdown`).
+pub fn markdown_table() -> String {
+    let defaults = Config::default();
+    let mut out = String::from(
+        "| variable | default | RocketMQ name | meaning |\n| --- | --- | --- | --- |\n",
+    );
+    for f in fields() {
+        let default = if f.env == "RINGMQ_STORE_ROOT_DIR" {
+            "`$HOME/store`".to_string()
+        } else {
+            format!("`{}`", f.value(&defaults))
+        };
+        let java = if f.rocketmq_name.is_empty() {
+            "-"
+        } else {
+            f.rocketmq_name
+        };
+        out.push_str(&format!(
+            "| `{}` | {} | {} | {} |\n",
+            f.env, default, java, f.doc
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1085,29 +1112,4 @@ mod tests {
         assert!(parse_delay_levels("1x").is_err());
         assert!(parse_delay_levels("").is_err());
     }
-}
-
-/// The env var table of docs/CONFIG.md, generated from [`fields`] (`ringmq config --markdown`).
-pub fn markdown_table() -> String {
-    let defaults = Config::default();
-    let mut out = String::from(
-        "| variable | default | RocketMQ name | meaning |\n| --- | --- | --- | --- |\n",
-    );
-    for f in fields() {
-        let default = if f.env == "RINGMQ_STORE_ROOT_DIR" {
-            "`$HOME/store`".to_string()
-        } else {
-            format!("`{}`", f.value(&defaults))
-        };
-        let java = if f.rocketmq_name.is_empty() {
-            "-"
-        } else {
-            f.rocketmq_name
-        };
-        out.push_str(&format!(
-            "| `{}` | {} | {} | {} |\n",
-            f.env, default, java, f.doc
-        ));
-    }
-    out
 }
