@@ -1,5 +1,6 @@
 //! The broker: processors, long polling, offsets, filters, name server, network runtime.
 
 pub mod filter;
+pub mod longpoll;
 pub mod offset;
 pub mod persist;
