@@ -1,0 +1,56 @@
+//! `BrokerController`: the broker's shared state, built once at start and shared by every
+//! runtime thread (Java `BrokerController`).
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Arc;
+
+use crate::config::{BrokerRole, Config};
+use crate::store::MessageStore;
+
+use super::client::{ConsumerManager, ProducerManager};
+use super::filter_cache::FilterCache;
+use super::longpoll::HoldTable;
+use super::offset::ConsumerOffsetManager;
+use super::processor::pull::ParkedPullRequest;
+use super::subscription_group::SubscriptionGroupManager;
+use super::topic::TopicConfigManager;
+
+/// Everything a processor needs.
+pub struct BrokerController {
+    pub config: Config,
+    pub store: Arc<MessageStore>,
+    pub topics: TopicConfigManager,
+    pub groups: SubscriptionGroupManager,
+    pub offsets: ConsumerOffsetManager,
+    pub consumers: ConsumerManager,
+    pub producers: ProducerManager,
+    pub filters: FilterCache,
+    pub hold_table: HoldTable<ParkedPullRequest>,
+    /// Pulls woken by arrivals or the periodic check, executed by the pull-wake thread.
+    pub wake_queue: crossbeam::channel::Sender<super::longpoll_service::WakeItem>,
+    /// `ip:port` of the main listen port, as registered with the name server.
+    pub broker_addr: String,
+    pub store_host: SocketAddr,
+    /// brokerPermission, changeable at run time (admin).
+    pub permission: AtomicI32,
+    /// Topics created at run time that the name server must learn about.
+    pub topic_changes: crossbeam::channel::Sender<()>,
+    pub delay_levels_ms: Vec<u64>,
+}
+
+impl BrokerController {
+    pub fn is_slave(&self) -> bool {
+        self.config.broker.role == BrokerRole::Slave
+    }
+
+    pub fn broker_permission(&self) -> i32 {
+        self.permission.load(Ordering::Relaxed)
+    }
+
+    /// Tell the registration thread that the topic table changed.
+    pub fn notify_topics_changed(&self) {
+        // A full channel already carries a pending notification; nothing is lost.
+        let _ = self.topic_changes.try_send(());
+    }
+}

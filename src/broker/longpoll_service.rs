@@ -1,0 +1,118 @@
+//! The pull-wake service (Java `PullRequestHoldService` thread + `pullMessageExecutor`):
+//! re-executes parked pulls that an arrival woke, and every `check_interval_ms` runs the hold
+//! table's check, which answers pulls whose time is up and catches missed wake-ups.
+//!
+//! The store calls [`ArrivalNotifier::arriving`] on the appending thread; that only touches the
+//! hold table (lock-free queues) and hands woken pulls to this thread through a channel, so
+//! the append path never runs a pull.
+
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use crossbeam::channel::{Receiver, RecvTimeoutError};
+
+use crate::broker::controller::BrokerController;
+use crate::broker::longpoll::WakeReason;
+use crate::broker::processor::now_ms;
+use crate::broker::processor::pull::{self, ParkedPullRequest, PullOutcome};
+use crate::broker::server::Outbound;
+use crate::store::ArrivalListener;
+
+/// A parked pull to re-execute now.
+pub struct WakeItem {
+    pub pull: ParkedPullRequest,
+    pub reason: WakeReason,
+}
+
+impl BrokerController {
+    /// Queues a woken pull for re-execution.
+    pub fn wake(&self, pull: ParkedPullRequest, reason: WakeReason) {
+        // The channel is unbounded but its length is bounded by the hold table's bound: only
+        // pulls taken out of the table are queued here.
+        if self.wake_queue.send(WakeItem { pull, reason }).is_err() {
+            tracing::debug!("pull-wake service stopped; dropping a woken pull");
+        }
+    }
+}
+
+/// Feeds store arrivals into the hold table.
+pub struct ArrivalNotifier {
+    pub ctrl: Weak<BrokerController>,
+}
+
+impl ArrivalListener for ArrivalNotifier {
+    fn arriving(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        logic_offset_max_next: i64,
+        tags_code: i64,
+        _store_timestamp_ms: i64,
+        properties: &[u8],
+    ) {
+        let Some(ctrl) = self.ctrl.upgrade() else { return };
+        if ctrl.hold_table.is_empty() {
+            return;
+        }
+        let woken = ctrl.hold_table.notify_message_arriving(
+            topic,
+            queue_id,
+            logic_offset_max_next,
+            tags_code,
+            properties,
+        );
+        for (pull, reason) in woken {
+            ctrl.wake(pull, reason);
+        }
+    }
+}
+
+/// Re-executes one woken pull and sends its response on the pull's connection.
+pub fn execute_when_wakeup(ctrl: &Arc<BrokerController>, item: WakeItem) {
+    let WakeItem { pull, reason } = item;
+    let ParkedPullRequest { header, context, sender, .. } = pull;
+    if sender.is_closed() {
+        return;
+    }
+    tracing::trace!(?reason, topic = header.topic, queue_id = header.queue_id, "re-executing parked pull");
+    match pull::process(ctrl, header, context, None, false) {
+        PullOutcome::Respond(response) => {
+            if let Err(e) = sender.send(Outbound::Command(response)) {
+                tracing::debug!(error = %e, "could not answer a woken pull");
+            }
+        }
+        PullOutcome::Parked => debug_assert!(false, "a re-executed pull is never parked"),
+    }
+}
+
+/// The service loop; returns when the controller is dropped or the channel closes.
+pub fn run(ctrl: Weak<BrokerController>, wake_rx: Receiver<WakeItem>, check_interval_ms: u64) {
+    let interval = Duration::from_millis(check_interval_ms.max(1));
+    let mut next_check = Instant::now() + interval;
+    loop {
+        let timeout = next_check.saturating_duration_since(Instant::now());
+        match wake_rx.recv_timeout(timeout) {
+            Ok(item) => {
+                let Some(ctrl) = ctrl.upgrade() else { return };
+                execute_when_wakeup(&ctrl, item);
+                // Drain what is already queued without re-checking the clock each time.
+                while let Ok(item) = wake_rx.try_recv() {
+                    execute_when_wakeup(&ctrl, item);
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+        if Instant::now() >= next_check {
+            let Some(ctrl) = ctrl.upgrade() else { return };
+            let store = ctrl.store.clone();
+            let due = ctrl.hold_table.check_expired(now_ms(), |topic, queue_id| {
+                store.max_offset_in_queue(topic, queue_id)
+            });
+            for (pull, reason) in due {
+                execute_when_wakeup(&ctrl, WakeItem { pull, reason });
+            }
+            next_check = Instant::now() + interval;
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! HEART_BEAT (34), UNREGISTER_CLIENT (35), CHECK_CLIENT_CONFIG (46): Java
+//! `ClientManageProcessor`, plus NOTIFY_CONSUMER_IDS_CHANGED (40) sent to a group's members.
+
+use std::sync::Arc;
+
+use crate::broker::client::{ClientChannelInfo, HeartbeatData, SubscriptionData};
+use crate::broker::controller::BrokerController;
+use crate::broker::namesrv::types::perm;
+use crate::broker::server::{ConnectionContext, Outbound};
+use crate::broker::topic::retry_topic;
+use crate::remoting::codes::{request_code, response_code as rc};
+use crate::remoting::command::RemotingCommand;
+use crate::remoting::headers::{NotifyConsumerIdsChangedRequestHeader, UnregisterClientRequestHeader};
+
+use super::{now_ms, ProcessError, ProcessResult};
+
+fn channel_info(conn: &ConnectionContext, client_id: &str, request: &RemotingCommand) -> ClientChannelInfo {
+    ClientChannelInfo {
+        client_id: client_id.to_string(),
+        connection_id: conn.id,
+        sender: conn.sender().clone(),
+        language: request.language.name().to_string(),
+        version: request.version,
+        last_update_ms: now_ms(),
+    }
+}
+
+pub fn heart_beat(
+    ctrl: &Arc<BrokerController>,
+    conn: &ConnectionContext,
+    request: &RemotingCommand,
+) -> ProcessResult {
+    let data: HeartbeatData = serde_json::from_slice(&request.body)
+        .map_err(|e| ProcessError::system(format!("heartbeat body is not HeartbeatData JSON: {e}")))?;
+    for consumer in &data.consumer_data_set {
+        let Some(group) = ctrl.groups.find_or_auto_create(&consumer.group_name)? else {
+            // Java skips unknown groups when auto-creation is off.
+            continue;
+        };
+        // Push consumers in clustering mode consume their retry topic too.
+        if group.retry_queue_nums > 0 {
+            let (_, created) = ctrl.topics.create_topic_if_absent(
+                &retry_topic(&consumer.group_name),
+                group.retry_queue_nums,
+                perm::PERM_READ | perm::PERM_WRITE,
+                0,
+            )?;
+            if created {
+                ctrl.notify_topics_changed();
+            }
+        }
+        let outcome = ctrl.consumers.register_consumer(consumer, channel_info(conn, &data.client_id, request));
+        if outcome.channels_changed && group.notify_consumer_ids_changed_enable {
+            notify_consumer_ids_changed(ctrl, &consumer.group_name);
+        }
+    }
+    for producer in &data.producer_data_set {
+        ctrl.producers.register_producer(&producer.group_name, channel_info(conn, &data.client_id, request));
+    }
+    let mut response = RemotingCommand::response_to(request, rc::SUCCESS, None);
+    // 5.x extras; older clients ignore them.
+    response.set_ext("IS_SUPPORT_HEART_BEAT_V2", "true");
+    response.set_ext("IS_SUB_CHANGE", "true");
+    Ok(response)
+}
+
+pub fn unregister_client(
+    ctrl: &Arc<BrokerController>,
+    conn: &ConnectionContext,
+    request: &RemotingCommand,
+) -> ProcessResult {
+    let h = UnregisterClientRequestHeader::decode(request)?;
+    if let Some(group) = h.producer_group.as_deref().filter(|g| !g.is_empty()) {
+        ctrl.producers.unregister_producer(group, conn.id);
+    }
+    if let Some(group) = h.consumer_group.as_deref().filter(|g| !g.is_empty()) {
+        if ctrl.consumers.unregister_consumer(group, conn.id) {
+            let notify = ctrl.groups.find(group).is_none_or(|g| g.notify_consumer_ids_changed_enable);
+            if notify {
+                notify_consumer_ids_changed(ctrl, group);
+            }
+        }
+    }
+    Ok(RemotingCommand::response_to(request, rc::SUCCESS, None))
+}
+
+/// CHECK_CLIENT_CONFIG: a Java consumer with an SQL92 subscription asks whether the broker can
+/// serve it before it starts.
+pub fn check_client_config(ctrl: &Arc<BrokerController>, request: &RemotingCommand) -> ProcessResult {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Body {
+        #[serde(default)]
+        group: String,
+        subscription_data: Option<SubscriptionData>,
+    }
+    let body: Body = serde_json::from_slice(&request.body)
+        .map_err(|e| ProcessError::system(format!("CHECK_CLIENT_CONFIG body is not JSON: {e}")))?;
+    let Some(sub) = body.subscription_data else {
+        return Ok(RemotingCommand::response_to(request, rc::SUCCESS, None));
+    };
+    if sub.expression_type().eq_ignore_ascii_case("TAG") {
+        return Ok(RemotingCommand::response_to(request, rc::SUCCESS, None));
+    }
+    if !ctrl.config.broker.property_filter_enabled {
+        return Err(ProcessError::system(format!(
+            "The broker does not support consumer to filter message by {}",
+            sub.expression_type()
+        )));
+    }
+    crate::broker::filter::ExpressionMessageFilter::new(sub.expression_type(), &sub.sub_string).map_err(|e| {
+        ProcessError::new(
+            rc::SUBSCRIPTION_PARSE_FAILED,
+            format!("Parse the consumer's subscription[{}] failed, group: {}: {e}", sub.sub_string, body.group),
+        )
+    })?;
+    Ok(RemotingCommand::response_to(request, rc::SUCCESS, None))
+}
+
+/// Sends NOTIFY_CONSUMER_IDS_CHANGED (oneway) to every member of `group`, on each member's own
+/// connection, so they rebalance at once.
+pub fn notify_consumer_ids_changed(ctrl: &Arc<BrokerController>, group: &str) {
+    let Some(info) = ctrl.consumers.group(group) else { return };
+    for channel in info.channels.values() {
+        let mut cmd = RemotingCommand::request(request_code::NOTIFY_CONSUMER_IDS_CHANGED).oneway();
+        NotifyConsumerIdsChangedRequestHeader { consumer_group: group.to_string() }.encode(&mut cmd);
+        if let Err(e) = channel.sender.send(Outbound::Command(cmd)) {
+            tracing::debug!(group, client = channel.client_id, error = %e, "could not notify consumer");
+        }
+    }
+}

@@ -1,0 +1,73 @@
+//! GET_CONSUMER_LIST_BY_GROUP (38), QUERY_CONSUMER_OFFSET (14), UPDATE_CONSUMER_OFFSET (15):
+//! Java `ConsumerManageProcessor`.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::broker::controller::BrokerController;
+use crate::remoting::codes::response_code as rc;
+use crate::remoting::command::RemotingCommand;
+use crate::remoting::headers::{
+    GetConsumerListByGroupRequestHeader, QueryConsumerOffsetRequestHeader,
+    QueryConsumerOffsetResponseHeader, UpdateConsumerOffsetRequestHeader,
+};
+
+use super::{ProcessError, ProcessResult};
+
+pub fn get_consumer_list_by_group(ctrl: &Arc<BrokerController>, request: &RemotingCommand) -> ProcessResult {
+    let h = GetConsumerListByGroupRequestHeader::decode(request)?;
+    let ids = ctrl.consumers.group(&h.consumer_group).map(|g| g.client_ids()).unwrap_or_default();
+    if ids.is_empty() {
+        return Err(ProcessError::system(format!(
+            "no consumer for this group, {}",
+            h.consumer_group
+        )));
+    }
+    let body = serde_json::json!({ "consumerIdList": ids }).to_string();
+    Ok(RemotingCommand::response_to(request, rc::SUCCESS, None).with_body(Bytes::from(body)))
+}
+
+/// Java semantics: a stored offset answers SUCCESS; otherwise, unless the client asked not to,
+/// offset 0 is answered when the queue still holds its first message in memory (a brand-new
+/// queue), else QUERY_NOT_FOUND (the client then applies its consume-from-where policy).
+pub fn query_consumer_offset(ctrl: &Arc<BrokerController>, request: &RemotingCommand) -> ProcessResult {
+    let h = QueryConsumerOffsetRequestHeader::decode(request)?;
+    if let Some(offset) = ctrl.offsets.query_offset(&h.consumer_group, &h.topic, h.queue_id) {
+        if offset >= 0 {
+            return Ok(offset_response(request, offset));
+        }
+    }
+    let set_zero = h.set_zero_if_not_found.unwrap_or(true);
+    if set_zero {
+        let min = ctrl.store.min_offset_in_queue(&h.topic, h.queue_id);
+        if min <= 0 && ctrl.store.check_in_mem_by_consume_offset(&h.topic, h.queue_id, 0) {
+            return Ok(offset_response(request, 0));
+        }
+    }
+    Err(ProcessError::new(rc::QUERY_NOT_FOUND, "Not found, maybe this group consumer boot first"))
+}
+
+fn offset_response(request: &RemotingCommand, offset: i64) -> RemotingCommand {
+    let mut response = RemotingCommand::response_to(request, rc::SUCCESS, None);
+    QueryConsumerOffsetResponseHeader { offset }.encode(&mut response);
+    response
+}
+
+pub fn update_consumer_offset(ctrl: &Arc<BrokerController>, request: &RemotingCommand) -> ProcessResult {
+    let h = UpdateConsumerOffsetRequestHeader::decode(request)?;
+    if ctrl.groups.find(&h.consumer_group).is_none() {
+        return Err(ProcessError::new(
+            rc::SUBSCRIPTION_GROUP_NOT_EXIST,
+            format!("subscription group [{}] does not exist", h.consumer_group),
+        ));
+    }
+    if ctrl.topics.select(&h.topic).is_none() {
+        return Err(ProcessError::new(
+            rc::TOPIC_NOT_EXIST,
+            format!("topic[{}] not exist, apply first please!", h.topic),
+        ));
+    }
+    ctrl.offsets.commit_offset(&h.consumer_group, &h.topic, h.queue_id, h.commit_offset);
+    Ok(RemotingCommand::response_to(request, rc::SUCCESS, None))
+}

@@ -1,0 +1,446 @@
+//! PULL_MESSAGE (11) and LITE_PULL_MESSAGE (361): Java `PullMessageProcessor` with
+//! `DefaultPullMessageResultHandler`.
+//!
+//! Order of work, as in Java: broker permission → subscription group → topic → queue id →
+//! subscription (from the header or the heartbeat) → filter → store lookup → status to response
+//! code → long polling (park on PULL_NOT_FOUND) → commit of the consumer offset (first
+//! execution only, master only). A parked pull is re-executed by the pull-wake service with
+//! `broker_allow_suspend = false`: no second park and no second commit, exactly as Java's
+//! `executeRequestWhenWakeup`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::broker::controller::BrokerController;
+use crate::broker::filter::ExpressionMessageFilter;
+use crate::broker::longpoll::ParkedPull;
+use crate::broker::namesrv::types::perm;
+use crate::broker::server::ConnectionSender;
+use crate::broker::topic::OFFSET_MOVED_EVENT;
+use crate::remoting::codes::response_code as rc;
+use crate::remoting::command::{RemotingCommand, SerializeType};
+use crate::remoting::headers::{PullMessageRequestHeader, PullMessageResponseHeader};
+use crate::store::{GetMessageResult, GetMessageStatus, MessageToStore};
+
+use super::{now_ms, ProcessError};
+
+/// PullSysFlag bits (Java `PullSysFlag`).
+pub mod pull_sys_flag {
+    pub const COMMIT_OFFSET: i32 = 0x1;
+    pub const SUSPEND: i32 = 0x2;
+    pub const SUBSCRIPTION: i32 = 0x4;
+    pub const CLASS_FILTER: i32 = 0x8;
+    pub const LITE_PULL_MESSAGE: i32 = 0x10;
+}
+
+/// Java `MixAll.MASTER_ID`.
+pub const MASTER_ID: i64 = 0;
+
+/// What the request carried besides its header: enough to answer it later.
+#[derive(Debug, Clone)]
+pub struct PullContext {
+    pub code: i32,
+    pub opaque: i32,
+    pub version: i32,
+    pub serialize_type: SerializeType,
+    pub remote_addr: SocketAddr,
+}
+
+impl PullContext {
+    pub fn of(request: &RemotingCommand, remote_addr: SocketAddr) -> Self {
+        PullContext {
+            code: request.code,
+            opaque: request.opaque,
+            version: request.version,
+            serialize_type: request.serialize_type,
+            remote_addr,
+        }
+    }
+
+    /// An empty response with this request's opaque and encoding.
+    pub fn response(&self, code: i32, remark: Option<String>) -> RemotingCommand {
+        let mut shell = RemotingCommand::request(self.code);
+        shell.opaque = self.opaque;
+        shell.serialize_type = self.serialize_type;
+        RemotingCommand::response_to(&shell, code, remark)
+    }
+}
+
+/// A pull parked in the hold table. Owns everything needed to re-execute and answer it
+/// (no borrow of any queue or connection state).
+pub struct ParkedPullRequest {
+    pub header: PullMessageRequestHeader,
+    pub context: PullContext,
+    pub filter: Arc<ExpressionMessageFilter>,
+    pub sender: ConnectionSender,
+    pub deadline_ms: i64,
+}
+
+impl std::fmt::Debug for ParkedPullRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ParkedPullRequest")
+            .field("topic", &self.header.topic)
+            .field("queue_id", &self.header.queue_id)
+            .field("queue_offset", &self.header.queue_offset)
+            .field("deadline_ms", &self.deadline_ms)
+            .finish()
+    }
+}
+
+impl ParkedPull for ParkedPullRequest {
+    fn request_offset(&self) -> i64 {
+        self.header.queue_offset
+    }
+    fn deadline_ms(&self) -> i64 {
+        self.deadline_ms
+    }
+    fn matches(&self, tags_code: i64, properties: &[u8]) -> bool {
+        self.filter.matches_arrival(tags_code, properties)
+    }
+    fn is_cancelled(&self) -> bool {
+        self.sender.is_closed()
+    }
+}
+
+/// What a pull led to.
+#[derive(Debug)]
+pub enum PullOutcome {
+    /// Answer now.
+    Respond(RemotingCommand),
+    /// Parked in the hold table; answered later through the connection's sender.
+    Parked,
+}
+
+/// Handles a PULL_MESSAGE / LITE_PULL_MESSAGE request as it arrives.
+pub fn process_request(
+    ctrl: &Arc<BrokerController>,
+    request: &RemotingCommand,
+    remote_addr: SocketAddr,
+    sender: &ConnectionSender,
+) -> PullOutcome {
+    let context = PullContext::of(request, remote_addr);
+    let header = match PullMessageRequestHeader::decode(request) {
+        Ok(h) => h,
+        Err(e) => return PullOutcome::Respond(ProcessError::from(e).into_response(request)),
+    };
+    process(ctrl, header, context, Some(sender), true)
+}
+
+/// The pull proper. `sender` is None when the pull cannot be parked.
+pub fn process(
+    ctrl: &Arc<BrokerController>,
+    header: PullMessageRequestHeader,
+    context: PullContext,
+    sender: Option<&ConnectionSender>,
+    broker_allow_suspend: bool,
+) -> PullOutcome {
+    match pull(ctrl, &header, &context) {
+        Err(e) => PullOutcome::Respond(context.response(e.code, Some(e.remark))),
+        Ok(done) => finish(ctrl, header, context, sender, broker_allow_suspend, done),
+    }
+}
+
+/// The result of the checks and the store lookup, before long polling and offset commit.
+struct Looked {
+    response: RemotingCommand,
+    filter: Arc<ExpressionMessageFilter>,
+}
+
+fn pull(
+    ctrl: &Arc<BrokerController>,
+    h: &PullMessageRequestHeader,
+    context: &PullContext,
+) -> Result<Looked, ProcessError> {
+    if ctrl.broker_permission() & perm::PERM_READ == 0 {
+        return Err(ProcessError::new(
+            rc::NO_PERMISSION,
+            format!("the broker[{}] pulling message is forbidden", ctrl.broker_addr),
+        ));
+    }
+    let group = ctrl.groups.find_or_auto_create(&h.consumer_group)?.ok_or_else(|| {
+        ProcessError::new(
+            rc::SUBSCRIPTION_GROUP_NOT_EXIST,
+            format!("subscription group [{}] does not exist", h.consumer_group),
+        )
+    })?;
+    if !group.consume_enable {
+        return Err(ProcessError::new(
+            rc::NO_PERMISSION,
+            format!("subscription group no permission, {}", h.consumer_group),
+        ));
+    }
+    let topic = ctrl.topics.select(&h.topic).ok_or_else(|| {
+        ProcessError::new(rc::TOPIC_NOT_EXIST, format!("topic[{}] not exist, apply first please!", h.topic))
+    })?;
+    if topic.perm & perm::PERM_READ == 0 {
+        return Err(ProcessError::new(
+            rc::NO_PERMISSION,
+            format!("the topic[{}] pulling message is forbidden", h.topic),
+        ));
+    }
+    if h.queue_id < 0 || h.queue_id >= topic.read_queue_nums {
+        return Err(ProcessError::new(
+            rc::INVALID_PARAMETER,
+            format!(
+                "queueId[{}] is illegal, topic:[{}] topicConfig.readQueueNums:[{}] consumer:[{}]",
+                h.queue_id, h.topic, topic.read_queue_nums, context.remote_addr
+            ),
+        ));
+    }
+    let filter = subscription_filter(ctrl, h, &group.consume_broadcast_enable)?;
+    let result = ctrl.store.get_message(
+        &h.consumer_group,
+        &h.topic,
+        h.queue_id,
+        h.queue_offset,
+        h.max_msg_nums.max(1),
+        filter.as_ref(),
+    )?;
+    let response = map_result(ctrl, h, context, &group, result);
+    Ok(Looked { response, filter })
+}
+
+/// The subscription of this pull, compiled: from the header when FLAG_SUBSCRIPTION is set,
+/// else the one registered by heartbeat (Java's order of checks and codes).
+fn subscription_filter(
+    ctrl: &Arc<BrokerController>,
+    h: &PullMessageRequestHeader,
+    consume_broadcast_enable: &bool,
+) -> Result<Arc<ExpressionMessageFilter>, ProcessError> {
+    let (expression_type, sub_string, sub_version) = if h.sys_flag & pull_sys_flag::SUBSCRIPTION != 0
+    {
+        let expression_type = match h.expression_type.as_deref() {
+            None | Some("") => "TAG".to_string(),
+            Some(t) => t.to_string(),
+        };
+        (expression_type, h.subscription.clone().unwrap_or_default(), h.sub_version)
+    } else {
+        let model = ctrl.consumers.message_model(&h.consumer_group).ok_or_else(|| {
+            ProcessError::new(
+                rc::SUBSCRIPTION_NOT_EXIST,
+                format!("the consumer's group info not exist, group: {}", h.consumer_group),
+            )
+        })?;
+        if !consume_broadcast_enable && model == "BROADCASTING" {
+            return Err(ProcessError::new(
+                rc::NO_PERMISSION,
+                format!("the consumer group[{}] can not consume by broadcast way", h.consumer_group),
+            ));
+        }
+        let (sub, _) = ctrl.consumers.find_subscription(&h.consumer_group, &h.topic).ok_or_else(|| {
+            ProcessError::new(
+                rc::SUBSCRIPTION_NOT_EXIST,
+                format!("the consumer's subscription not exist, group: {}, topic: {}", h.consumer_group, h.topic),
+            )
+        })?;
+        if sub.sub_version < h.sub_version {
+            return Err(ProcessError::new(
+                rc::SUBSCRIPTION_NOT_LATEST,
+                format!("the consumer's subscription not latest, group: {} topic: {}", h.consumer_group, h.topic),
+            ));
+        }
+        (sub.expression_type().to_string(), sub.sub_string.clone(), sub.sub_version)
+    };
+    if !expression_type.eq_ignore_ascii_case("TAG") && !ctrl.config.broker.property_filter_enabled {
+        return Err(ProcessError::system(
+            "The broker does not support consumer to filter message by SQL92 (RINGMQ_BROKER_PROPERTY_FILTER_ENABLED=false)",
+        ));
+    }
+    ctrl.filters
+        .get_or_compile(&h.consumer_group, &h.topic, &expression_type, &sub_string, sub_version)
+        .map_err(|e| {
+            ProcessError::new(
+                rc::SUBSCRIPTION_PARSE_FAILED,
+                format!("parse the consumer's subscription[{sub_string}] failed: {e}"),
+            )
+        })
+}
+
+/// GetMessageStatus → response code and header (§7.2), and the suggested broker.
+fn map_result(
+    ctrl: &Arc<BrokerController>,
+    h: &PullMessageRequestHeader,
+    context: &PullContext,
+    group: &crate::broker::subscription_group::SubscriptionGroupConfig,
+    result: GetMessageResult,
+) -> RemotingCommand {
+    let code = status_to_code(result.status, h.queue_offset);
+    let mut suggest = if ctrl.config.broker.slave_read_enabled {
+        if result.suggest_pulling_from_slave {
+            group.which_broker_when_consume_slowly
+        } else {
+            group.broker_id
+        }
+    } else {
+        MASTER_ID
+    };
+    let mut code = code;
+    if code == rc::PULL_OFFSET_MOVED && ctrl.is_slave() && !ctrl.config.broker.offset_check_in_slave {
+        // A slave does not move a consumer; it sends it back to the master to decide.
+        suggest = group.broker_id;
+        code = rc::PULL_RETRY_IMMEDIATELY;
+    }
+    let mut response = context.response(code, Some(status_name(result.status).to_string()));
+    PullMessageResponseHeader {
+        suggest_which_broker_id: suggest,
+        next_begin_offset: result.next_begin_offset,
+        min_offset: result.min_offset,
+        max_offset: result.max_offset,
+        offset_delta: None,
+        topic_sys_flag: None,
+        group_sys_flag: None,
+        forbidden_type: None,
+    }
+    .encode(&mut response);
+    if code == rc::SUCCESS {
+        response.body = result.buffer;
+    }
+    response
+}
+
+/// Java's status → response code mapping (`DefaultPullMessageResultHandler`).
+pub fn status_to_code(status: GetMessageStatus, requested_offset: i64) -> i32 {
+    use GetMessageStatus as S;
+    match status {
+        S::Found => rc::SUCCESS,
+        S::MessageWasRemoving | S::NoMatchedMessage => rc::PULL_RETRY_IMMEDIATELY,
+        S::NoMatchedLogicQueue | S::NoMessageInQueue => {
+            if requested_offset != 0 {
+                rc::PULL_OFFSET_MOVED
+            } else {
+                rc::PULL_NOT_FOUND
+            }
+        }
+        S::OffsetFoundNull | S::OffsetOverflowOne => rc::PULL_NOT_FOUND,
+        S::OffsetOverflowBadly | S::OffsetTooSmall => rc::PULL_OFFSET_MOVED,
+    }
+}
+
+/// Java `GetMessageStatus.name()`, carried as the response remark.
+pub fn status_name(status: GetMessageStatus) -> &'static str {
+    use GetMessageStatus as S;
+    match status {
+        S::Found => "FOUND",
+        S::NoMatchedMessage => "NO_MATCHED_MESSAGE",
+        S::MessageWasRemoving => "MESSAGE_WAS_REMOVING",
+        S::OffsetFoundNull => "OFFSET_FOUND_NULL",
+        S::OffsetOverflowBadly => "OFFSET_OVERFLOW_BADLY",
+        S::OffsetOverflowOne => "OFFSET_OVERFLOW_ONE",
+        S::OffsetTooSmall => "OFFSET_TOO_SMALL",
+        S::NoMatchedLogicQueue => "NO_MATCHED_LOGIC_QUEUE",
+        S::NoMessageInQueue => "NO_MESSAGE_IN_QUEUE",
+    }
+}
+
+/// Long polling, offset-moved events and the offset commit.
+fn finish(
+    ctrl: &Arc<BrokerController>,
+    header: PullMessageRequestHeader,
+    context: PullContext,
+    sender: Option<&ConnectionSender>,
+    broker_allow_suspend: bool,
+    looked: Looked,
+) -> PullOutcome {
+    let Looked { response, filter } = looked;
+    let code = response.code;
+    // Commit first: Java stores the offset whatever the pull found (first execution only).
+    let commit = broker_allow_suspend
+        && header.sys_flag & pull_sys_flag::COMMIT_OFFSET != 0
+        && !ctrl.is_slave();
+    if commit {
+        ctrl.offsets.commit_offset(&header.consumer_group, &header.topic, header.queue_id, header.commit_offset);
+    }
+    if code == rc::PULL_OFFSET_MOVED && !ctrl.is_slave() {
+        let next = response.ext_opt_str("nextBeginOffset").and_then(|v| v.parse().ok()).unwrap_or(0);
+        store_offset_moved_event(ctrl, &header, next);
+    }
+    if code != rc::PULL_NOT_FOUND || !broker_allow_suspend || header.sys_flag & pull_sys_flag::SUSPEND == 0 {
+        return PullOutcome::Respond(response);
+    }
+    let Some(sender) = sender else {
+        return PullOutcome::Respond(response);
+    };
+    let lp = &ctrl.config.longpoll;
+    let hold_ms = if lp.enabled {
+        (header.suspend_timeout_millis.max(0) as u64).min(lp.suspend_timeout_max_ms)
+    } else {
+        lp.short_polling_time_ms
+    };
+    let topic = header.topic.clone();
+    let queue_id = header.queue_id;
+    let parked = ParkedPullRequest {
+        header,
+        context,
+        filter,
+        sender: sender.clone(),
+        deadline_ms: now_ms() + hold_ms as i64,
+    };
+    match ctrl.hold_table.park(&topic, queue_id, parked) {
+        Ok(ready) => {
+            for (pull, reason) in ready {
+                ctrl.wake(pull, reason);
+            }
+            PullOutcome::Parked
+        }
+        // Table full: answer now rather than grow memory.
+        Err(full) => {
+            tracing::debug!(topic, queue_id, "hold table full; answering the pull at once");
+            drop(full);
+            PullOutcome::Respond(response)
+        }
+    }
+}
+
+/// Java 4.9 `generateOffsetMovedEvent`: a JSON message in OFFSET_MOVED_EVENT, tags and keys =
+/// the group, so operators see which consumer was moved and from where.
+fn store_offset_moved_event(ctrl: &Arc<BrokerController>, h: &PullMessageRequestHeader, offset_new: i64) {
+    let event = serde_json::json!({
+        "consumerGroup": h.consumer_group,
+        "messageQueue": {"brokerName": ctrl.config.broker.name, "queueId": h.queue_id, "topic": h.topic},
+        "offsetRequest": h.queue_offset,
+        "offsetNew": offset_new,
+    });
+    let properties = crate::store::format::encode_properties([
+        ("TAGS", h.consumer_group.as_str()),
+        ("KEYS", h.consumer_group.as_str()),
+    ]);
+    let msg = MessageToStore {
+        topic: OFFSET_MOVED_EVENT.to_string(),
+        queue_id: 0,
+        flag: 0,
+        body: Bytes::from(event.to_string()),
+        properties,
+        sys_flag: 0,
+        born_timestamp_ms: now_ms(),
+        born_host: ctrl.store_host,
+        reconsume_times: 0,
+        prepared_transaction_offset: 0,
+    };
+    if let Err(e) = ctrl.store.put_message(&msg) {
+        tracing::warn!(error = %e, group = h.consumer_group, "storing the OffsetMovedEvent failed");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use GetMessageStatus as S;
+
+    #[test]
+    fn status_mapping_matches_java() {
+        assert_eq!(status_to_code(S::Found, 5), rc::SUCCESS);
+        assert_eq!(status_to_code(S::NoMatchedMessage, 5), rc::PULL_RETRY_IMMEDIATELY);
+        assert_eq!(status_to_code(S::MessageWasRemoving, 5), rc::PULL_RETRY_IMMEDIATELY);
+        assert_eq!(status_to_code(S::NoMatchedLogicQueue, 0), rc::PULL_NOT_FOUND);
+        assert_eq!(status_to_code(S::NoMatchedLogicQueue, 3), rc::PULL_OFFSET_MOVED);
+        assert_eq!(status_to_code(S::NoMessageInQueue, 0), rc::PULL_NOT_FOUND);
+        assert_eq!(status_to_code(S::NoMessageInQueue, 1), rc::PULL_OFFSET_MOVED);
+        assert_eq!(status_to_code(S::OffsetFoundNull, 1), rc::PULL_NOT_FOUND);
+        assert_eq!(status_to_code(S::OffsetOverflowOne, 1), rc::PULL_NOT_FOUND);
+        assert_eq!(status_to_code(S::OffsetOverflowBadly, 1), rc::PULL_OFFSET_MOVED);
+        assert_eq!(status_to_code(S::OffsetTooSmall, 1), rc::PULL_OFFSET_MOVED);
+        assert_eq!(status_name(S::OffsetOverflowOne), "OFFSET_OVERFLOW_ONE");
+    }
+}

@@ -1,0 +1,474 @@
+//! SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320) and
+//! CONSUMER_SEND_MSG_BACK (36): Java `SendMessageProcessor` / `AbstractSendMessageProcessor`.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::broker::controller::BrokerController;
+use crate::broker::namesrv::types::{perm, TopicConfig};
+use crate::broker::topic::{self, dlq_topic, retry_topic, RETRY_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC};
+use crate::config::FlushPolicy;
+use crate::remoting::codes::response_code as rc;
+use crate::remoting::command::RemotingCommand;
+use crate::remoting::headers::{
+    ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader, SendMessageResponseHeader,
+};
+use crate::store::format::{self, property_value};
+use crate::store::{BatchToStore, MessageToStore, PutMessageResult, PutMessageStatus, StoreError};
+
+use super::{ProcessError, ProcessResult};
+
+/// Java `MQVersion.Version.V3_4_9`: from this client version on, the header's
+/// maxReconsumeTimes is honoured.
+const VERSION_V3_4_9: i32 = 121;
+
+/// Message property names (Java `MessageConst`).
+pub mod property {
+    pub const TAGS: &str = "TAGS";
+    pub const KEYS: &str = "KEYS";
+    pub const UNIQ_KEY: &str = "UNIQ_KEY";
+    pub const WAIT: &str = "WAIT";
+    pub const DELAY: &str = "DELAY";
+    pub const RETRY_TOPIC: &str = "RETRY_TOPIC";
+    pub const REAL_TOPIC: &str = "REAL_TOPIC";
+    pub const REAL_QID: &str = "REAL_QID";
+    pub const ORIGIN_MESSAGE_ID: &str = "ORIGIN_MESSAGE_ID";
+    pub const CLUSTER: &str = "CLUSTER";
+    pub const TRAN_MSG: &str = "TRAN_MSG";
+}
+
+/// MessageSysFlag transaction bits (Java `MessageSysFlag`).
+const TRANSACTION_MASK: i32 = 0x0C;
+const TRANSACTION_PREPARED_TYPE: i32 = 0x04;
+const TRANSACTION_ROLLBACK_TYPE: i32 = 0x0C;
+const MULTI_TAGS_FLAG: i32 = 0x2;
+
+static QUEUE_PICKER: AtomicU32 = AtomicU32::new(0);
+
+/// A queue picked for `queueId < 0` requests (Java uses a random one; a rotating counter spreads
+/// load the same way without a random number generator).
+fn pick_queue(queue_nums: i32) -> i32 {
+    (QUEUE_PICKER.fetch_add(1, Ordering::Relaxed) % queue_nums.max(1) as u32) as i32
+}
+
+/// SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE.
+pub async fn process_send(
+    ctrl: &Arc<BrokerController>,
+    request: &RemotingCommand,
+    remote_addr: SocketAddr,
+) -> ProcessResult {
+    let h = SendMessageRequestHeader::decode(request)?;
+    let topic_config = msg_check(ctrl, &h, remote_addr)?;
+    let queue_id = if h.queue_id < 0 { pick_queue(topic_config.write_queue_nums) } else { h.queue_id };
+    let stored = if h.batch {
+        send_batch(ctrl, request, &h, queue_id, remote_addr)?
+    } else {
+        send_single(ctrl, request, &h, &topic_config, queue_id, remote_addr)?
+    };
+    let (put, uniq_key) = stored;
+    let put = wait_for_flush(ctrl, put, request).await;
+    Ok(send_response(ctrl, request, put, queue_id, uniq_key))
+}
+
+/// Java `msgCheck` plus topic auto-creation.
+fn msg_check(
+    ctrl: &Arc<BrokerController>,
+    h: &SendMessageRequestHeader,
+    remote_addr: SocketAddr,
+) -> Result<TopicConfig, ProcessError> {
+    if ctrl.broker_permission() & perm::PERM_WRITE == 0 {
+        return Err(ProcessError::new(
+            rc::NO_PERMISSION,
+            format!("the broker[{}] sending message is forbidden", ctrl.broker_addr),
+        ));
+    }
+    topic::validate_topic(&h.topic).map_err(|e| ProcessError::new(rc::INVALID_PARAMETER, e))?;
+    if !topic::is_send_allowed(&h.topic) {
+        return Err(ProcessError::new(
+            rc::NO_PERMISSION,
+            format!("Sending message to topic[{}] is forbidden.", h.topic),
+        ));
+    }
+    let tc = match ctrl.topics.select(&h.topic) {
+        Some(tc) => tc,
+        None => create_topic_for_send(ctrl, h, remote_addr)?,
+    };
+    let queue_nums = tc.write_queue_nums.max(tc.read_queue_nums);
+    if h.queue_id >= queue_nums {
+        return Err(ProcessError::new(
+            rc::INVALID_PARAMETER,
+            format!(
+                "request queueId[{}] is illegal, topicConfig.writeQueueNums: {} readQueueNums: {} producer: {}",
+                h.queue_id, tc.write_queue_nums, tc.read_queue_nums, remote_addr
+            ),
+        ));
+    }
+    if tc.perm & perm::PERM_WRITE == 0 {
+        return Err(ProcessError::new(
+            rc::NO_PERMISSION,
+            format!("the topic[{}] sending message is forbidden", h.topic),
+        ));
+    }
+    Ok(tc)
+}
+
+fn create_topic_for_send(
+    ctrl: &Arc<BrokerController>,
+    h: &SendMessageRequestHeader,
+    remote_addr: SocketAddr,
+) -> Result<TopicConfig, ProcessError> {
+    let created = if h.topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) {
+        Some(ctrl.topics.create_topic_if_absent(&h.topic, 1, perm::PERM_READ | perm::PERM_WRITE, 0)?)
+    } else {
+        ctrl.topics.create_topic_in_send_message_method(
+            &h.topic,
+            &h.default_topic,
+            h.default_topic_queue_nums,
+            0,
+        )?
+    };
+    match created {
+        Some((tc, new)) => {
+            if new {
+                tracing::info!(topic = h.topic, queues = tc.write_queue_nums, client = %remote_addr, "auto-created topic");
+                ctrl.notify_topics_changed();
+            }
+            Ok(tc)
+        }
+        None => Err(ProcessError::new(
+            rc::TOPIC_NOT_EXIST,
+            format!("topic[{}] not exist, apply first please!", h.topic),
+        )),
+    }
+}
+
+type Stored = (PutMessageResult, Option<String>);
+
+fn send_single(
+    ctrl: &Arc<BrokerController>,
+    request: &RemotingCommand,
+    h: &SendMessageRequestHeader,
+    tc: &TopicConfig,
+    queue_id: i32,
+    remote_addr: SocketAddr,
+) -> Result<Stored, ProcessError> {
+    let mut properties = h.properties.clone().unwrap_or_default();
+    let mut topic = h.topic.clone();
+    let mut queue_id = queue_id;
+    let reconsume_times = h.reconsume_times.unwrap_or(0);
+    if topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) {
+        let group = &topic[RETRY_GROUP_TOPIC_PREFIX.len()..];
+        let gc = ctrl.groups.find(group).ok_or_else(|| {
+            ProcessError::new(
+                rc::SUBSCRIPTION_GROUP_NOT_EXIST,
+                format!("subscription group not exist, {group}"),
+            )
+        })?;
+        let max = match h.max_reconsume_times {
+            Some(m) if request.version >= VERSION_V3_4_9 => m,
+            _ => gc.retry_max_times,
+        };
+        if reconsume_times > max {
+            let dlq = dlq_topic(group);
+            ctrl.topics.create_topic_if_absent(&dlq, 1, perm::PERM_READ | perm::PERM_WRITE, 0)?;
+            topic = dlq;
+            queue_id = 0;
+        }
+    }
+    let sys_flag = if tc.topic_filter_type == crate::broker::namesrv::types::TopicFilterType::MultiTag {
+        h.sys_flag | MULTI_TAGS_FLAG
+    } else {
+        h.sys_flag
+    };
+    complete_properties(ctrl, &mut properties);
+    let uniq_key = property_value(properties.as_bytes(), property::UNIQ_KEY.as_bytes())
+        .map(|v| String::from_utf8_lossy(v).into_owned());
+    let mut msg = MessageToStore {
+        topic,
+        queue_id,
+        flag: h.flag,
+        body: request.body.clone(),
+        properties,
+        sys_flag,
+        born_timestamp_ms: h.born_timestamp,
+        born_host: remote_addr,
+        reconsume_times,
+        prepared_transaction_offset: 0,
+    };
+    apply_delay_level(ctrl, &mut msg);
+    let put = ctrl.store.put_message(&msg).map_err(put_error)?;
+    Ok((put, uniq_key))
+}
+
+fn send_batch(
+    ctrl: &Arc<BrokerController>,
+    _request: &RemotingCommand,
+    h: &SendMessageRequestHeader,
+    queue_id: i32,
+    remote_addr: SocketAddr,
+) -> Result<Stored, ProcessError> {
+    if h.topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) {
+        return Err(ProcessError::new(
+            rc::MESSAGE_ILLEGAL,
+            format!("batch request does not support retry group {}", h.topic),
+        ));
+    }
+    let batch = BatchToStore {
+        topic: h.topic.clone(),
+        queue_id,
+        sys_flag: h.sys_flag,
+        born_timestamp_ms: h.born_timestamp,
+        born_host: remote_addr,
+        reconsume_times: h.reconsume_times.unwrap_or(0),
+        encoded_messages: _request.body.clone(),
+    };
+    let put = ctrl.store.put_messages(&batch).map_err(put_error)?;
+    Ok((put, None))
+}
+
+/// Properties the broker adds: CLUSTER (Java 5.x `SendMessageProcessor`), and a UNIQ_KEY when
+/// the client sent none (5.x), so every message has a client-style id.
+fn complete_properties(ctrl: &Arc<BrokerController>, properties: &mut String) {
+    let bytes = properties.as_bytes();
+    let has_cluster = property_value(bytes, property::CLUSTER.as_bytes()).is_some();
+    let has_uniq = property_value(bytes, property::UNIQ_KEY.as_bytes()).is_some();
+    if !properties.is_empty() && !properties.ends_with('\u{2}') {
+        properties.push('\u{2}');
+    }
+    if !has_cluster {
+        properties.push_str(&format::encode_properties([(
+            property::CLUSTER,
+            ctrl.config.broker.cluster_name.as_str(),
+        )]));
+    }
+    if !has_uniq {
+        let id = crate::broker::msg_id::create_uniq_id(ctrl.store_host);
+        properties.push_str(&format::encode_properties([(property::UNIQ_KEY, id.as_str())]));
+    }
+}
+
+/// Java `HookUtils.handleScheduleMessage`: a message with DELAY > 0 goes to
+/// SCHEDULE_TOPIC_XXXX queue `level - 1`, remembering its real topic and queue.
+pub fn apply_delay_level(ctrl: &Arc<BrokerController>, msg: &mut MessageToStore) {
+    let tx = msg.sys_flag & TRANSACTION_MASK;
+    if tx == TRANSACTION_PREPARED_TYPE || tx == TRANSACTION_ROLLBACK_TYPE {
+        return;
+    }
+    let Some(level) = property_value(msg.properties.as_bytes(), property::DELAY.as_bytes())
+        .and_then(|v| std::str::from_utf8(v).ok())
+        .and_then(|v| v.trim().parse::<i32>().ok())
+    else {
+        return;
+    };
+    if level <= 0 {
+        return;
+    }
+    let max_level = ctrl.delay_levels_ms.len() as i32;
+    let level = level.min(max_level);
+    let real_qid = msg.queue_id.to_string();
+    let extra = format::encode_properties([
+        (property::REAL_TOPIC, msg.topic.as_str()),
+        (property::REAL_QID, real_qid.as_str()),
+    ]);
+    let mut props = remove_property(&msg.properties, property::DELAY);
+    props.push_str(&format::encode_properties([(property::DELAY, level.to_string().as_str())]));
+    props.push_str(&extra);
+    msg.properties = props;
+    msg.topic = SCHEDULE_TOPIC.to_string();
+    msg.queue_id = level - 1;
+}
+
+/// The properties string without `name` (all occurrences).
+pub fn remove_property(properties: &str, name: &str) -> String {
+    let pairs: Vec<(&str, &str)> = format::properties_iter(properties.as_bytes())
+        .filter(|(k, _)| *k != name.as_bytes())
+        .filter_map(|(k, v)| Some((std::str::from_utf8(k).ok()?, std::str::from_utf8(v).ok()?)))
+        .collect();
+    format::encode_properties(pairs)
+}
+
+fn put_error(e: StoreError) -> ProcessError {
+    ProcessError::new(put_status_code(e.put_status()), e.to_string())
+}
+
+/// Java `handlePutMessageResult`: store status → response code.
+pub fn put_status_code(status: PutMessageStatus) -> i32 {
+    use PutMessageStatus as S;
+    match status {
+        S::PutOk => rc::SUCCESS,
+        S::FlushDiskTimeout => rc::FLUSH_DISK_TIMEOUT,
+        S::FlushSlaveTimeout => rc::FLUSH_SLAVE_TIMEOUT,
+        S::SlaveNotAvailable => rc::SLAVE_NOT_AVAILABLE,
+        S::MessageIllegal | S::PropertiesSizeExceeded => rc::MESSAGE_ILLEGAL,
+        S::ServiceNotAvailable => rc::SERVICE_NOT_AVAILABLE,
+        S::OsPageCacheBusy => rc::SYSTEM_BUSY,
+        _ => rc::SYSTEM_ERROR,
+    }
+}
+
+/// With `sync` flush, a send is acknowledged only after the fsync covering it (unless the
+/// message says WAIT=false). A timeout answers FLUSH_DISK_TIMEOUT; the message is stored.
+async fn wait_for_flush(
+    ctrl: &Arc<BrokerController>,
+    mut put: PutMessageResult,
+    request: &RemotingCommand,
+) -> PutMessageResult {
+    if ctrl.config.store.flush_policy != FlushPolicy::Sync || put.status != PutMessageStatus::PutOk {
+        return put;
+    }
+    let wait = request
+        .ext_opt_str("properties")
+        .or_else(|| request.ext_opt_str("i"))
+        .and_then(|p| property_value(p.as_bytes(), property::WAIT.as_bytes()))
+        .is_none_or(|v| !v.eq_ignore_ascii_case(b"false"));
+    if !wait {
+        return put;
+    }
+    match ctrl.store.wait_flushed(put.end_offset()).await {
+        Ok(()) => {}
+        Err(StoreError::FlushTimeout) => put.status = PutMessageStatus::FlushDiskTimeout,
+        Err(e) => {
+            tracing::error!(error = %e, "sync flush failed");
+            put.status = PutMessageStatus::ServiceNotAvailable;
+        }
+    }
+    put
+}
+
+fn send_response(
+    ctrl: &Arc<BrokerController>,
+    request: &RemotingCommand,
+    put: PutMessageResult,
+    queue_id: i32,
+    uniq_key: Option<String>,
+) -> RemotingCommand {
+    let code = put_status_code(put.status);
+    let mut response = RemotingCommand::response_to(request, code, None);
+    if matches!(code, rc::SUCCESS | rc::FLUSH_DISK_TIMEOUT | rc::FLUSH_SLAVE_TIMEOUT | rc::SLAVE_NOT_AVAILABLE)
+    {
+        SendMessageResponseHeader {
+            msg_id: put.msg_ids.join(","),
+            queue_id,
+            queue_offset: put.logics_offset,
+            transaction_id: uniq_key,
+            batch_uniq_id: None,
+            recall_handle: None,
+        }
+        .encode(&mut response);
+    } else {
+        response.remark = Some(format!("{:?}", put.status));
+    }
+    // Java clients dereference extFields of every send response.
+    response.set_ext("MSG_REGION", &ctrl.config.broker.region_id);
+    response.set_ext("TRACE_ON", ctrl.config.broker.trace_on);
+    response
+}
+
+/// CONSUMER_SEND_MSG_BACK: a consumer could not process a message; store it again in the
+/// group's retry topic with a delay, or in its DLQ after too many attempts.
+pub async fn process_send_msg_back(
+    ctrl: &Arc<BrokerController>,
+    request: &RemotingCommand,
+    remote_addr: SocketAddr,
+) -> ProcessResult {
+    let h = ConsumerSendMsgBackRequestHeader::decode(request)?;
+    let gc = ctrl.groups.find_or_auto_create(&h.group)?.ok_or_else(|| {
+        ProcessError::new(
+            rc::SUBSCRIPTION_GROUP_NOT_EXIST,
+            format!("subscription group not exist, {}", h.group),
+        )
+    })?;
+    if ctrl.broker_permission() & perm::PERM_WRITE == 0 {
+        return Err(ProcessError::new(
+            rc::NO_PERMISSION,
+            format!("the broker[{}] sending message is forbidden", ctrl.broker_addr),
+        ));
+    }
+    if gc.retry_queue_nums <= 0 {
+        return Ok(RemotingCommand::response_to(request, rc::SUCCESS, None));
+    }
+    let retry = retry_topic(&h.group);
+    let (retry_tc, created) = ctrl.topics.create_topic_if_absent(
+        &retry,
+        gc.retry_queue_nums,
+        perm::PERM_READ | perm::PERM_WRITE,
+        0,
+    )?;
+    if created {
+        ctrl.notify_topics_changed();
+    }
+    let record = ctrl.store.look_message_by_offset(h.offset)?.ok_or_else(|| {
+        ProcessError::system(format!("look message by offset failed, {}", h.offset))
+    })?;
+    let decoded = format::decode_record(&record)
+        .map_err(|e| ProcessError::system(format!("stored message at {} is unreadable: {e}", h.offset)))?;
+    let max_reconsume = match h.max_reconsume_times {
+        Some(m) if request.version >= VERSION_V3_4_9 => m,
+        _ => gc.retry_max_times,
+    };
+    let reconsume_times = decoded.reconsume_times;
+    let props_str = String::from_utf8_lossy(decoded.properties).into_owned();
+    let mut properties = remove_property(&props_str, property::DELAY);
+    if property_value(decoded.properties, property::RETRY_TOPIC.as_bytes()).is_none() {
+        properties.push_str(&format::encode_properties([(property::RETRY_TOPIC, decoded.topic)]));
+    }
+    let origin_id = match h.origin_msg_id.as_deref() {
+        Some(id) if !id.trim().is_empty() => id.to_string(),
+        _ => format::encode_offset_msg_id(&decoded.store_host, decoded.physical_offset),
+    };
+    properties = remove_property(&properties, property::ORIGIN_MESSAGE_ID);
+    properties.push_str(&format::encode_properties([(property::ORIGIN_MESSAGE_ID, origin_id.as_str())]));
+    let (topic, queue_id) = if reconsume_times >= max_reconsume || h.delay_level < 0 {
+        let dlq = dlq_topic(&h.group);
+        let (_, created) =
+            ctrl.topics.create_topic_if_absent(&dlq, 1, perm::PERM_READ | perm::PERM_WRITE, 0)?;
+        if created {
+            ctrl.notify_topics_changed();
+        }
+        (dlq, 0)
+    } else {
+        let level = if h.delay_level == 0 { 3 + reconsume_times } else { h.delay_level };
+        properties.push_str(&format::encode_properties([(property::DELAY, level.to_string().as_str())]));
+        (retry.clone(), pick_queue(retry_tc.write_queue_nums))
+    };
+    let mut msg = MessageToStore {
+        topic,
+        queue_id,
+        flag: decoded.flag,
+        body: Bytes::copy_from_slice(decoded.body),
+        properties,
+        sys_flag: decoded.sys_flag,
+        born_timestamp_ms: decoded.born_timestamp_ms,
+        born_host: remote_addr,
+        reconsume_times: reconsume_times + 1,
+        prepared_transaction_offset: 0,
+    };
+    apply_delay_level(ctrl, &mut msg);
+    let put = ctrl.store.put_message(&msg).map_err(put_error)?;
+    let code = put_status_code(put.status);
+    let remark = (code != rc::SUCCESS).then(|| format!("{:?}", put.status));
+    Ok(RemotingCommand::response_to(request, code, remark))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remove_property_drops_every_occurrence() {
+        let props = format::encode_properties([("A", "1"), ("DELAY", "3"), ("B", "2"), ("DELAY", "4")]);
+        assert_eq!(remove_property(&props, "DELAY"), format::encode_properties([("A", "1"), ("B", "2")]));
+    }
+
+    #[test]
+    fn put_status_maps_like_java() {
+        assert_eq!(put_status_code(PutMessageStatus::PutOk), rc::SUCCESS);
+        assert_eq!(put_status_code(PutMessageStatus::FlushDiskTimeout), rc::FLUSH_DISK_TIMEOUT);
+        assert_eq!(put_status_code(PutMessageStatus::PropertiesSizeExceeded), rc::MESSAGE_ILLEGAL);
+        assert_eq!(put_status_code(PutMessageStatus::OsPageCacheBusy), rc::SYSTEM_BUSY);
+        assert_eq!(put_status_code(PutMessageStatus::UnknownError), rc::SYSTEM_ERROR);
+    }
+}

@@ -1,0 +1,212 @@
+//! Subscription groups (Java `SubscriptionGroupManager`, `SubscriptionGroupConfig`), persisted to
+//! `config/subscriptionGroup.json`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::RwLock;
+
+use serde::{Deserialize, Serialize};
+
+use super::persist::{self, Loaded, PersistError};
+
+/// Java `SubscriptionGroupConfig` with its defaults. Unknown members of files written by Java
+/// (groupRetryPolicy, attributes, ...) are ignored on load.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SubscriptionGroupConfig {
+    pub group_name: String,
+    pub consume_enable: bool,
+    pub consume_from_min_enable: bool,
+    pub consume_broadcast_enable: bool,
+    pub consume_message_orderly: bool,
+    pub retry_queue_nums: i32,
+    pub retry_max_times: i32,
+    pub broker_id: i64,
+    pub which_broker_when_consume_slowly: i64,
+    pub notify_consumer_ids_changed_enable: bool,
+    pub group_sys_flag: i32,
+    pub consume_timeout_minute: i32,
+}
+
+impl Default for SubscriptionGroupConfig {
+    fn default() -> Self {
+        SubscriptionGroupConfig {
+            group_name: String::new(),
+            consume_enable: true,
+            consume_from_min_enable: true,
+            consume_broadcast_enable: true,
+            consume_message_orderly: false,
+            retry_queue_nums: 1,
+            retry_max_times: 16,
+            broker_id: 0,
+            which_broker_when_consume_slowly: 1,
+            notify_consumer_ids_changed_enable: true,
+            group_sys_flag: 0,
+            consume_timeout_minute: 15,
+        }
+    }
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct GroupFile {
+    subscription_group_table: BTreeMap<String, SubscriptionGroupConfig>,
+}
+
+/// Group names Java's `SubscriptionGroupManager` creates at start.
+const SYSTEM_GROUPS: &[&str] = &[
+    "TOOLS_CONSUMER",
+    "FILTERSRV_CONSUMER",
+    "SELF_TEST_C_GROUP",
+    "CID_ONS-HTTP-PROXY",
+    "CID_ONSAPI_PULL",
+    "CID_ONSAPI_PERMISSION",
+    "CID_ONSAPI_OWNER",
+    "CID_SYS_RMQ_TRANS",
+];
+
+/// Java `ValidatorUtils`/`MixAll`: group names are at most 120 chars (CHARACTER_MAX_LENGTH 255 in
+/// 5.x checks; clients enforce 255). We check the broker-side limits that matter for topics
+/// built from the name.
+pub const GROUP_NAME_MAX_LENGTH: usize = 120;
+
+pub struct SubscriptionGroupManager {
+    table: RwLock<HashMap<String, SubscriptionGroupConfig>>,
+    auto_create: bool,
+    path: PathBuf,
+}
+
+impl SubscriptionGroupManager {
+    pub fn new(store_root: &Path, auto_create: bool) -> Self {
+        let table = SYSTEM_GROUPS
+            .iter()
+            .map(|g| {
+                let c = SubscriptionGroupConfig { group_name: g.to_string(), ..Default::default() };
+                (g.to_string(), c)
+            })
+            .collect();
+        SubscriptionGroupManager {
+            table: RwLock::new(table),
+            auto_create,
+            path: store_root.join("config").join("subscriptionGroup.json"),
+        }
+    }
+
+    pub fn load(&self) -> Result<Option<String>, PersistError> {
+        let parse = |text: &str| -> Result<GroupFile, String> {
+            serde_json::from_str(&persist::quote_bare_integer_keys(text)).map_err(|e| e.to_string())
+        };
+        let (file, warning) = match persist::load_with_backup(&self.path, parse)? {
+            Loaded::Missing => return Ok(None),
+            Loaded::Main(f) => (f, None),
+            Loaded::Backup(f, problem) => (
+                f,
+                Some(format!("{} unusable ({problem}); loaded groups from backup", self.path.display())),
+            ),
+        };
+        let mut table = self.table.write().unwrap_or_else(|p| p.into_inner());
+        for (name, mut c) in file.subscription_group_table {
+            if c.group_name.is_empty() {
+                c.group_name = name.clone();
+            }
+            table.insert(name, c);
+        }
+        Ok(warning)
+    }
+
+    pub fn persist(&self) -> Result<(), PersistError> {
+        let file = GroupFile {
+            subscription_group_table: self
+                .table
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        };
+        let text = serde_json::to_string(&file).map_err(|e| PersistError::Io {
+            op: "encode",
+            path: self.path.clone(),
+            source: std::io::Error::other(e),
+        })?;
+        persist::write_atomically(&self.path, text.as_bytes())
+    }
+
+    pub fn find(&self, group: &str) -> Option<SubscriptionGroupConfig> {
+        self.table.read().unwrap_or_else(|p| p.into_inner()).get(group).cloned()
+    }
+
+    /// Java `findSubscriptionGroupConfig`: the group, auto-created with defaults when
+    /// `autoCreateSubscriptionGroup` is on. Creating persists the table.
+    pub fn find_or_auto_create(&self, group: &str) -> Result<Option<SubscriptionGroupConfig>, PersistError> {
+        if let Some(c) = self.find(group) {
+            return Ok(Some(c));
+        }
+        if !self.auto_create {
+            return Ok(None);
+        }
+        let c = SubscriptionGroupConfig { group_name: group.to_string(), ..Default::default() };
+        self.table
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(group.to_string())
+            .or_insert_with(|| c.clone());
+        self.persist()?;
+        Ok(Some(c))
+    }
+
+    pub fn update(&self, c: SubscriptionGroupConfig) -> Result<(), PersistError> {
+        self.table.write().unwrap_or_else(|p| p.into_inner()).insert(c.group_name.clone(), c);
+        self.persist()
+    }
+
+    pub fn all(&self) -> BTreeMap<String, SubscriptionGroupConfig> {
+        self.table
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_create_persists_and_reloads_with_java_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = SubscriptionGroupManager::new(dir.path(), true);
+        let c = m.find_or_auto_create("cg").unwrap().unwrap();
+        assert_eq!(c.retry_max_times, 16);
+        assert_eq!(c.which_broker_when_consume_slowly, 1);
+        let m2 = SubscriptionGroupManager::new(dir.path(), true);
+        m2.load().unwrap();
+        assert_eq!(m2.find("cg"), Some(c));
+    }
+
+    #[test]
+    fn no_auto_create_means_unknown_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = SubscriptionGroupManager::new(dir.path(), false);
+        assert_eq!(m.find_or_auto_create("cg").unwrap(), None);
+        assert!(m.find("TOOLS_CONSUMER").is_some());
+    }
+
+    #[test]
+    fn loads_java_file_with_unknown_members() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = SubscriptionGroupManager::new(dir.path(), false);
+        std::fs::create_dir_all(dir.path().join("config")).unwrap();
+        std::fs::write(
+            dir.path().join("config/subscriptionGroup.json"),
+            r#"{"dataVersion":{"counter":1,"timestamp":1},"forbiddenTable":{},"subscriptionGroupTable":{"g1":{"brokerId":0,"consumeBroadcastEnable":true,"consumeEnable":false,"groupName":"g1","groupRetryPolicy":{"type":"CUSTOMIZED"},"retryMaxTimes":3,"retryQueueNums":1,"whichBrokerWhenConsumeSlowly":1}}}"#,
+        )
+        .unwrap();
+        m.load().unwrap();
+        let g = m.find("g1").unwrap();
+        assert!(!g.consume_enable);
+        assert_eq!(g.retry_max_times, 3);
+    }
+}

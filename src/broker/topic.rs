@@ -1,0 +1,337 @@
+//! Topic configurations (Java `TopicConfigManager`, `TopicValidator`), persisted to
+//! `config/topics.json`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::RwLock;
+
+use super::namesrv::types::{perm, DataVersion, TopicConfig, TopicConfigSerializeWrapper};
+use super::persist::{self, Loaded, PersistError};
+
+/// The auto-create template topic.
+pub const AUTO_CREATE_TOPIC_KEY_TOPIC: &str = "TBW102";
+pub const SELF_TEST_TOPIC: &str = "SELF_TEST_TOPIC";
+pub const BENCHMARK_TOPIC: &str = "BenchmarkTest";
+pub const OFFSET_MOVED_EVENT: &str = "OFFSET_MOVED_EVENT";
+pub const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
+pub const RETRY_GROUP_TOPIC_PREFIX: &str = "%RETRY%";
+pub const DLQ_GROUP_TOPIC_PREFIX: &str = "%DLQ%";
+/// Java `TopicValidator.TOPIC_MAX_LENGTH` for ordinary topics.
+pub const TOPIC_MAX_LENGTH: usize = 127;
+/// Retry and DLQ topics embed a group name (≤ 120 chars) behind their prefix.
+pub const SYSTEM_GROUP_TOPIC_MAX_LENGTH: usize = 255;
+/// Java `SCHEDULE_TOPIC_XXXX` has one queue per delay level; 18 by default.
+pub const SCHEDULE_TOPIC_QUEUE_NUMS: i32 = 18;
+
+/// Topics a producer may not send to (Java `TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET`).
+const NOT_ALLOWED_SEND_TOPICS: &[&str] = &[
+    SCHEDULE_TOPIC,
+    "RMQ_SYS_TRANS_HALF_TOPIC",
+    "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+    "RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC",
+];
+
+/// The retry topic of a consumer group.
+pub fn retry_topic(group: &str) -> String {
+    format!("{RETRY_GROUP_TOPIC_PREFIX}{group}")
+}
+
+/// The dead-letter topic of a consumer group.
+pub fn dlq_topic(group: &str) -> String {
+    format!("{DLQ_GROUP_TOPIC_PREFIX}{group}")
+}
+
+/// Checks a topic name like Java's `TopicValidator.validateTopic`: not blank, only
+/// `[A-Za-z0-9_%|-]`, at most 127 chars (255 for `%RETRY%`/`%DLQ%` topics).
+pub fn validate_topic(topic: &str) -> Result<(), String> {
+    if topic.trim().is_empty() {
+        return Err("the specified topic is blank".into());
+    }
+    let max = if topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) || topic.starts_with(DLQ_GROUP_TOPIC_PREFIX)
+    {
+        SYSTEM_GROUP_TOPIC_MAX_LENGTH
+    } else {
+        TOPIC_MAX_LENGTH
+    };
+    if topic.len() > max {
+        return Err(format!("the specified topic is longer than topic max length {max}"));
+    }
+    if let Some(bad) = topic.chars().find(|c| !(c.is_ascii_alphanumeric() || "_%|-".contains(*c))) {
+        return Err(format!(
+            "the specified topic[{topic}] contains illegal characters ({bad:?}), allowing only ^[%|a-zA-Z0-9_-]+$"
+        ));
+    }
+    Ok(())
+}
+
+/// Whether producers may send to `topic`.
+pub fn is_send_allowed(topic: &str) -> bool {
+    !NOT_ALLOWED_SEND_TOPICS.contains(&topic)
+}
+
+/// Settings the manager needs from the broker config.
+#[derive(Debug, Clone)]
+pub struct TopicDefaults {
+    pub cluster_name: String,
+    pub broker_name: String,
+    pub auto_create_topic_enabled: bool,
+    pub default_topic_queue_nums: i32,
+}
+
+/// The topic table and its file.
+pub struct TopicConfigManager {
+    table: RwLock<HashMap<String, TopicConfig>>,
+    data_version: RwLock<DataVersion>,
+    path: PathBuf,
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+fn topic(name: &str, read: i32, write: i32, perm_bits: i32) -> TopicConfig {
+    TopicConfig {
+        topic_name: name.to_string(),
+        read_queue_nums: read,
+        write_queue_nums: write,
+        perm: perm_bits,
+        ..TopicConfig::default()
+    }
+}
+
+impl TopicConfigManager {
+    /// The built-in topics of Java's `TopicConfigManager` constructor, plus whatever
+    /// `config/topics.json` holds.
+    pub fn new(store_root: &Path, defaults: &TopicDefaults) -> Self {
+        let rw = perm::PERM_READ | perm::PERM_WRITE;
+        let mut table = HashMap::new();
+        let mut add = |t: TopicConfig| {
+            table.insert(t.topic_name.clone(), t);
+        };
+        add(topic(SELF_TEST_TOPIC, 1, 1, rw));
+        if defaults.auto_create_topic_enabled {
+            let n = defaults.default_topic_queue_nums;
+            add(topic(AUTO_CREATE_TOPIC_KEY_TOPIC, n, n, rw | perm::PERM_INHERIT));
+        }
+        add(topic(BENCHMARK_TOPIC, 1024, 1024, rw));
+        add(topic(&defaults.cluster_name, 16, 16, rw | perm::PERM_INHERIT));
+        add(topic(&defaults.broker_name, 1, 1, rw | perm::PERM_INHERIT));
+        add(topic(OFFSET_MOVED_EVENT, 1, 1, rw));
+        add(topic(SCHEDULE_TOPIC, SCHEDULE_TOPIC_QUEUE_NUMS, SCHEDULE_TOPIC_QUEUE_NUMS, rw));
+        add(topic(&format!("{}_REPLY_TOPIC", defaults.cluster_name), 1, 1, rw));
+        TopicConfigManager {
+            table: RwLock::new(table),
+            data_version: RwLock::new(DataVersion { counter: 0, state_version: 0, timestamp: now_ms() }),
+            path: store_root.join("config").join("topics.json"),
+        }
+    }
+
+    /// Loads `topics.json` (or its backup) over the built-ins. Returns a warning if the backup
+    /// was used.
+    pub fn load(&self) -> Result<Option<String>, PersistError> {
+        let parse = |text: &str| -> Result<TopicConfigSerializeWrapper, String> {
+            serde_json::from_str(&persist::quote_bare_integer_keys(text)).map_err(|e| e.to_string())
+        };
+        let (wrapper, warning) = match persist::load_with_backup(&self.path, parse)? {
+            Loaded::Missing => return Ok(None),
+            Loaded::Main(w) => (w, None),
+            Loaded::Backup(w, problem) => {
+                (w, Some(format!("{} unusable ({problem}); loaded topics from backup", self.path.display())))
+            }
+        };
+        let mut table = self.table.write().unwrap_or_else(|p| p.into_inner());
+        for (name, mut tc) in wrapper.topic_config_table {
+            if tc.topic_name.is_empty() {
+                tc.topic_name = name.clone();
+            }
+            table.insert(name, tc);
+        }
+        *self.data_version.write().unwrap_or_else(|p| p.into_inner()) = wrapper.data_version;
+        Ok(warning)
+    }
+
+    /// Writes `topics.json`.
+    pub fn persist(&self) -> Result<(), PersistError> {
+        let wrapper = self.wrapper();
+        let text = serde_json::to_string(&wrapper).map_err(|e| PersistError::Io {
+            op: "encode",
+            path: self.path.clone(),
+            source: std::io::Error::other(e),
+        })?;
+        persist::write_atomically(&self.path, text.as_bytes())
+    }
+
+    /// The table as the name server and GET_ALL_TOPIC_CONFIG want it.
+    pub fn wrapper(&self) -> TopicConfigSerializeWrapper {
+        let table = self.table.read().unwrap_or_else(|p| p.into_inner());
+        TopicConfigSerializeWrapper {
+            data_version: self.data_version.read().unwrap_or_else(|p| p.into_inner()).clone(),
+            topic_config_table: table.iter().map(|(k, v)| (k.clone(), v.clone())).collect::<BTreeMap<_, _>>(),
+        }
+    }
+
+    pub fn select(&self, topic: &str) -> Option<TopicConfig> {
+        self.table.read().unwrap_or_else(|p| p.into_inner()).get(topic).cloned()
+    }
+
+    pub fn topic_names(&self) -> Vec<String> {
+        self.table.read().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect()
+    }
+
+    fn bump_version(&self) {
+        let mut v = self.data_version.write().unwrap_or_else(|p| p.into_inner());
+        v.counter += 1;
+        v.timestamp = now_ms();
+    }
+
+    /// Creates or replaces a topic (UPDATE_AND_CREATE_TOPIC). Persists.
+    pub fn update_topic_config(&self, tc: TopicConfig) -> Result<(), PersistError> {
+        self.table.write().unwrap_or_else(|p| p.into_inner()).insert(tc.topic_name.clone(), tc);
+        self.bump_version();
+        self.persist()
+    }
+
+    /// Java `createTopicInSendMessageMethod`: a send to a missing topic creates it from the
+    /// `default_topic` template when that template exists with PERM_INHERIT. The new topic has
+    /// `min(client_default_queue_nums, template.writeQueueNums)` queues and the template's perm
+    /// without INHERIT. Returns the config and whether it was created now.
+    pub fn create_topic_in_send_message_method(
+        &self,
+        topic: &str,
+        default_topic: &str,
+        client_default_queue_nums: i32,
+        topic_sys_flag: i32,
+    ) -> Result<Option<(TopicConfig, bool)>, PersistError> {
+        let created = {
+            let mut table = self.table.write().unwrap_or_else(|p| p.into_inner());
+            if let Some(tc) = table.get(topic) {
+                return Ok(Some((tc.clone(), false)));
+            }
+            let Some(template) = table.get(default_topic) else {
+                return Ok(None);
+            };
+            if default_topic == AUTO_CREATE_TOPIC_KEY_TOPIC && !table.contains_key(AUTO_CREATE_TOPIC_KEY_TOPIC)
+            {
+                return Ok(None);
+            }
+            if template.perm & perm::PERM_INHERIT == 0 {
+                return Ok(None);
+            }
+            let queues = client_default_queue_nums.clamp(1, template.write_queue_nums.max(1));
+            let tc = TopicConfig {
+                topic_name: topic.to_string(),
+                read_queue_nums: queues,
+                write_queue_nums: queues,
+                perm: template.perm & !perm::PERM_INHERIT,
+                topic_sys_flag,
+                topic_filter_type: template.topic_filter_type,
+                ..TopicConfig::default()
+            };
+            table.insert(topic.to_string(), tc.clone());
+            tc
+        };
+        self.bump_version();
+        self.persist()?;
+        Ok(Some((created, true)))
+    }
+
+    /// Java `createTopicInSendMessageBackMethod` (retry and DLQ topics): created with the given
+    /// queues and perm if missing. Returns the config and whether it was created now.
+    pub fn create_topic_if_absent(
+        &self,
+        topic: &str,
+        queue_nums: i32,
+        perm_bits: i32,
+        topic_sys_flag: i32,
+    ) -> Result<(TopicConfig, bool), PersistError> {
+        let created = {
+            let mut table = self.table.write().unwrap_or_else(|p| p.into_inner());
+            if let Some(tc) = table.get(topic) {
+                return Ok((tc.clone(), false));
+            }
+            let mut tc = self::topic(topic, queue_nums, queue_nums, perm_bits);
+            tc.topic_sys_flag = topic_sys_flag;
+            table.insert(topic.to_string(), tc.clone());
+            tc
+        };
+        self.bump_version();
+        self.persist()?;
+        Ok((created, true))
+    }
+
+    pub fn delete_topic(&self, topic: &str) -> Result<bool, PersistError> {
+        let removed = self.table.write().unwrap_or_else(|p| p.into_inner()).remove(topic).is_some();
+        if removed {
+            self.bump_version();
+            self.persist()?;
+        }
+        Ok(removed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn defaults() -> TopicDefaults {
+        TopicDefaults {
+            cluster_name: "DefaultCluster".into(),
+            broker_name: "broker-a".into(),
+            auto_create_topic_enabled: true,
+            default_topic_queue_nums: 8,
+        }
+    }
+
+    #[test]
+    fn topic_names_are_validated_like_java() {
+        assert!(validate_topic("TopicTest").is_ok());
+        assert!(validate_topic("a-b_c%d|e").is_ok());
+        assert!(validate_topic("").is_err());
+        assert!(validate_topic("a b").unwrap_err().contains("illegal"));
+        assert!(validate_topic("a.b").is_err());
+        assert!(validate_topic(&"x".repeat(127)).is_ok());
+        assert!(validate_topic(&"x".repeat(128)).unwrap_err().contains("127"));
+        assert!(validate_topic(&format!("%RETRY%{}", "g".repeat(120))).is_ok());
+        assert!(!is_send_allowed(SCHEDULE_TOPIC));
+        assert!(is_send_allowed("TopicTest"));
+    }
+
+    #[test]
+    fn auto_create_from_template_clamps_queues_and_drops_inherit() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = TopicConfigManager::new(dir.path(), &defaults());
+        let (tc, created) = m
+            .create_topic_in_send_message_method("T", AUTO_CREATE_TOPIC_KEY_TOPIC, 16, 0)
+            .unwrap()
+            .unwrap();
+        assert!(created);
+        assert_eq!(tc.write_queue_nums, 8, "clamped to the template's 8");
+        assert_eq!(tc.perm, perm::PERM_READ | perm::PERM_WRITE);
+        let (_, again) = m
+            .create_topic_in_send_message_method("T", AUTO_CREATE_TOPIC_KEY_TOPIC, 4, 0)
+            .unwrap()
+            .unwrap();
+        assert!(!again);
+        // A template without INHERIT cannot create topics.
+        assert!(m.create_topic_in_send_message_method("U", "T", 4, 0).unwrap().is_none());
+        // Reload from disk.
+        let m2 = TopicConfigManager::new(dir.path(), &defaults());
+        m2.load().unwrap();
+        assert_eq!(m2.select("T").unwrap().read_queue_nums, 8);
+    }
+
+    #[test]
+    fn auto_create_can_be_disabled() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut d = defaults();
+        d.auto_create_topic_enabled = false;
+        let m = TopicConfigManager::new(dir.path(), &d);
+        assert!(m.select(AUTO_CREATE_TOPIC_KEY_TOPIC).is_none());
+        assert!(m
+            .create_topic_in_send_message_method("T", AUTO_CREATE_TOPIC_KEY_TOPIC, 4, 0)
+            .unwrap()
+            .is_none());
+    }
+}
