@@ -37,6 +37,7 @@ pub struct BrokerController {
     /// Topics created at run time that the name server must learn about.
     pub topic_changes: crossbeam::channel::Sender<()>,
     pub delay_levels_ms: Vec<u64>,
+    pub boot_timestamp_ms: i64,
 }
 
 impl BrokerController {

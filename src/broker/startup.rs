@@ -1,0 +1,413 @@
+//! Starting and stopping a broker and a name server (Java `BrokerStartup`, `NamesrvStartup`).
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::AtomicI32;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::broker::client::{ConsumerManager, ProducerManager};
+use crate::broker::controller::BrokerController;
+use crate::broker::dispatch::BrokerRequestHandler;
+use crate::broker::filter_cache::FilterCache;
+use crate::broker::longpoll::HoldTable;
+use crate::broker::longpoll_service::{self, ArrivalNotifier};
+use crate::broker::namesrv::{build_register_broker_request, NamesrvProcessor, RouteInfoManager};
+use crate::broker::offset::ConsumerOffsetManager;
+use crate::broker::processor::now_ms;
+use crate::broker::remoting_client::BlockingClient;
+use crate::broker::schedule;
+use crate::broker::server::{self, ConnectionContext, RequestHandler, ServerConfig, ServerHandle, ShutdownSignal};
+use crate::broker::subscription_group::SubscriptionGroupManager;
+use crate::broker::topic::{TopicConfigManager, TopicDefaults};
+use crate::config::{Config, FlushPolicy, StoreIoMode};
+use crate::remoting::codes::request_code;
+use crate::remoting::command::RemotingCommand;
+use crate::store::io::{IoConfig, IoEngine, IoMode};
+use crate::store::{self, MessageStore, StoreConfig};
+
+/// Why the broker or name server could not start. Each names what to change.
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    #[error("store: {0}")]
+    Store(#[from] store::StoreError),
+    #[error("io_uring read engine: {0}")]
+    Io(#[from] store::io::IoSetupError),
+    #[error("server: {0}")]
+    Server(#[from] server::ServerError),
+    #[error("broker metadata: {0}")]
+    Persist(#[from] crate::broker::persist::PersistError),
+    #[error("configuration: {0}")]
+    Config(String),
+    #[error("cannot start thread {name}: {source}")]
+    Thread {
+        name: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn spawn(name: &'static str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>, StartupError> {
+    std::thread::Builder::new()
+        .name(name.to_string())
+        .spawn(f)
+        .map_err(|source| StartupError::Thread { name, source })
+}
+
+fn ip(text: &str, var: &str) -> Result<IpAddr, StartupError> {
+    text.parse().map_err(|_| StartupError::Config(format!("{var}={text:?} is not an IP address")))
+}
+
+fn worker_threads(config: &Config) -> usize {
+    match config.server.worker_threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n as usize,
+    }
+}
+
+fn server_config(config: &Config, addr: SocketAddr, extra: Vec<SocketAddr>) -> ServerConfig {
+    let mut sc = ServerConfig::new(addr);
+    sc.additional_listen_addrs = extra;
+    sc.worker_threads = worker_threads(config);
+    sc.frame_size_max_bytes = config.server.frame_size_max_bytes as usize;
+    sc.requests_in_flight_max_per_connection = config.server.requests_in_flight_max as usize;
+    sc.write_queue_max_per_connection = config.server.write_queue_max as usize;
+    sc
+}
+
+// ---------------------------------------------------------------------------------------------
+// Name server
+
+/// The name server's [`RequestHandler`]: the transport-free processor plus per-connection
+/// memory of which broker registered on which connection, so a closed connection drops its
+/// broker at once (Java `BrokerHousekeepingService`).
+pub struct NamesrvHandler {
+    processor: NamesrvProcessor,
+    registered: Mutex<HashMap<u64, String>>,
+}
+
+impl RequestHandler for NamesrvHandler {
+    async fn handle(&self, conn: ConnectionContext, request: RemotingCommand) -> Option<RemotingCommand> {
+        if request.is_response() {
+            return None;
+        }
+        let response = self.processor.process(&request, now_ms());
+        if let Some(addr) = NamesrvProcessor::registered_broker_addr(&request, &response) {
+            self.registered.lock().unwrap_or_else(|p| p.into_inner()).insert(conn.id, addr.to_string());
+        }
+        (!request.is_oneway()).then_some(response)
+    }
+
+    fn on_connection_closed(&self, conn: &ConnectionContext) {
+        let addr = self.registered.lock().unwrap_or_else(|p| p.into_inner()).remove(&conn.id);
+        if let Some(addr) = addr {
+            self.processor.route_info().on_channel_closed(&addr);
+        }
+    }
+}
+
+/// A running name server.
+pub struct NamesrvHandle {
+    pub server: ServerHandle,
+    pub route_info: Arc<RouteInfoManager>,
+    scan: Option<JoinHandle<()>>,
+    shutdown: ShutdownSignal,
+}
+
+impl NamesrvHandle {
+    pub fn stop(mut self) {
+        self.shutdown.trigger();
+        self.server.shutdown();
+        if let Some(t) = self.scan.take() {
+            let _ = t.join();
+        }
+        if let Err(e) = self.server.join() {
+            tracing::warn!(error = %e, "name server stopped with an error");
+        }
+    }
+}
+
+pub fn start_namesrv(config: &Config) -> Result<NamesrvHandle, StartupError> {
+    let addr = SocketAddr::new(ip(&config.namesrv.bind_ip, "RINGMQ_NAMESRV_BIND_IP")?, config.namesrv.listen_port);
+    let route_info = Arc::new(RouteInfoManager::new());
+    let handler = Arc::new(NamesrvHandler {
+        processor: NamesrvProcessor::new(route_info.clone()),
+        registered: Mutex::new(HashMap::new()),
+    });
+    let shutdown = ShutdownSignal::new();
+    let mut sc = server_config(config, addr, Vec::new());
+    // Name server traffic is light; one thread is plenty.
+    sc.worker_threads = 1;
+    let server = server::serve(sc, handler, shutdown.clone())?;
+    let scan_interval = Duration::from_millis(config.namesrv.scan_not_active_broker_interval_ms);
+    let scan_route = route_info.clone();
+    let scan_shutdown = shutdown.clone();
+    let scan = spawn("ringmq-namesrv-scan", move || {
+        while !scan_shutdown.wait_timeout(scan_interval) {
+            for gone in scan_route.scan_not_active_broker(now_ms()) {
+                tracing::info!(broker = ?gone, "name server expired a silent broker");
+            }
+        }
+    })?;
+    tracing::info!(addr = %server.local_addrs()[0], "ringmq name server listening");
+    Ok(NamesrvHandle { server, route_info, scan: Some(scan), shutdown })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Broker
+
+/// A running broker.
+pub struct BrokerHandle {
+    pub ctrl: Arc<BrokerController>,
+    pub server: ServerHandle,
+    pub namesrv: Option<NamesrvHandle>,
+    threads: Vec<JoinHandle<()>>,
+    shutdown: ShutdownSignal,
+}
+
+pub fn store_config(config: &Config) -> Result<StoreConfig, StartupError> {
+    let s = &config.store;
+    let store_host = SocketAddr::new(
+        ip(&config.broker.advertised_ip, "RINGMQ_BROKER_ADVERTISED_IP")?,
+        config.broker.listen_port,
+    );
+    let mut sc = StoreConfig::with_root(&s.root_dir);
+    sc.commit_log_file_size_bytes = s.commit_log_file_size_bytes;
+    sc.consume_queue_file_units = s.consume_queue_file_units;
+    sc.flush_policy = match s.flush_policy {
+        FlushPolicy::Async => store::FlushPolicy::Async,
+        FlushPolicy::Sync => store::FlushPolicy::Sync,
+    };
+    sc.flush_interval_ms = s.flush_interval_ms;
+    sc.sync_flush_timeout_ms = s.sync_flush_timeout_ms;
+    sc.max_message_size_bytes = s.max_message_size_bytes as usize;
+    sc.file_reserved_time_hours = s.file_reserved_time_hours;
+    sc.delete_check_interval_ms = s.delete_check_interval_ms;
+    sc.access_message_in_memory_max_ratio_percent = s.access_message_in_memory_max_ratio_percent;
+    sc.max_transfer_bytes_on_message_in_memory = s.max_transfer_bytes_on_message_in_memory as usize;
+    sc.max_transfer_count_on_message_in_memory = s.max_transfer_count_on_message_in_memory as usize;
+    sc.max_transfer_bytes_on_message_in_disk = s.max_transfer_bytes_on_message_in_disk as usize;
+    sc.max_transfer_count_on_message_in_disk = s.max_transfer_count_on_message_in_disk as usize;
+    if s.total_physical_memory_bytes > 0 {
+        sc.total_physical_memory_bytes = s.total_physical_memory_bytes;
+    }
+    sc.store_host = store_host;
+    sc.broker_role_slave = config.broker.role == crate::config::BrokerRole::Slave;
+    sc.offset_check_in_slave = config.broker.offset_check_in_slave;
+    Ok(sc)
+}
+
+pub fn io_engine(config: &Config) -> Result<IoEngine, StartupError> {
+    let s = &config.store;
+    let io = IoConfig {
+        mode: match s.io_mode {
+            StoreIoMode::Uring => IoMode::Uring,
+            StoreIoMode::Pread => IoMode::Pread,
+        },
+        allow_pread_fallback: s.io_pread_fallback_allowed,
+        ring_entries: s.io_ring_entries as u32,
+        fixed_buffer_count: s.io_fixed_buffer_count as usize,
+        fixed_buffer_size_bytes: s.io_fixed_buffer_size_bytes as usize,
+    };
+    Ok(IoEngine::new(io)?)
+}
+
+/// Starts the broker (and, without RINGMQ_NAMESRV_ADDR, an embedded name server first).
+pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
+    let delay_levels_ms = config.delay_levels_ms().map_err(|e| StartupError::Config(e.to_string()))?;
+    let namesrv = if config.namesrv.addr.trim().is_empty() { Some(start_namesrv(&config)?) } else { None };
+    let namesrv_addrs: Vec<String> = match &namesrv {
+        Some(n) => vec![n.server.local_addrs()[0].to_string()],
+        None => config.namesrv.addr.split(';').map(str::trim).filter(|a| !a.is_empty()).map(String::from).collect(),
+    };
+    let io = Arc::new(io_engine(&config)?);
+    tracing::info!(mode = ?io.mode(), "store read engine ready");
+    let store_cfg = store_config(&config)?;
+    let store = MessageStore::open(store_cfg.clone(), io)?;
+    let root = config.store.root_dir.clone();
+    let topics = TopicConfigManager::new(
+        &root,
+        &TopicDefaults {
+            cluster_name: config.broker.cluster_name.clone(),
+            broker_name: config.broker.name.clone(),
+            auto_create_topic_enabled: config.broker.auto_create_topic_enabled,
+            default_topic_queue_nums: config.broker.default_topic_queue_nums as i32,
+        },
+    );
+    let groups = SubscriptionGroupManager::new(&root, config.broker.auto_create_subscription_group_enabled);
+    let offsets = ConsumerOffsetManager::new(&root);
+    for (what, warning) in [("topics", topics.load()?), ("groups", groups.load()?), ("offsets", offsets.load()?)] {
+        if let Some(w) = warning {
+            tracing::error!(what, "{w}");
+            eprintln!("ringmq: WARNING: {w}");
+        }
+    }
+    let (wake_tx, wake_rx) = crossbeam::channel::unbounded();
+    let (topic_tx, topic_rx) = crossbeam::channel::bounded(1);
+    let broker_addr = format!("{}:{}", config.broker.advertised_ip, config.broker.listen_port);
+    let ctrl = Arc::new(BrokerController {
+        store_host: store_cfg.store_host,
+        hold_table: HoldTable::new(config.longpoll.parked_pulls_max as usize),
+        permission: AtomicI32::new(config.broker.permission as i32),
+        store,
+        topics,
+        groups,
+        offsets,
+        consumers: ConsumerManager::new(),
+        producers: ProducerManager::new(),
+        filters: FilterCache::new(),
+        wake_queue: wake_tx,
+        broker_addr,
+        topic_changes: topic_tx,
+        delay_levels_ms,
+        boot_timestamp_ms: now_ms(),
+        config,
+    });
+    ctrl.store.set_arrival_listener(Arc::new(ArrivalNotifier { ctrl: Arc::downgrade(&ctrl) }));
+    let shutdown = ShutdownSignal::new();
+    let mut threads = Vec::new();
+    let check_ms = if ctrl.config.longpoll.enabled {
+        ctrl.config.longpoll.check_interval_ms
+    } else {
+        ctrl.config.longpoll.short_polling_time_ms
+    };
+    let weak = Arc::downgrade(&ctrl);
+    threads.push(spawn("ringmq-pull-wake", move || longpoll_service::run(weak, wake_rx, check_ms))?);
+    threads.push(start_offset_flusher(&ctrl, &shutdown)?);
+    threads.push(start_housekeeping(&ctrl, &shutdown)?);
+    threads.push(schedule::start(&ctrl, &shutdown)?);
+    let main_addr = SocketAddr::new(ip(&ctrl.config.broker.bind_ip, "RINGMQ_BROKER_BIND_IP")?, ctrl.config.broker.listen_port);
+    let mut extra = Vec::new();
+    if ctrl.config.broker.fast_port_enabled {
+        extra.push(SocketAddr::new(main_addr.ip(), ctrl.config.broker.listen_port - 2));
+    }
+    let handler = Arc::new(BrokerRequestHandler { ctrl: ctrl.clone() });
+    let server = server::serve(server_config(&ctrl.config, main_addr, extra), handler, shutdown.clone())?;
+    threads.push(start_registration(&ctrl, namesrv_addrs, topic_rx, &shutdown)?);
+    let addrs: Vec<String> = server.local_addrs().iter().map(ToString::to_string).collect();
+    tracing::info!(addrs = ?addrs, "ringmq broker listening");
+    eprintln!("ringmq broker listening on {}", addrs.join(", "));
+    Ok(BrokerHandle { ctrl, server, namesrv, threads, shutdown })
+}
+
+impl BrokerHandle {
+    /// Graceful stop: close listeners, flush offsets and metadata, shut the store down cleanly
+    /// (checkpoint + removal of the abort marker), unregister from the name servers.
+    pub fn stop(mut self) -> Result<(), StartupError> {
+        self.shutdown.trigger();
+        self.server.shutdown();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        if let Err(e) = self.server.join() {
+            tracing::warn!(error = %e, "broker server stopped with an error");
+        }
+        self.ctrl.offsets.persist()?;
+        self.ctrl.topics.persist()?;
+        self.ctrl.groups.persist()?;
+        self.ctrl.store.shutdown()?;
+        if let Some(n) = self.namesrv.take() {
+            n.stop();
+        }
+        Ok(())
+    }
+}
+
+fn start_offset_flusher(ctrl: &Arc<BrokerController>, shutdown: &ShutdownSignal) -> Result<JoinHandle<()>, StartupError> {
+    let ctrl = ctrl.clone();
+    let shutdown = shutdown.clone();
+    let interval = Duration::from_millis(ctrl.config.broker.flush_consumer_offset_interval_ms);
+    spawn("ringmq-offset-flush", move || {
+        while !shutdown.wait_timeout(interval) {
+            if let Err(e) = ctrl.offsets.persist() {
+                tracing::error!(error = %e, "flushing consumer offsets failed; will retry next period");
+            }
+        }
+    })
+}
+
+/// Expires silent client channels (Java `ClientHousekeepingService`, every 10 s).
+fn start_housekeeping(ctrl: &Arc<BrokerController>, shutdown: &ShutdownSignal) -> Result<JoinHandle<()>, StartupError> {
+    let ctrl = ctrl.clone();
+    let shutdown = shutdown.clone();
+    spawn("ringmq-client-housekeeping", move || {
+        let timeout = ctrl.config.broker.channel_expired_timeout_ms as i64;
+        while !shutdown.wait_timeout(Duration::from_secs(10)) {
+            let now = now_ms();
+            let expired = ctrl.consumers.scan_not_active_channels(now, timeout);
+            let mut groups: Vec<String> = expired.into_iter().map(|(g, _)| g).collect();
+            groups.dedup();
+            for g in groups {
+                crate::broker::processor::client_manage::notify_consumer_ids_changed(&ctrl, &g);
+            }
+            ctrl.producers.scan_not_active_channels(now, timeout);
+        }
+    })
+}
+
+/// Registers with every name server every `register_name_server_period_ms` and whenever the
+/// topic table changes (Java `registerBrokerAll`).
+fn start_registration(
+    ctrl: &Arc<BrokerController>,
+    namesrv_addrs: Vec<String>,
+    topic_changes: crossbeam::channel::Receiver<()>,
+    shutdown: &ShutdownSignal,
+) -> Result<JoinHandle<()>, StartupError> {
+    let ctrl = ctrl.clone();
+    let shutdown = shutdown.clone();
+    let period = Duration::from_millis(ctrl.config.broker.register_name_server_period_ms);
+    // Register once before returning so clients see the routes as soon as the broker is up.
+    register_all(&ctrl, &namesrv_addrs);
+    spawn("ringmq-namesrv-register", move || {
+        loop {
+            match topic_changes.recv_timeout(period) {
+                Ok(()) | Err(crossbeam::channel::RecvTimeoutError::Timeout) => {}
+                Err(crossbeam::channel::RecvTimeoutError::Disconnected) => return,
+            }
+            if shutdown.is_triggered() {
+                unregister_all(&ctrl, &namesrv_addrs);
+                return;
+            }
+            register_all(&ctrl, &namesrv_addrs);
+        }
+    })
+}
+
+fn register_all(ctrl: &BrokerController, namesrv_addrs: &[String]) {
+    let wrapper = ctrl.topics.wrapper();
+    let topics: Vec<_> = wrapper.topic_config_table.values().cloned().collect();
+    let c = &ctrl.config.broker;
+    let ha_addr = format!("{}:{}", c.advertised_ip, c.listen_port + 1);
+    for addr in namesrv_addrs {
+        let request = build_register_broker_request(
+            &c.cluster_name,
+            &c.name,
+            &ctrl.broker_addr,
+            c.id as i64,
+            &ha_addr,
+            &topics,
+            &wrapper.data_version,
+        );
+        let outcome = BlockingClient::connect(addr, Duration::from_secs(3)).and_then(|mut cl| cl.invoke(request));
+        match outcome {
+            Ok(r) if r.code == 0 => tracing::debug!(namesrv = addr, "registered with name server"),
+            Ok(r) => tracing::warn!(namesrv = addr, code = r.code, remark = ?r.remark, "name server refused registration"),
+            Err(e) => tracing::warn!(namesrv = addr, error = %e, "registering with name server failed"),
+        }
+    }
+}
+
+fn unregister_all(ctrl: &BrokerController, namesrv_addrs: &[String]) {
+    let c = &ctrl.config.broker;
+    for addr in namesrv_addrs {
+        let request = RemotingCommand::request(request_code::UNREGISTER_BROKER)
+            .with_ext("brokerName", &c.name)
+            .with_ext("brokerAddr", &ctrl.broker_addr)
+            .with_ext("clusterName", &c.cluster_name)
+            .with_ext("brokerId", c.id);
+        if let Err(e) = BlockingClient::connect(addr, Duration::from_secs(1)).and_then(|mut cl| cl.invoke(request)) {
+            tracing::debug!(namesrv = addr, error = %e, "unregistering from name server failed");
+        }
+    }
+}
