@@ -1,0 +1,728 @@
+//! Recursive-descent parser for RocketMQ's SQL92 filter language, building the tree that
+//! [`super::eval`] evaluates.
+//!
+//! The grammar and the parse-time checks are those of Java's `SelectorParser.jj` and
+//! `ComparisonExpression.create*`, from the loosest to the tightest binding:
+//!
+//! ```text
+//! expression := or
+//! or         := and ( OR and )*
+//! and        := equality ( AND equality )*
+//! equality   := comparison ( '=' comparison | '<>' comparison | IS NULL | IS NOT NULL )*
+//! comparison := unary ( ('>' | '>=' | '<' | '<=') unary
+//!                     | [NOT] (CONTAINS | STARTSWITH | ENDSWITH) string
+//!                     | [NOT] BETWEEN unary AND unary
+//!                     | [NOT] IN '(' string ( ',' string )* ')' )*
+//! unary      := '+' unary | '-' unary | NOT unary | primary
+//! primary    := literal | identifier | '(' or ')'
+//! ```
+//!
+//! So `NOT` binds tighter than every comparison: `NOT a = 'x'` is `(NOT a) = 'x'`, exactly as in
+//! Java (write `NOT (a = 'x')`). Operands of `AND`, `OR`, `NOT` and the whole expression must be
+//! boolean: a comparison, a logical operator, `TRUE`/`FALSE`/`NULL`, or a bare property (which
+//! is true only if its value is a Boolean — never, for message properties, which are strings).
+//!
+//! Two deliberate differences from Java, both stricter:
+//! - Java's parser stops after the first complete expression and ignores whatever follows
+//!   (`a = 1 b = 2` means `a = 1`); we reject trailing tokens.
+//! - We bound the nesting depth ([`MAX_NESTING_DEPTH`]), the depth of the resulting tree
+//!   ([`MAX_TREE_DEPTH`]) and the text length ([`MAX_EXPRESSION_LENGTH_BYTES`]), so hostile
+//!   input can neither overflow the stack nor take unbounded time.
+
+use std::borrow::Cow;
+use std::cmp::Ordering;
+use std::collections::{HashSet, VecDeque};
+
+use super::eval::{compare_values, Value};
+use super::lexer::{Keyword, Lexer, Token, TokenKind};
+use super::{MAX_EXPRESSION_LENGTH_BYTES, MAX_NESTING_DEPTH, MAX_TREE_DEPTH};
+use crate::broker::filter::FilterError;
+
+/// `>`, `>=`, `<`, `<=`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CompareOp {
+    Greater,
+    GreaterEqual,
+    Less,
+    LessEqual,
+}
+
+impl CompareOp {
+    fn symbol(self) -> &'static str {
+        match self {
+            CompareOp::Greater => ">",
+            CompareOp::GreaterEqual => ">=",
+            CompareOp::Less => "<",
+            CompareOp::LessEqual => "<=",
+        }
+    }
+
+    /// Whether `left op right` holds given `left.compareTo(right)`.
+    pub(crate) fn holds(self, ordering: Ordering) -> bool {
+        match self {
+            CompareOp::Greater => ordering == Ordering::Greater,
+            CompareOp::GreaterEqual => ordering != Ordering::Less,
+            CompareOp::Less => ordering == Ordering::Less,
+            CompareOp::LessEqual => ordering != Ordering::Greater,
+        }
+    }
+}
+
+/// `CONTAINS`, `STARTSWITH`, `ENDSWITH`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StringMatchOp {
+    Contains,
+    StartsWith,
+    EndsWith,
+}
+
+/// A compiled expression tree.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Expr {
+    /// A literal. `TRUE`, `FALSE` and `NULL` are boolean expressions; numbers and strings are not.
+    Constant(Value<'static>),
+    /// A message property, looked up by its exact (case-sensitive) name.
+    Property(Box<str>),
+    /// Unary minus: negates a number, yields NULL for anything else.
+    Negate(Box<Expr>),
+    /// Three-valued NOT.
+    Not(Box<Expr>),
+    /// A property used where a boolean is needed: NULL if absent, its value if it is a
+    /// Boolean, FALSE otherwise (Java `UnaryExpression.createBooleanCast`).
+    BooleanCast(Box<Expr>),
+    /// Three-valued AND of two or more operands, evaluated left to right, stopping at FALSE.
+    And(Vec<Expr>),
+    /// Three-valued OR of two or more operands, evaluated left to right, stopping at TRUE.
+    Or(Vec<Expr>),
+    /// `=` (and, wrapped in `Not`, `<>`; against `Constant(Null)`, `IS [NOT] NULL`).
+    Equal(Box<Expr>, Box<Expr>),
+    /// `>`, `>=`, `<`, `<=` (and the halves of `[NOT] BETWEEN`).
+    Compare(CompareOp, Box<Expr>, Box<Expr>),
+    /// `[NOT] CONTAINS | STARTSWITH | ENDSWITH 'pattern'`.
+    StringMatch {
+        op: StringMatchOp,
+        negated: bool,
+        operand: Box<Expr>,
+        pattern: Box<str>,
+    },
+    /// `property [NOT] IN ('a', 'b', …)`.
+    In {
+        property: Box<str>,
+        values: HashSet<Box<str>>,
+        negated: bool,
+    },
+}
+
+impl Expr {
+    /// Java `instanceof BooleanExpression`.
+    fn is_boolean(&self) -> bool {
+        match self {
+            Expr::Constant(value) => matches!(value, Value::Null | Value::Bool(_)),
+            Expr::Property(_) | Expr::Negate(_) => false,
+            Expr::Not(_)
+            | Expr::BooleanCast(_)
+            | Expr::And(_)
+            | Expr::Or(_)
+            | Expr::Equal(..)
+            | Expr::Compare(..)
+            | Expr::StringMatch { .. }
+            | Expr::In { .. } => true,
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Expr::Constant(value) => value.describe(),
+            Expr::Property(name) => format!("property {name}"),
+            _ => "this expression".to_string(),
+        }
+    }
+}
+
+/// A subtree with its depth (for [`MAX_TREE_DEPTH`]) and where it starts (for errors).
+struct Node {
+    expr: Expr,
+    depth: usize,
+    position: usize,
+}
+
+fn parse_error(position: usize, message: impl Into<String>) -> FilterError {
+    FilterError::Parse {
+        position,
+        message: message.into(),
+    }
+}
+
+/// Parses `text` into a boolean expression tree.
+pub(crate) fn parse(text: &str) -> Result<Expr, FilterError> {
+    if text.len() > MAX_EXPRESSION_LENGTH_BYTES {
+        return Err(FilterError::ExpressionTooLong {
+            length_bytes: text.len(),
+            max_length_bytes: MAX_EXPRESSION_LENGTH_BYTES,
+        });
+    }
+    let mut parser = Parser {
+        lexer: Lexer::new(text),
+        lookahead: VecDeque::with_capacity(2),
+        nesting_depth: 0,
+    };
+    let root = parser.or_expression()?;
+    let trailing = parser.next()?;
+    if trailing.kind != TokenKind::EndOfInput {
+        return Err(parse_error(
+            trailing.position,
+            format!("unexpected {} after a complete expression", trailing.kind),
+        ));
+    }
+    Ok(as_boolean(root)?.expr)
+}
+
+/// Java `asBooleanExpression`: boolean expressions pass, a bare property is cast, anything else
+/// is an error.
+fn as_boolean(node: Node) -> Result<Node, FilterError> {
+    if node.expr.is_boolean() {
+        return Ok(node);
+    }
+    if matches!(node.expr, Expr::Property(_)) {
+        return make(
+            Expr::BooleanCast(Box::new(node.expr)),
+            node.depth,
+            node.position,
+        );
+    }
+    Err(parse_error(
+        node.position,
+        format!("{} does not produce a boolean value", node.expr.describe()),
+    ))
+}
+
+/// Wraps `expr` whose deepest child has depth `children_depth`, enforcing [`MAX_TREE_DEPTH`].
+fn make(expr: Expr, children_depth: usize, position: usize) -> Result<Node, FilterError> {
+    let depth = children_depth + 1;
+    if depth > MAX_TREE_DEPTH {
+        return Err(parse_error(
+            position,
+            format!("expression tree is deeper than {MAX_TREE_DEPTH} levels"),
+        ));
+    }
+    Ok(Node {
+        expr,
+        depth,
+        position,
+    })
+}
+
+/// Java `checkLessThanOperand`: only numbers and non-boolean expressions can be ordered.
+fn check_orderable(node: &Node, op: &str, op_position: usize) -> Result<(), FilterError> {
+    let orderable = match &node.expr {
+        Expr::Constant(value) => value.is_number(),
+        expr => !expr.is_boolean(),
+    };
+    if orderable {
+        Ok(())
+    } else {
+        Err(parse_error(
+            op_position,
+            format!(
+                "{} cannot be compared with '{op}': only numbers can be ordered",
+                node.expr.describe()
+            ),
+        ))
+    }
+}
+
+fn compare_node(
+    op: CompareOp,
+    left: Node,
+    right: Node,
+    op_position: usize,
+) -> Result<Node, FilterError> {
+    check_orderable(&left, op.symbol(), op_position)?;
+    check_orderable(&right, op.symbol(), op_position)?;
+    let depth = left.depth.max(right.depth);
+    let position = left.position;
+    make(
+        Expr::Compare(op, Box::new(left.expr), Box::new(right.expr)),
+        depth,
+        position,
+    )
+}
+
+/// Java `createEqual`: a NULL literal cannot be an operand (use IS NULL), and a boolean literal
+/// on the left cannot be compared with a non-boolean literal.
+fn equal_node(left: Node, right: Node, op_position: usize) -> Result<Node, FilterError> {
+    for node in [&left, &right] {
+        if matches!(node.expr, Expr::Constant(Value::Null)) {
+            return Err(parse_error(
+                op_position,
+                "NULL cannot be compared with '=' or '<>'; use IS NULL or IS NOT NULL",
+            ));
+        }
+    }
+    if let (Expr::Constant(_), Expr::Constant(_)) = (&left.expr, &right.expr) {
+        if left.expr.is_boolean() && !right.expr.is_boolean() {
+            return Err(parse_error(
+                op_position,
+                format!(
+                    "{} cannot be compared with {}",
+                    left.expr.describe(),
+                    right.expr.describe()
+                ),
+            ));
+        }
+    }
+    let depth = left.depth.max(right.depth);
+    let position = left.position;
+    make(
+        Expr::Equal(Box::new(left.expr), Box::new(right.expr)),
+        depth,
+        position,
+    )
+}
+
+fn not_node(operand: Node) -> Result<Node, FilterError> {
+    let position = operand.position;
+    make(Expr::Not(Box::new(operand.expr)), operand.depth, position)
+}
+
+fn decimal_literal(text: &str, position: usize) -> Result<Value<'static>, FilterError> {
+    // Java `ConstantExpression.createFromDecimal`: strip the suffix, parse as a long (out of
+    // range is an error), narrow to an int when it fits.
+    let digits = text.strip_suffix(['l', 'L']).unwrap_or(text);
+    let value: i64 = digits.parse().map_err(|_| {
+        parse_error(
+            position,
+            format!("integer literal {text} does not fit in a 64-bit long"),
+        )
+    })?;
+    Ok(match i32::try_from(value) {
+        Ok(int) => Value::Int(int),
+        Err(_) => Value::Long(value),
+    })
+}
+
+fn float_literal(text: &str, position: usize) -> Result<Value<'static>, FilterError> {
+    // The lexer only produces `[0-9]*(.[0-9]*)?(E[+-]?[0-9]+)?` here, which Rust parses exactly
+    // (correctly rounded, as Java's `new Double(text)`).
+    let value: f64 = text.parse().map_err(|_| {
+        parse_error(
+            position,
+            format!("float literal {text} is not a number"),
+        )
+    })?;
+    // Java `ConstantExpression.createFloat` rejects values above Double.MAX_VALUE (here:
+    // infinity) and below Double.MIN_VALUE, the smallest positive double. Literals are never
+    // negative (minus is an operator), so the second rule rejects exactly the literals that are
+    // or round to zero, `0.0` included. We keep that so a subscription is accepted or refused
+    // the same way by both brokers; `0` (an integer) works in its place.
+    if value.is_infinite() {
+        return Err(parse_error(
+            position,
+            format!("float literal {text} is larger than Double.MAX_VALUE"),
+        ));
+    }
+    if value < f64::from_bits(1) {
+        return Err(parse_error(
+            position,
+            format!(
+                "float literal {text} is smaller than Double.MIN_VALUE (RocketMQ rejects zero \
+                 float literals; write 0)"
+            ),
+        ));
+    }
+    Ok(Value::Double(value))
+}
+
+struct Parser<'a> {
+    lexer: Lexer<'a>,
+    /// At most two tokens: the grammar needs two for `NOT IN`, `NOT BETWEEN`, `IS NOT NULL`…
+    lookahead: VecDeque<Token<'a>>,
+    /// Parentheses and prefix operators currently open (bounded by [`MAX_NESTING_DEPTH`]).
+    nesting_depth: usize,
+}
+
+impl<'a> Parser<'a> {
+    fn fill(&mut self, count: usize) -> Result<(), FilterError> {
+        while self.lookahead.len() < count {
+            let token = self.lexer.next_token()?;
+            self.lookahead.push_back(token);
+        }
+        Ok(())
+    }
+
+    fn peek(&mut self) -> Result<&Token<'a>, FilterError> {
+        self.peek_nth(0)
+    }
+
+    fn peek_nth(&mut self, index: usize) -> Result<&Token<'a>, FilterError> {
+        self.fill(index + 1)?;
+        // `fill` made the queue at least `index + 1` long.
+        Ok(&self.lookahead[index])
+    }
+
+    fn next(&mut self) -> Result<Token<'a>, FilterError> {
+        match self.lookahead.pop_front() {
+            Some(token) => Ok(token),
+            None => self.lexer.next_token(),
+        }
+    }
+
+    fn peek_is(&mut self, kind: &TokenKind<'_>) -> Result<bool, FilterError> {
+        Ok(&self.peek()?.kind == kind)
+    }
+
+    fn peek_keyword(&mut self, keyword: Keyword) -> Result<bool, FilterError> {
+        self.peek_is(&TokenKind::Keyword(keyword))
+    }
+
+    fn expect(&mut self, kind: &TokenKind<'_>, what: &str) -> Result<Token<'a>, FilterError> {
+        let token = self.next()?;
+        if &token.kind == kind {
+            Ok(token)
+        } else {
+            Err(parse_error(
+                token.position,
+                format!("expected {what}, found {}", token.kind),
+            ))
+        }
+    }
+
+    fn enter(&mut self, position: usize) -> Result<(), FilterError> {
+        if self.nesting_depth >= MAX_NESTING_DEPTH {
+            return Err(parse_error(
+                position,
+                format!(
+                    "expression nests parentheses and prefix operators deeper than \
+                     {MAX_NESTING_DEPTH} levels"
+                ),
+            ));
+        }
+        self.nesting_depth += 1;
+        Ok(())
+    }
+
+    fn leave(&mut self) {
+        debug_assert!(self.nesting_depth > 0);
+        self.nesting_depth -= 1;
+    }
+
+    fn or_expression(&mut self) -> Result<Node, FilterError> {
+        let first = self.and_expression()?;
+        if !self.peek_keyword(Keyword::Or)? {
+            return Ok(first);
+        }
+        let position = first.position;
+        let mut depth = first.depth;
+        let mut operands = vec![as_boolean(first)?.expr];
+        while self.peek_keyword(Keyword::Or)? {
+            self.next()?;
+            let operand = as_boolean(self.and_expression()?)?;
+            depth = depth.max(operand.depth);
+            operands.push(operand.expr);
+        }
+        make(Expr::Or(operands), depth, position)
+    }
+
+    fn and_expression(&mut self) -> Result<Node, FilterError> {
+        let first = self.equality_expression()?;
+        if !self.peek_keyword(Keyword::And)? {
+            return Ok(first);
+        }
+        let position = first.position;
+        let mut depth = first.depth;
+        let mut operands = vec![as_boolean(first)?.expr];
+        while self.peek_keyword(Keyword::And)? {
+            self.next()?;
+            let operand = as_boolean(self.equality_expression()?)?;
+            depth = depth.max(operand.depth);
+            operands.push(operand.expr);
+        }
+        make(Expr::And(operands), depth, position)
+    }
+
+    fn equality_expression(&mut self) -> Result<Node, FilterError> {
+        let mut left = self.comparison_expression()?;
+        loop {
+            let token = self.peek()?;
+            let op_position = token.position;
+            match token.kind {
+                TokenKind::Equal => {
+                    self.next()?;
+                    let right = self.comparison_expression()?;
+                    left = equal_node(left, right, op_position)?;
+                }
+                TokenKind::NotEqual => {
+                    self.next()?;
+                    let right = self.comparison_expression()?;
+                    left = not_node(equal_node(left, right, op_position)?)?;
+                }
+                TokenKind::Keyword(Keyword::Is) => {
+                    self.next()?;
+                    let negated = self.peek_keyword(Keyword::Not)?;
+                    if negated {
+                        self.next()?;
+                    }
+                    let null = self.next()?;
+                    if null.kind != TokenKind::Keyword(Keyword::Null) {
+                        return Err(parse_error(
+                            null.position,
+                            format!("expected NULL or NOT NULL after IS, found {}", null.kind),
+                        ));
+                    }
+                    let null_node = Node {
+                        expr: Expr::Constant(Value::Null),
+                        depth: 1,
+                        position: null.position,
+                    };
+                    let depth = left.depth;
+                    let position = left.position;
+                    left = make(
+                        Expr::Equal(Box::new(left.expr), Box::new(null_node.expr)),
+                        depth,
+                        position,
+                    )?;
+                    if negated {
+                        left = not_node(left)?;
+                    }
+                }
+                _ => return Ok(left),
+            }
+        }
+    }
+
+    fn comparison_expression(&mut self) -> Result<Node, FilterError> {
+        let mut left = self.unary_expression()?;
+        loop {
+            let token = self.peek()?;
+            let op_position = token.position;
+            let op = match token.kind {
+                TokenKind::Greater => Some(CompareOp::Greater),
+                TokenKind::GreaterEqual => Some(CompareOp::GreaterEqual),
+                TokenKind::Less => Some(CompareOp::Less),
+                TokenKind::LessEqual => Some(CompareOp::LessEqual),
+                _ => None,
+            };
+            if let Some(op) = op {
+                self.next()?;
+                let right = self.unary_expression()?;
+                left = compare_node(op, left, right, op_position)?;
+                continue;
+            }
+            // `NOT` here only if it introduces one of the negatable operators (JavaCC
+            // LOOKAHEAD(2)); otherwise it belongs to whoever comes next.
+            let negated = token.kind == TokenKind::Keyword(Keyword::Not);
+            let operator = if negated {
+                self.peek_nth(1)?.kind.clone()
+            } else {
+                token.kind.clone()
+            };
+            let TokenKind::Keyword(keyword) = operator else {
+                return Ok(left);
+            };
+            let string_op = match keyword {
+                Keyword::Contains => Some(StringMatchOp::Contains),
+                Keyword::StartsWith => Some(StringMatchOp::StartsWith),
+                Keyword::EndsWith => Some(StringMatchOp::EndsWith),
+                Keyword::Between | Keyword::In => None,
+                _ => return Ok(left),
+            };
+            self.next()?;
+            if negated {
+                self.next()?;
+            }
+            left = match (string_op, keyword) {
+                (Some(op), _) => {
+                    let pattern = self.string_literal()?;
+                    let position = left.position;
+                    make(
+                        Expr::StringMatch {
+                            op,
+                            negated,
+                            operand: Box::new(left.expr),
+                            pattern: pattern.into(),
+                        },
+                        left.depth,
+                        position,
+                    )?
+                }
+                (None, Keyword::Between) => self.between(left, negated, op_position)?,
+                (None, _) => self.in_list(left, negated, op_position)?,
+            };
+        }
+    }
+
+    /// `BETWEEN` has been consumed. Java `createBetween` / `createNotBetween`.
+    fn between(&mut self, value: Node, negated: bool, op_position: usize) -> Result<Node, FilterError> {
+        let low = self.unary_expression()?;
+        self.expect(&TokenKind::Keyword(Keyword::And), "AND in BETWEEN … AND …")?;
+        let high = self.unary_expression()?;
+        let position = value.position;
+        let value_copy = Node {
+            expr: value.expr.clone(),
+            depth: value.depth,
+            position: value.position,
+        };
+        if negated {
+            let below = compare_node(CompareOp::Less, value, low, op_position)?;
+            let above = compare_node(CompareOp::Greater, value_copy, high, op_position)?;
+            let depth = below.depth.max(above.depth);
+            return make(Expr::Or(vec![below.expr, above.expr]), depth, position);
+        }
+        if let (Expr::Constant(low_value), Expr::Constant(high_value)) = (&low.expr, &high.expr) {
+            if matches!(low_value, Value::Null) || matches!(high_value, Value::Null) {
+                return Err(parse_error(op_position, "BETWEEN bounds cannot be NULL"));
+            }
+            // Java compares `high` with `low` and refuses an empty range.
+            match compare_values(high_value, low_value) {
+                Ok(Ordering::Less) => {
+                    return Err(parse_error(
+                        op_position,
+                        format!(
+                            "BETWEEN lower bound {} is greater than upper bound {}",
+                            low_value.describe(),
+                            high_value.describe()
+                        ),
+                    ))
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    return Err(parse_error(
+                        op_position,
+                        format!("BETWEEN bounds cannot be compared: {error}"),
+                    ))
+                }
+            }
+        }
+        let at_least = compare_node(CompareOp::GreaterEqual, value, low, op_position)?;
+        let at_most = compare_node(CompareOp::LessEqual, value_copy, high, op_position)?;
+        let depth = at_least.depth.max(at_most.depth);
+        make(Expr::And(vec![at_least.expr, at_most.expr]), depth, position)
+    }
+
+    /// `IN` has been consumed. Java `createInFilter`: the left side must be a property.
+    fn in_list(&mut self, left: Node, negated: bool, op_position: usize) -> Result<Node, FilterError> {
+        let Expr::Property(property) = left.expr else {
+            return Err(parse_error(
+                op_position,
+                format!(
+                    "IN needs a property on its left, found {}",
+                    left.expr.describe()
+                ),
+            ));
+        };
+        self.expect(&TokenKind::LeftParen, "'(' after IN")?;
+        let mut values = HashSet::new();
+        values.insert(self.string_literal()?.into());
+        loop {
+            let token = self.next()?;
+            match token.kind {
+                TokenKind::Comma => {
+                    values.insert(self.string_literal()?.into());
+                }
+                TokenKind::RightParen => break,
+                other => {
+                    return Err(parse_error(
+                        token.position,
+                        format!("expected ',' or ')' in the IN list, found {other}"),
+                    ))
+                }
+            }
+        }
+        make(
+            Expr::In {
+                property,
+                values,
+                negated,
+            },
+            0,
+            left.position,
+        )
+    }
+
+    fn string_literal(&mut self) -> Result<Cow<'a, str>, FilterError> {
+        let token = self.next()?;
+        match token.kind {
+            TokenKind::String(value) => Ok(value),
+            other => Err(parse_error(
+                token.position,
+                format!("expected a string literal, found {other}"),
+            )),
+        }
+    }
+
+    fn unary_expression(&mut self) -> Result<Node, FilterError> {
+        let token = self.peek()?;
+        let position = token.position;
+        match token.kind {
+            TokenKind::Plus => {
+                self.next()?;
+                self.enter(position)?;
+                let operand = self.unary_expression();
+                self.leave();
+                // Unary plus is the identity (Java returns the operand itself).
+                let mut operand = operand?;
+                operand.position = position;
+                Ok(operand)
+            }
+            TokenKind::Minus => {
+                self.next()?;
+                self.enter(position)?;
+                let operand = self.unary_expression();
+                self.leave();
+                let operand = operand?;
+                make(Expr::Negate(Box::new(operand.expr)), operand.depth, position)
+            }
+            TokenKind::Keyword(Keyword::Not) => {
+                self.next()?;
+                self.enter(position)?;
+                let operand = self.unary_expression();
+                self.leave();
+                let operand = as_boolean(operand?)?;
+                make(Expr::Not(Box::new(operand.expr)), operand.depth, position)
+            }
+            _ => self.primary_expression(),
+        }
+    }
+
+    fn primary_expression(&mut self) -> Result<Node, FilterError> {
+        let token = self.next()?;
+        let position = token.position;
+        let leaf = |value: Value<'static>| Node {
+            expr: Expr::Constant(value),
+            depth: 1,
+            position,
+        };
+        match token.kind {
+            TokenKind::String(value) => Ok(leaf(Value::Str(Cow::Owned(value.into_owned())))),
+            TokenKind::Decimal(text) => Ok(leaf(decimal_literal(text, position)?)),
+            TokenKind::Float(text) => Ok(leaf(float_literal(text, position)?)),
+            TokenKind::Keyword(Keyword::True) => Ok(leaf(Value::Bool(true))),
+            TokenKind::Keyword(Keyword::False) => Ok(leaf(Value::Bool(false))),
+            TokenKind::Keyword(Keyword::Null) => Ok(leaf(Value::Null)),
+            TokenKind::Identifier(name) => Ok(Node {
+                expr: Expr::Property(name.into()),
+                depth: 1,
+                position,
+            }),
+            TokenKind::LeftParen => {
+                self.enter(position)?;
+                let inner = self.or_expression();
+                let inner = match inner {
+                    Ok(inner) => inner,
+                    Err(error) => {
+                        self.leave();
+                        return Err(error);
+                    }
+                };
+                let close = self.expect(&TokenKind::RightParen, "')'");
+                self.leave();
+                close?;
+                Ok(inner)
+            }
+            other => Err(parse_error(
+                position,
+                format!("expected an expression, found {other}"),
+            )),
+        }
+    }
+}
