@@ -225,6 +225,37 @@ mod tests {
         assert!(parse_lenient::<BTreeMap<String, i32>>(b"{0:", "Thing").is_err());
     }
 
+    proptest::proptest! {
+        /// Legacy text built from arbitrary keys and hostile string values (quotes, braces,
+        /// colons, digits, backslashes) quotes back to exactly the standard text and parses to
+        /// the same document; the standard text passes through unchanged.
+        #[test]
+        fn legacy_quotes_back_to_standard(
+            map in proptest::collection::btree_map(proptest::num::i64::ANY, "[0-9a-z:{},\\[\\]\"\\\\ ]{0,12}", 0..6),
+            name in "[a-z\"{}0-9:]{0,8}",
+        ) {
+            let text = |m: &BTreeMap<i64, String>, quote_keys: bool| {
+                let q = if quote_keys { "\"" } else { "" };
+                let entries = m
+                    .iter()
+                    .map(|(k, v)| format!("{q}{k}{q}:{}", serde_json::to_string(v).unwrap()))
+                    .collect::<Vec<_>>()
+                    .join(",");
+                format!(
+                    "{{\"l\":[{{{entries}}}],\"m\":{{{entries}}},\"name\":{}}}",
+                    serde_json::to_string(&name).unwrap()
+                )
+            };
+            let (legacy, standard) = (text(&map, false), text(&map, true));
+            proptest::prop_assert_eq!(quoted(&legacy), standard.clone());
+            proptest::prop_assert!(matches!(quote_bare_integer_keys(standard.as_bytes()), Cow::Borrowed(_)));
+            #[derive(Deserialize, PartialEq, Debug)]
+            struct Doc { l: Vec<BTreeMap<i64, String>>, m: BTreeMap<i64, String>, name: String }
+            let parsed: Doc = parse_lenient(legacy.as_bytes(), "Doc").unwrap();
+            proptest::prop_assert_eq!(parsed, Doc { l: vec![map.clone()], m: map, name });
+        }
+    }
+
     #[test]
     fn null_reads_as_default() {
         #[derive(Deserialize)]
