@@ -5,13 +5,14 @@ use super::json::parse_lenient;
 use super::register_body::{body_crc32, decode_register_broker_body};
 use super::route_info::{BrokerRegistration, RouteInfoManager};
 use super::types::TopicRouteData;
+use crate::remoting::headers::{
+    GetRouteInfoRequestHeader, RegisterBrokerRequestHeader, RegisterBrokerResponseHeader,
+    UnregisterBrokerRequestHeader,
+};
 use crate::remoting::{request_code, response_code, HeaderError, RemotingCommand};
 use bytes::Bytes;
 use serde::Serialize;
 use std::sync::Arc;
-
-/// ExtField carrying a 5.x broker's zone (`MixAll.ZONE_NAME`).
-pub const ZONE_NAME_EXT_FIELD: &str = "__ZONE_NAME";
 
 /// `FAQUrl.suggestTodo(FAQUrl.APPLY_TOPIC_URL)`, appended to TOPIC_NOT_EXIST remarks.
 const APPLY_TOPIC_FAQ_SUFFIX: &str =
@@ -44,6 +45,8 @@ impl NamesrvProcessor {
             request_code::REGISTER_BROKER => self.register_broker(req, now_ms),
             request_code::UNREGISTER_BROKER => self.unregister_broker(req),
             request_code::GET_ROUTEINFO_BY_TOPIC => self.get_route_info_by_topic(req),
+            // Java writes this body in fastjson's legacy form (unquoted brokerId keys); we write
+            // standard JSON, which fastjson (the admin tools' parser) reads as well.
             request_code::GET_BROKER_CLUSTER_INFO => {
                 Ok(json_response(req, &self.route_info.get_all_cluster_info()))
             }
@@ -67,24 +70,15 @@ impl NamesrvProcessor {
         req: &RemotingCommand,
         now_ms: i64,
     ) -> Result<RemotingCommand, HeaderError> {
-        let broker_name = req.ext_str("brokerName")?;
-        let broker_addr = req.ext_str("brokerAddr")?;
-        let cluster_name = req.ext_str("clusterName")?;
-        let ha_server_addr = req.ext_str("haServerAddr")?;
-        let broker_id = req.ext_i64("brokerId")?;
-        let heartbeat_timeout_ms = req.ext_opt_i64("heartbeatTimeoutMillis")?;
-        let enable_acting_master = req.ext_opt_bool("enableActingMaster");
-        let compressed = req.ext_bool("compressed");
-        let body_crc = req.ext_opt_i32("bodyCrc32")?.unwrap_or(0);
-
-        if body_crc != 0 && body_crc != body_crc32(&req.body) {
+        let header = RegisterBrokerRequestHeader::decode(req)?;
+        if header.body_crc32 != 0 && header.body_crc32 != body_crc32(&req.body) {
             tracing::warn!(
-                broker_addr,
+                broker_addr = %header.broker_addr,
                 "register broker: crc32 of the body does not match"
             );
             return Ok(error_response(req, "crc32 not match"));
         }
-        let body = match decode_register_broker_body(&req.body, compressed, req.version) {
+        let body = match decode_register_broker_body(&req.body, header.compressed, req.version) {
             Ok(body) => body,
             Err(err) => {
                 return Ok(error_response(
@@ -94,26 +88,25 @@ impl NamesrvProcessor {
             }
         };
         let registration = BrokerRegistration {
-            cluster_name: cluster_name.to_owned(),
-            broker_name: broker_name.to_owned(),
-            broker_addr: broker_addr.to_owned(),
-            broker_id,
-            ha_server_addr: ha_server_addr.to_owned(),
-            zone_name: req.ext_opt_str(ZONE_NAME_EXT_FIELD).map(str::to_owned),
-            heartbeat_timeout_ms,
-            enable_acting_master,
+            cluster_name: header.cluster_name,
+            broker_name: header.broker_name,
+            broker_addr: header.broker_addr,
+            broker_id: header.broker_id,
+            ha_server_addr: header.ha_server_addr,
+            zone_name: header.zone_name,
+            heartbeat_timeout_ms: header.heartbeat_timeout_millis,
+            enable_acting_master: header.enable_acting_master,
             topic_config_wrapper: body.topic_config_serialize_wrapper,
             filter_server_list: Some(body.filter_server_list),
         };
         match self.route_info.register_broker(&registration, now_ms) {
             Ok(result) => {
                 let mut resp = RemotingCommand::response_to(req, response_code::SUCCESS, None);
-                if let Some(ha) = result.ha_server_addr {
-                    resp.set_ext("haServerAddr", ha);
+                RegisterBrokerResponseHeader {
+                    ha_server_addr: result.ha_server_addr,
+                    master_addr: result.master_addr,
                 }
-                if let Some(master) = result.master_addr {
-                    resp.set_ext("masterAddr", master);
-                }
+                .encode(&mut resp);
                 Ok(resp)
             }
             Err(err) => Ok(error_response(req, &err.to_string())),
@@ -121,12 +114,13 @@ impl NamesrvProcessor {
     }
 
     fn unregister_broker(&self, req: &RemotingCommand) -> Result<RemotingCommand, HeaderError> {
-        let broker_name = req.ext_str("brokerName")?;
-        let broker_addr = req.ext_str("brokerAddr")?;
-        let cluster_name = req.ext_str("clusterName")?;
-        let broker_id = req.ext_i64("brokerId")?;
-        self.route_info
-            .unregister_broker(cluster_name, broker_addr, broker_name, broker_id);
+        let header = UnregisterBrokerRequestHeader::decode(req)?;
+        self.route_info.unregister_broker(
+            &header.cluster_name,
+            &header.broker_addr,
+            &header.broker_name,
+            header.broker_id,
+        );
         Ok(RemotingCommand::response_to(
             req,
             response_code::SUCCESS,
@@ -138,8 +132,9 @@ impl NamesrvProcessor {
         &self,
         req: &RemotingCommand,
     ) -> Result<RemotingCommand, HeaderError> {
-        let topic = req.ext_str("topic")?;
-        match self.route_info.pickup_topic_route_data(topic) {
+        // acceptStandardJsonOnly does not matter: we always write standard JSON (below).
+        let topic = GetRouteInfoRequestHeader::decode(req)?.topic;
+        match self.route_info.pickup_topic_route_data(&topic) {
             // Java writes standard JSON (quoted brokerId keys) only for clients of version
             // >= V4_9_4 (401) or with acceptStandardJsonOnly, and fastjson's legacy unquoted
             // keys otherwise, for Go clients older than mid-2022 that split the text by hand
@@ -365,6 +360,18 @@ mod tests {
             p.process(&route_request("T"), 0).code,
             response_code::TOPIC_NOT_EXIST
         );
+    }
+
+    #[test]
+    fn zone_name_and_acting_master_flag_reach_the_route() {
+        let p = NamesrvProcessor::default();
+        let mut req = register_request();
+        req.set_ext("__ZONE_NAME", "zone-1");
+        req.set_ext("enableActingMaster", true);
+        assert_eq!(p.process(&req, 0).code, response_code::SUCCESS);
+        let json: Value = serde_json::from_slice(&p.process(&route_request("T"), 0).body).unwrap();
+        assert_eq!(json["brokerDatas"][0]["zoneName"], "zone-1");
+        assert_eq!(json["brokerDatas"][0]["enableActingMaster"], true);
     }
 
     #[test]

@@ -5,6 +5,7 @@ use super::json::{parse_lenient, JsonBodyError};
 use super::types::{
     DataVersion, RegisterBrokerBody, TopicConfig, TopicConfigSerializeWrapper, TopicFilterType,
 };
+use crate::remoting::headers::RegisterBrokerRequestHeader;
 use crate::remoting::{request_code, RemotingCommand};
 use bytes::Bytes;
 use serde::Serialize;
@@ -234,16 +235,22 @@ pub fn build_register_broker_request(
     };
     // Only string keys, integers, strings and booleans: serializing cannot fail.
     let body = serde_json::to_vec(&body).unwrap_or_default();
-    RemotingCommand::request(request_code::REGISTER_BROKER)
-        .with_ext("brokerName", broker_name)
-        .with_ext("brokerAddr", broker_addr)
-        .with_ext("clusterName", cluster_name)
-        .with_ext("haServerAddr", ha_server_addr)
-        .with_ext("brokerId", broker_id)
-        .with_ext("enableActingMaster", false)
-        .with_ext("compressed", false)
-        .with_ext("bodyCrc32", body_crc32(&body))
-        .with_body(Bytes::from(body))
+    let header = RegisterBrokerRequestHeader {
+        broker_name: broker_name.to_owned(),
+        broker_addr: broker_addr.to_owned(),
+        cluster_name: cluster_name.to_owned(),
+        ha_server_addr: ha_server_addr.to_owned(),
+        broker_id,
+        heartbeat_timeout_millis: None,
+        enable_acting_master: Some(false),
+        compressed: false,
+        body_crc32: body_crc32(&body),
+        zone_name: None,
+    };
+    let mut request =
+        RemotingCommand::request(request_code::REGISTER_BROKER).with_body(Bytes::from(body));
+    header.encode(&mut request);
+    request
 }
 
 /// Test helper and reference for the compressed form: what a Java broker with
