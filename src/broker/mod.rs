@@ -2,5 +2,6 @@
 
 pub mod filter;
 pub mod longpoll;
+pub mod namesrv;
 pub mod offset;
 pub mod persist;
