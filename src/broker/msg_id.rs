@@ -27,7 +27,9 @@ fn ms_since_month_start(now_ms: i64) -> i64 {
 
 /// A new unique id for a message stored by this broker.
 pub fn create_uniq_id(host: SocketAddr) -> String {
-    let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+    let now_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
     let mut bytes = Vec::with_capacity(28);
     match host.ip() {
         IpAddr::V4(ip) => bytes.extend_from_slice(&ip.octets()),

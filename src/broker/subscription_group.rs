@@ -81,7 +81,10 @@ impl SubscriptionGroupManager {
         let table = SYSTEM_GROUPS
             .iter()
             .map(|g| {
-                let c = SubscriptionGroupConfig { group_name: g.to_string(), ..Default::default() };
+                let c = SubscriptionGroupConfig {
+                    group_name: g.to_string(),
+                    ..Default::default()
+                };
                 (g.to_string(), c)
             })
             .collect();
@@ -101,7 +104,10 @@ impl SubscriptionGroupManager {
             Loaded::Main(f) => (f, None),
             Loaded::Backup(f, problem) => (
                 f,
-                Some(format!("{} unusable ({problem}); loaded groups from backup", self.path.display())),
+                Some(format!(
+                    "{} unusable ({problem}); loaded groups from backup",
+                    self.path.display()
+                )),
             ),
         };
         let mut table = self.table.write().unwrap_or_else(|p| p.into_inner());
@@ -133,19 +139,29 @@ impl SubscriptionGroupManager {
     }
 
     pub fn find(&self, group: &str) -> Option<SubscriptionGroupConfig> {
-        self.table.read().unwrap_or_else(|p| p.into_inner()).get(group).cloned()
+        self.table
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(group)
+            .cloned()
     }
 
     /// Java `findSubscriptionGroupConfig`: the group, auto-created with defaults when
     /// `autoCreateSubscriptionGroup` is on. Creating persists the table.
-    pub fn find_or_auto_create(&self, group: &str) -> Result<Option<SubscriptionGroupConfig>, PersistError> {
+    pub fn find_or_auto_create(
+        &self,
+        group: &str,
+    ) -> Result<Option<SubscriptionGroupConfig>, PersistError> {
         if let Some(c) = self.find(group) {
             return Ok(Some(c));
         }
         if !self.auto_create {
             return Ok(None);
         }
-        let c = SubscriptionGroupConfig { group_name: group.to_string(), ..Default::default() };
+        let c = SubscriptionGroupConfig {
+            group_name: group.to_string(),
+            ..Default::default()
+        };
         self.table
             .write()
             .unwrap_or_else(|p| p.into_inner())
@@ -156,7 +172,10 @@ impl SubscriptionGroupManager {
     }
 
     pub fn update(&self, c: SubscriptionGroupConfig) -> Result<(), PersistError> {
-        self.table.write().unwrap_or_else(|p| p.into_inner()).insert(c.group_name.clone(), c);
+        self.table
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(c.group_name.clone(), c);
         self.persist()
     }
 

@@ -47,16 +47,22 @@ pub fn validate_topic(topic: &str) -> Result<(), String> {
     if topic.trim().is_empty() {
         return Err("the specified topic is blank".into());
     }
-    let max = if topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) || topic.starts_with(DLQ_GROUP_TOPIC_PREFIX)
+    let max = if topic.starts_with(RETRY_GROUP_TOPIC_PREFIX)
+        || topic.starts_with(DLQ_GROUP_TOPIC_PREFIX)
     {
         SYSTEM_GROUP_TOPIC_MAX_LENGTH
     } else {
         TOPIC_MAX_LENGTH
     };
     if topic.len() > max {
-        return Err(format!("the specified topic is longer than topic max length {max}"));
+        return Err(format!(
+            "the specified topic is longer than topic max length {max}"
+        ));
     }
-    if let Some(bad) = topic.chars().find(|c| !(c.is_ascii_alphanumeric() || "_%|-".contains(*c))) {
+    if let Some(bad) = topic
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || "_%|-".contains(*c)))
+    {
         return Err(format!(
             "the specified topic[{topic}] contains illegal characters ({bad:?}), allowing only ^[%|a-zA-Z0-9_-]+$"
         ));
@@ -113,17 +119,41 @@ impl TopicConfigManager {
         add(topic(SELF_TEST_TOPIC, 1, 1, rw));
         if defaults.auto_create_topic_enabled {
             let n = defaults.default_topic_queue_nums;
-            add(topic(AUTO_CREATE_TOPIC_KEY_TOPIC, n, n, rw | perm::PERM_INHERIT));
+            add(topic(
+                AUTO_CREATE_TOPIC_KEY_TOPIC,
+                n,
+                n,
+                rw | perm::PERM_INHERIT,
+            ));
         }
         add(topic(BENCHMARK_TOPIC, 1024, 1024, rw));
-        add(topic(&defaults.cluster_name, 16, 16, rw | perm::PERM_INHERIT));
+        add(topic(
+            &defaults.cluster_name,
+            16,
+            16,
+            rw | perm::PERM_INHERIT,
+        ));
         add(topic(&defaults.broker_name, 1, 1, rw | perm::PERM_INHERIT));
         add(topic(OFFSET_MOVED_EVENT, 1, 1, rw));
-        add(topic(SCHEDULE_TOPIC, SCHEDULE_TOPIC_QUEUE_NUMS, SCHEDULE_TOPIC_QUEUE_NUMS, rw));
-        add(topic(&format!("{}_REPLY_TOPIC", defaults.cluster_name), 1, 1, rw));
+        add(topic(
+            SCHEDULE_TOPIC,
+            SCHEDULE_TOPIC_QUEUE_NUMS,
+            SCHEDULE_TOPIC_QUEUE_NUMS,
+            rw,
+        ));
+        add(topic(
+            &format!("{}_REPLY_TOPIC", defaults.cluster_name),
+            1,
+            1,
+            rw,
+        ));
         TopicConfigManager {
             table: RwLock::new(table),
-            data_version: RwLock::new(DataVersion { counter: 0, state_version: 0, timestamp: now_ms() }),
+            data_version: RwLock::new(DataVersion {
+                counter: 0,
+                state_version: 0,
+                timestamp: now_ms(),
+            }),
             path: store_root.join("config").join("topics.json"),
         }
     }
@@ -137,9 +167,13 @@ impl TopicConfigManager {
         let (wrapper, warning) = match persist::load_with_backup(&self.path, parse)? {
             Loaded::Missing => return Ok(None),
             Loaded::Main(w) => (w, None),
-            Loaded::Backup(w, problem) => {
-                (w, Some(format!("{} unusable ({problem}); loaded topics from backup", self.path.display())))
-            }
+            Loaded::Backup(w, problem) => (
+                w,
+                Some(format!(
+                    "{} unusable ({problem}); loaded topics from backup",
+                    self.path.display()
+                )),
+            ),
         };
         let mut table = self.table.write().unwrap_or_else(|p| p.into_inner());
         for (name, mut tc) in wrapper.topic_config_table {
@@ -167,17 +201,29 @@ impl TopicConfigManager {
     pub fn wrapper(&self) -> TopicConfigSerializeWrapper {
         let table = self.table.read().unwrap_or_else(|p| p.into_inner());
         TopicConfigSerializeWrapper {
-            data_version: self.data_version.read().unwrap_or_else(|p| p.into_inner()).clone(),
-            topic_config_table: table.iter().map(|(k, v)| (k.clone(), v.clone())).collect::<BTreeMap<_, _>>(),
+            data_version: *self.data_version.read().unwrap_or_else(|p| p.into_inner()),
+            topic_config_table: table
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect::<BTreeMap<_, _>>(),
         }
     }
 
     pub fn select(&self, topic: &str) -> Option<TopicConfig> {
-        self.table.read().unwrap_or_else(|p| p.into_inner()).get(topic).cloned()
+        self.table
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(topic)
+            .cloned()
     }
 
     pub fn topic_names(&self) -> Vec<String> {
-        self.table.read().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect()
+        self.table
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect()
     }
 
     fn bump_version(&self) {
@@ -188,7 +234,10 @@ impl TopicConfigManager {
 
     /// Creates or replaces a topic (UPDATE_AND_CREATE_TOPIC). Persists.
     pub fn update_topic_config(&self, tc: TopicConfig) -> Result<(), PersistError> {
-        self.table.write().unwrap_or_else(|p| p.into_inner()).insert(tc.topic_name.clone(), tc);
+        self.table
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(tc.topic_name.clone(), tc);
         self.bump_version();
         self.persist()
     }
@@ -212,7 +261,8 @@ impl TopicConfigManager {
             let Some(template) = table.get(default_topic) else {
                 return Ok(None);
             };
-            if default_topic == AUTO_CREATE_TOPIC_KEY_TOPIC && !table.contains_key(AUTO_CREATE_TOPIC_KEY_TOPIC)
+            if default_topic == AUTO_CREATE_TOPIC_KEY_TOPIC
+                && !table.contains_key(AUTO_CREATE_TOPIC_KEY_TOPIC)
             {
                 return Ok(None);
             }
@@ -262,7 +312,12 @@ impl TopicConfigManager {
     }
 
     pub fn delete_topic(&self, topic: &str) -> Result<bool, PersistError> {
-        let removed = self.table.write().unwrap_or_else(|p| p.into_inner()).remove(topic).is_some();
+        let removed = self
+            .table
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(topic)
+            .is_some();
         if removed {
             self.bump_version();
             self.persist()?;
@@ -292,7 +347,9 @@ mod tests {
         assert!(validate_topic("a b").unwrap_err().contains("illegal"));
         assert!(validate_topic("a.b").is_err());
         assert!(validate_topic(&"x".repeat(127)).is_ok());
-        assert!(validate_topic(&"x".repeat(128)).unwrap_err().contains("127"));
+        assert!(validate_topic(&"x".repeat(128))
+            .unwrap_err()
+            .contains("127"));
         assert!(validate_topic(&format!("%RETRY%{}", "g".repeat(120))).is_ok());
         assert!(!is_send_allowed(SCHEDULE_TOPIC));
         assert!(is_send_allowed("TopicTest"));
@@ -315,7 +372,10 @@ mod tests {
             .unwrap();
         assert!(!again);
         // A template without INHERIT cannot create topics.
-        assert!(m.create_topic_in_send_message_method("U", "T", 4, 0).unwrap().is_none());
+        assert!(m
+            .create_topic_in_send_message_method("U", "T", 4, 0)
+            .unwrap()
+            .is_none());
         // Reload from disk.
         let m2 = TopicConfigManager::new(dir.path(), &defaults());
         m2.load().unwrap();

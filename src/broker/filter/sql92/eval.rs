@@ -323,8 +323,7 @@ pub(crate) fn evaluate<'a>(
                 (Value::Null, _) => Value::Null,
                 (_, Value::Null) => Value::Bool(false),
                 _ => Value::Bool(
-                    java_equals(&left, &right)
-                        || compare_values(&left, &right)? == Ordering::Equal,
+                    java_equals(&left, &right) || compare_values(&left, &right)? == Ordering::Equal,
                 ),
             }
         }

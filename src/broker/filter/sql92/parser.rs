@@ -304,12 +304,9 @@ fn decimal_literal(text: &str, position: usize) -> Result<Value<'static>, Filter
 fn float_literal(text: &str, position: usize) -> Result<Value<'static>, FilterError> {
     // The lexer only produces `[0-9]*(.[0-9]*)?(E[+-]?[0-9]+)?` here, which Rust parses exactly
     // (correctly rounded, as Java's `new Double(text)`).
-    let value: f64 = text.parse().map_err(|_| {
-        parse_error(
-            position,
-            format!("float literal {text} is not a number"),
-        )
-    })?;
+    let value: f64 = text
+        .parse()
+        .map_err(|_| parse_error(position, format!("float literal {text} is not a number")))?;
     // Java `ConstantExpression.createFloat` rejects values above Double.MAX_VALUE (here:
     // infinity) and below Double.MIN_VALUE, the smallest positive double. Literals are never
     // negative (minus is an operator), so the second rule rejects exactly the literals that are
@@ -552,7 +549,12 @@ impl<'a> Parser<'a> {
     }
 
     /// `BETWEEN` has been consumed. Java `createBetween` / `createNotBetween`.
-    fn between(&mut self, value: Node, negated: bool, op_position: usize) -> Result<Node, FilterError> {
+    fn between(
+        &mut self,
+        value: Node,
+        negated: bool,
+        op_position: usize,
+    ) -> Result<Node, FilterError> {
         let low = self.unary_expression()?;
         self.expect(&TokenKind::Keyword(Keyword::And), "AND in BETWEEN … AND …")?;
         let high = self.unary_expression()?;
@@ -596,11 +598,20 @@ impl<'a> Parser<'a> {
         let at_least = compare_node(CompareOp::GreaterEqual, value, low, op_position)?;
         let at_most = compare_node(CompareOp::LessEqual, value_copy, high, op_position)?;
         let depth = at_least.depth.max(at_most.depth);
-        make(Expr::And(vec![at_least.expr, at_most.expr]), depth, position)
+        make(
+            Expr::And(vec![at_least.expr, at_most.expr]),
+            depth,
+            position,
+        )
     }
 
     /// `IN` has been consumed. Java `createInFilter`: the left side must be a property.
-    fn in_list(&mut self, left: Node, negated: bool, op_position: usize) -> Result<Node, FilterError> {
+    fn in_list(
+        &mut self,
+        left: Node,
+        negated: bool,
+        op_position: usize,
+    ) -> Result<Node, FilterError> {
         let Expr::Property(property) = left.expr else {
             return Err(parse_error(
                 op_position,
@@ -670,7 +681,11 @@ impl<'a> Parser<'a> {
                 let operand = self.unary_expression();
                 self.leave();
                 let operand = operand?;
-                make(Expr::Negate(Box::new(operand.expr)), operand.depth, position)
+                make(
+                    Expr::Negate(Box::new(operand.expr)),
+                    operand.depth,
+                    position,
+                )
             }
             TokenKind::Keyword(Keyword::Not) => {
                 self.next()?;
