@@ -1,1 +1,15 @@
 //! The RocketMQ remoting protocol: pure codec, no I/O.
+//!
+//! - [`codes`]: request/response codes with Java's names, [`codes::CURRENT_VERSION`].
+//! - [`command`]: [`RemotingCommand`] and lenient typed access to its ext fields.
+//! - [`error`]: [`CodecError`] (close the connection) and [`HeaderError`] (answer the request).
+//!
+//! Wire format: docs/PROTOCOL.md and /work/shared/reference/rocketmq-protocol.md §1–§3.
+
+pub mod codes;
+pub mod command;
+pub mod error;
+
+pub use codes::{request_code, response_code, CURRENT_VERSION};
+pub use command::{LanguageCode, RemotingCommand, SerializeType, FLAG_ONEWAY, FLAG_RESPONSE};
+pub use error::{CodecError, HeaderError};
