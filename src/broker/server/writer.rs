@@ -28,20 +28,21 @@ pub enum Outbound {
     Encoded(Bytes),
 }
 
-/// Why [`ConnectionSender::send`] did not queue the frame; the frame is handed back.
+/// Why [`ConnectionSender::send`] did not queue the frame; the frame is handed back (boxed, so
+/// the `Ok` path stays small).
 #[derive(Debug, thiserror::Error)]
 pub enum SendError {
     #[error("the write queue of the connection is full")]
-    Full(Outbound),
+    Full(Box<Outbound>),
     #[error("the connection is closed")]
-    Closed(Outbound),
+    Closed(Box<Outbound>),
 }
 
 impl SendError {
     /// The frame that was not queued.
     pub fn into_outbound(self) -> Outbound {
         match self {
-            SendError::Full(o) | SendError::Closed(o) => o,
+            SendError::Full(o) | SendError::Closed(o) => *o,
         }
     }
 }
@@ -62,14 +63,14 @@ impl ConnectionSender {
     /// closed.
     pub fn send(&self, outbound: Outbound) -> Result<(), SendError> {
         self.queue.try_send(outbound).map_err(|e| match e {
-            mpsc::error::TrySendError::Full(o) => SendError::Full(o),
-            mpsc::error::TrySendError::Closed(o) => SendError::Closed(o),
+            mpsc::error::TrySendError::Full(o) => SendError::Full(Box::new(o)),
+            mpsc::error::TrySendError::Closed(o) => SendError::Closed(Box::new(o)),
         })
     }
 
     /// Queues a frame, waiting for space in the queue. Fails only when the connection closed.
     pub async fn send_wait(&self, outbound: Outbound) -> Result<(), SendError> {
-        self.queue.send(outbound).await.map_err(|e| SendError::Closed(e.0))
+        self.queue.send(outbound).await.map_err(|e| SendError::Closed(Box::new(e.0)))
     }
 
     /// True once the connection's writer stopped; frames sent after that are refused.
@@ -205,7 +206,10 @@ mod tests {
         let frame = Bytes::from_static(b"frame");
         sender.send(Outbound::Encoded(frame.clone())).unwrap();
         match sender.send(Outbound::Encoded(frame.clone())) {
-            Err(SendError::Full(Outbound::Encoded(b))) => assert_eq!(b, frame),
+            Err(e @ SendError::Full(_)) => match e.into_outbound() {
+                Outbound::Encoded(b) => assert_eq!(b, frame),
+                other => panic!("wrong frame handed back: {other:?}"),
+            },
             other => panic!("expected Full, got {other:?}"),
         }
         assert!(!sender.is_closed());
