@@ -55,7 +55,7 @@ pub struct ServerConfig {
     /// OS threads, each with its own io_uring and its own `SO_REUSEPORT` listen sockets.
     /// Default: the number of available cores.
     pub worker_threads: usize,
-    /// Largest frame accepted (the 4-byte length prefix excluded, as Java's decoder).
+    /// Largest frame accepted, counting its 4-byte length prefix (Java `NettyDecoder`).
     pub frame_size_max_bytes: usize,
     pub requests_in_flight_max_per_connection: usize,
     pub write_queue_max_per_connection: usize,
@@ -109,8 +109,14 @@ impl ServerConfig {
     pub fn validate(&self) -> Result<(), ServerError> {
         let positive: [(&'static str, usize); 6] = [
             ("worker_threads", self.worker_threads),
-            ("requests_in_flight_max_per_connection", self.requests_in_flight_max_per_connection),
-            ("write_queue_max_per_connection", self.write_queue_max_per_connection),
+            (
+                "requests_in_flight_max_per_connection",
+                self.requests_in_flight_max_per_connection,
+            ),
+            (
+                "write_queue_max_per_connection",
+                self.write_queue_max_per_connection,
+            ),
             ("write_coalesce_max_bytes", self.write_coalesce_max_bytes),
             ("read_buffer_initial_bytes", self.read_buffer_initial_bytes),
             ("connections_max", self.connections_max),
@@ -137,10 +143,18 @@ impl ServerConfig {
             ));
         }
         if self.listen_backlog == 0 || i32::try_from(self.listen_backlog).is_err() {
-            return Err(invalid("listen_backlog", self.listen_backlog, "must be in 1..=i32::MAX"));
+            return Err(invalid(
+                "listen_backlog",
+                self.listen_backlog,
+                "must be in 1..=i32::MAX",
+            ));
         }
         if !self.ring_entries.is_power_of_two() {
-            return Err(invalid("ring_entries", self.ring_entries, "must be a power of two"));
+            return Err(invalid(
+                "ring_entries",
+                self.ring_entries,
+                "must be a power of two",
+            ));
         }
         Ok(())
     }
@@ -163,7 +177,11 @@ fn default_worker_threads() -> usize {
 }
 
 fn invalid(field: &'static str, value: impl ToString, reason: &'static str) -> ServerError {
-    ServerError::InvalidConfig { field, value: value.to_string(), reason }
+    ServerError::InvalidConfig {
+        field,
+        value: value.to_string(),
+        reason,
+    }
 }
 
 #[cfg(test)]
@@ -185,8 +203,13 @@ mod tests {
 
     #[test]
     fn fast_port_is_listen_port_minus_two() {
-        let config = ServerConfig::new(addr("127.0.0.1:10911")).with_fast_listen_port().unwrap();
-        assert_eq!(config.additional_listen_addrs, vec![addr("127.0.0.1:10909")]);
+        let config = ServerConfig::new(addr("127.0.0.1:10911"))
+            .with_fast_listen_port()
+            .unwrap();
+        assert_eq!(
+            config.additional_listen_addrs,
+            vec![addr("127.0.0.1:10909")]
+        );
         assert_eq!(
             config.all_listen_addrs(),
             vec![addr("127.0.0.1:10911"), addr("127.0.0.1:10909")]
@@ -199,7 +222,10 @@ mod tests {
             let config = ServerConfig::new(addr(&format!("127.0.0.1:{port}")));
             assert!(matches!(
                 config.with_fast_listen_port(),
-                Err(ServerError::InvalidConfig { field: "listen_addr", .. })
+                Err(ServerError::InvalidConfig {
+                    field: "listen_addr",
+                    ..
+                })
             ));
         }
     }
@@ -207,12 +233,15 @@ mod tests {
     #[test]
     fn zero_bounds_are_rejected_by_name() {
         let base = ServerConfig::new(addr("127.0.0.1:0"));
-        let cases: [(&str, fn(&mut ServerConfig)); 6] = [
+        type Mutation = fn(&mut ServerConfig);
+        let cases: [(&str, Mutation); 6] = [
             ("worker_threads", |c| c.worker_threads = 0),
             ("requests_in_flight_max_per_connection", |c| {
                 c.requests_in_flight_max_per_connection = 0
             }),
-            ("write_queue_max_per_connection", |c| c.write_queue_max_per_connection = 0),
+            ("write_queue_max_per_connection", |c| {
+                c.write_queue_max_per_connection = 0
+            }),
             ("frame_size_max_bytes", |c| c.frame_size_max_bytes = 16),
             ("listen_backlog", |c| c.listen_backlog = 0),
             ("ring_entries", |c| c.ring_entries = 100),

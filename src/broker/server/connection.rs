@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
+use tokio_uring::buf::BoundedBuf;
 use tokio_uring::net::TcpStream;
 use tracing::Instrument;
 
@@ -90,8 +91,13 @@ pub(crate) async fn serve<H: RequestHandler>(
     };
     let close_writer = Rc::new(Notify::new());
     let writer_task = tokio_uring::spawn(
-        writer::run(stream.clone(), queue_rx, close_writer.clone(), config.write_coalesce_max_bytes)
-            .in_current_span(),
+        writer::run(
+            stream.clone(),
+            queue_rx,
+            close_writer.clone(),
+            config.write_coalesce_max_bytes,
+        )
+        .in_current_span(),
     );
     let in_flight_max = config.requests_in_flight_max_per_connection;
     let in_flight = Arc::new(Semaphore::new(in_flight_max));
@@ -101,7 +107,10 @@ pub(crate) async fn serve<H: RequestHandler>(
     match &exit {
         ReadExit::PeerClosed { unread_bytes: 0 } => tracing::debug!("peer closed the connection"),
         ReadExit::PeerClosed { unread_bytes } => {
-            tracing::warn!(unread_bytes, "peer closed the connection in the middle of a frame")
+            tracing::warn!(
+                unread_bytes,
+                "peer closed the connection in the middle of a frame"
+            )
         }
         ReadExit::ReadFailed(e) => tracing::debug!(error = %e, "read failed; closing"),
         ReadExit::BadFrame(e) => tracing::warn!(error = %e, "malformed frame; closing"),
@@ -134,7 +143,10 @@ pub(crate) async fn serve<H: RequestHandler>(
     let handler = &worker.shared.handler;
     let closed = std::panic::catch_unwind(AssertUnwindSafe(|| handler.on_connection_closed(&ctx)));
     if let Err(panic) = closed {
-        tracing::error!(panic = panic_message(&*panic), "on_connection_closed panicked");
+        tracing::error!(
+            panic = panic_message(&*panic),
+            "on_connection_closed panicked"
+        );
     }
     tracing::debug!("connection closed");
 }
@@ -180,13 +192,15 @@ async fn read_loop<H: RequestHandler>(
             buf.reserve(config.read_buffer_initial_bytes.max(READ_SPARE_MIN_BYTES));
         }
         let unread_bytes = buf.len();
+        // tokio-uring reads to the start of the buffer it is given, so hand it the spare part:
+        // the slice starts after the unread bytes and ends at the capacity.
         let (result, returned) = tokio::select! {
             biased;
             () = shutdown.triggered() => return ReadExit::Shutdown,
             () = ctx.sender.closed() => return ReadExit::WriterStopped,
-            read = stream.read(buf) => read,
+            read = stream.read(buf.slice(unread_bytes..)) => read,
         };
-        buf = returned;
+        buf = returned.into_inner();
         match result {
             Ok(0) => return ReadExit::PeerClosed { unread_bytes },
             Ok(_) => {}
@@ -205,7 +219,11 @@ fn dispatch<H: RequestHandler>(
 ) {
     if cmd.is_response() {
         // The runtime sends no requests that expect an answer, so no response is awaited.
-        tracing::debug!(code = cmd.code, opaque = cmd.opaque, "dropping unexpected response frame");
+        tracing::debug!(
+            code = cmd.code,
+            opaque = cmd.opaque,
+            "dropping unexpected response frame"
+        );
         return;
     }
     let handler = worker.shared.handler.clone();
@@ -214,8 +232,8 @@ fn dispatch<H: RequestHandler>(
         let oneway = cmd.is_oneway();
         let (code, opaque) = (cmd.code, cmd.opaque);
         // Built before the request moves into the handler; empty map and body do not allocate.
-        let error_template =
-            (!oneway).then(|| RemotingCommand::response_to(&cmd, response_code::SYSTEM_ERROR, None));
+        let error_template = (!oneway)
+            .then(|| RemotingCommand::response_to(&cmd, response_code::SYSTEM_ERROR, None));
         let sender = ctx.sender.clone();
         let outcome = catch_unwind(handler.handle(ctx, cmd)).await;
         let response = match outcome {
@@ -234,7 +252,11 @@ fn dispatch<H: RequestHandler>(
             return;
         };
         if oneway {
-            tracing::debug!(code, opaque, "dropping the handler's response to a oneway request");
+            tracing::debug!(
+                code,
+                opaque,
+                "dropping the handler's response to a oneway request"
+            );
             drop(permit);
             return;
         }
@@ -243,7 +265,11 @@ fn dispatch<H: RequestHandler>(
         // The permit is held until the response is queued, so in-flight requests plus queued
         // responses stay bounded.
         if sender.send_wait(Outbound::Command(response)).await.is_err() {
-            tracing::debug!(code, opaque, "connection closed before the response was sent");
+            tracing::debug!(
+                code,
+                opaque,
+                "connection closed before the response was sent"
+            );
         }
         drop(permit);
     };
@@ -281,7 +307,9 @@ mod tests {
 
     #[test]
     fn catch_unwind_returns_output_or_panic() {
-        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
         let ok = rt.block_on(catch_unwind(async { 7 }));
         assert_eq!(ok.unwrap(), 7);
         let err = rt.block_on(catch_unwind(async {

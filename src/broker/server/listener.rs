@@ -7,7 +7,9 @@
 use super::connection::{self, Accepted};
 use super::runtime::Worker;
 use super::{RequestHandler, ServerError};
-use nix::sys::socket::{self, sockopt, AddressFamily, Backlog, SockFlag, SockType, SockaddrStorage};
+use nix::sys::socket::{
+    self, sockopt, AddressFamily, Backlog, SockFlag, SockType, SockaddrStorage,
+};
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -31,14 +33,20 @@ pub(crate) fn bind_reuseport(
     addr: SocketAddr,
     backlog: u32,
 ) -> Result<std::net::TcpListener, ServerError> {
-    let err = |op: &'static str| move |e: nix::errno::Errno| ServerError::Socket {
-        op,
-        addr,
-        source: io::Error::from(e),
+    let err = |op: &'static str| {
+        move |e: nix::errno::Errno| ServerError::Socket {
+            op,
+            addr,
+            source: io::Error::from(e),
+        }
     };
-    let family = if addr.is_ipv4() { AddressFamily::Inet } else { AddressFamily::Inet6 };
-    let fd: OwnedFd =
-        socket::socket(family, SockType::Stream, SockFlag::SOCK_CLOEXEC, None).map_err(err("create"))?;
+    let family = if addr.is_ipv4() {
+        AddressFamily::Inet
+    } else {
+        AddressFamily::Inet6
+    };
+    let fd: OwnedFd = socket::socket(family, SockType::Stream, SockFlag::SOCK_CLOEXEC, None)
+        .map_err(err("create"))?;
     socket::setsockopt(&fd, sockopt::ReuseAddr, &true).map_err(err("set SO_REUSEADDR on"))?;
     socket::setsockopt(&fd, sockopt::ReusePort, &true).map_err(err("set SO_REUSEPORT on"))?;
     socket::bind(fd.as_raw_fd(), &SockaddrStorage::from(addr)).map_err(err("bind"))?;
@@ -63,7 +71,9 @@ pub(crate) async fn accept_loop<H: RequestHandler>(
             accepted = listener.accept() => accepted,
         };
         match accepted {
-            Ok((stream, remote_addr)) => start_connection(stream, remote_addr, listener_index, &worker),
+            Ok((stream, remote_addr)) => {
+                start_connection(stream, remote_addr, listener_index, &worker)
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "accept failed");
                 if is_resource_exhaustion(&e) {
@@ -112,7 +122,12 @@ fn start_connection<H: RequestHandler>(
         worker = worker.index,
         listener = listener_index
     );
-    let accepted = Accepted { id, remote_addr, local_addr, listener_index };
+    let accepted = Accepted {
+        id,
+        remote_addr,
+        local_addr,
+        listener_index,
+    };
     let task = connection::serve(stream, accepted, worker.clone());
     drop(tokio_uring::spawn(
         async move {
@@ -124,13 +139,17 @@ fn start_connection<H: RequestHandler>(
 }
 
 fn local_addr_of(stream: &TcpStream) -> io::Result<SocketAddr> {
-    let storage: SockaddrStorage = socket::getsockname(stream.as_raw_fd()).map_err(io::Error::from)?;
+    let storage: SockaddrStorage =
+        socket::getsockname(stream.as_raw_fd()).map_err(io::Error::from)?;
     if let Some(v4) = storage.as_sockaddr_in() {
         Ok(SocketAddr::V4((*v4).into()))
     } else if let Some(v6) = storage.as_sockaddr_in6() {
         Ok(SocketAddr::V6((*v6).into()))
     } else {
-        Err(io::Error::new(io::ErrorKind::InvalidData, "socket is neither IPv4 nor IPv6"))
+        Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "socket is neither IPv4 nor IPv6",
+        ))
     }
 }
 
@@ -160,7 +179,11 @@ mod tests {
         let plain = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = plain.local_addr().unwrap();
         match bind_reuseport(addr, 16) {
-            Err(ServerError::Socket { op: "bind", addr: a, source }) => {
+            Err(ServerError::Socket {
+                op: "bind",
+                addr: a,
+                source,
+            }) => {
                 assert_eq!(a, addr);
                 assert_eq!(source.kind(), io::ErrorKind::AddrInUse);
             }
@@ -170,7 +193,11 @@ mod tests {
 
     #[test]
     fn exhaustion_errors_are_recognised_by_errno() {
-        assert!(is_resource_exhaustion(&io::Error::from_raw_os_error(libc::EMFILE)));
-        assert!(!is_resource_exhaustion(&io::Error::from_raw_os_error(libc::ECONNABORTED)));
+        assert!(is_resource_exhaustion(&io::Error::from_raw_os_error(
+            libc::EMFILE
+        )));
+        assert!(!is_resource_exhaustion(&io::Error::from_raw_os_error(
+            libc::ECONNABORTED
+        )));
     }
 }

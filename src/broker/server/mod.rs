@@ -62,7 +62,11 @@ pub trait RequestHandler: Send + Sync + 'static {
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
     #[error("the server setting `{field}` has an invalid value `{value}`: {reason}")]
-    InvalidConfig { field: &'static str, value: String, reason: &'static str },
+    InvalidConfig {
+        field: &'static str,
+        value: String,
+        reason: &'static str,
+    },
     #[error("cannot {op} the listen socket {addr}: {source}")]
     Socket {
         op: &'static str,

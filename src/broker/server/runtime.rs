@@ -26,7 +26,9 @@ impl Default for ShutdownSignal {
 
 impl ShutdownSignal {
     pub fn new() -> Self {
-        ShutdownSignal { flag: Arc::new(watch::Sender::new(false)) }
+        ShutdownSignal {
+            flag: Arc::new(watch::Sender::new(false)),
+        }
     }
 
     /// Asks everything watching this signal to stop. Idempotent.
@@ -104,7 +106,11 @@ pub fn serve<H: RequestHandler>(
         connections: AtomicUsize::new(0),
     });
     let (ready_tx, ready_rx) = std_mpsc::channel();
-    let mut handle = ServerHandle { local_addrs, shutdown, threads: Vec::new() };
+    let mut handle = ServerHandle {
+        local_addrs,
+        shutdown,
+        threads: Vec::new(),
+    };
     for (worker_index, worker_listeners) in listeners.drain(..).enumerate() {
         let shared = shared.clone();
         let ready = ready_tx.clone();
@@ -114,7 +120,12 @@ pub fn serve<H: RequestHandler>(
         match spawned {
             Ok(thread) => handle.threads.push(thread),
             // Dropping `handle` stops and joins the workers already started.
-            Err(source) => return Err(ServerError::SpawnThread { worker_index, source }),
+            Err(source) => {
+                return Err(ServerError::SpawnThread {
+                    worker_index,
+                    source,
+                })
+            }
         }
     }
     drop(ready_tx);
@@ -123,7 +134,11 @@ pub fn serve<H: RequestHandler>(
             Ok(Ok(())) => {}
             Ok(Err(e)) => return Err(e),
             // Every sender is gone before all reported: a worker panicked during startup.
-            Err(_) => return Err(ServerError::WorkerDied { worker_index: first_dead(&handle) }),
+            Err(_) => {
+                return Err(ServerError::WorkerDied {
+                    worker_index: first_dead(&handle),
+                })
+            }
         }
     }
     tracing::info!(addrs = ?handle.local_addrs, worker_threads, "network runtime listening");
@@ -151,14 +166,19 @@ impl<H> Worker<H> {
     /// Counts a new connection, or `None` when `connections_max` are already open.
     pub fn claim_connection_slot(self: &Rc<Self>) -> Option<ConnectionSlot<H>> {
         let max = self.shared.config.connections_max;
-        let claimed = self.shared.connections.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-            (n < max).then_some(n + 1)
-        });
+        let claimed =
+            self.shared
+                .connections
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                    (n < max).then_some(n + 1)
+                });
         if claimed.is_err() {
             return None;
         }
         self.live_connections.set(self.live_connections.get() + 1);
-        Some(ConnectionSlot { worker: self.clone() })
+        Some(ConnectionSlot {
+            worker: self.clone(),
+        })
     }
 }
 
@@ -169,7 +189,10 @@ pub(crate) struct ConnectionSlot<H> {
 
 impl<H> Drop for ConnectionSlot<H> {
     fn drop(&mut self) {
-        self.worker.shared.connections.fetch_sub(1, Ordering::AcqRel);
+        self.worker
+            .shared
+            .connections
+            .fetch_sub(1, Ordering::AcqRel);
         let live = self.worker.live_connections.get();
         debug_assert!(live > 0);
         self.worker.live_connections.set(live.saturating_sub(1));
@@ -183,9 +206,7 @@ type WorkerListeners = Vec<(usize, std::net::TcpListener)>;
 
 /// Binds `worker_threads` sockets per address. The first socket of an address fixes the port
 /// (port 0 becomes a real one) and the rest bind that exact address.
-fn bind_all(
-    config: &ServerConfig,
-) -> Result<(Vec<SocketAddr>, Vec<WorkerListeners>), ServerError> {
+fn bind_all(config: &ServerConfig) -> Result<(Vec<SocketAddr>, Vec<WorkerListeners>), ServerError> {
     let mut per_worker: Vec<WorkerListeners> =
         (0..config.worker_threads).map(|_| Vec::new()).collect();
     let mut local_addrs = Vec::new();
@@ -199,7 +220,10 @@ fn bind_all(
         local_addrs.push(bound);
         per_worker[0].push((listener_index, first));
         for worker in per_worker.iter_mut().skip(1) {
-            worker.push((listener_index, bind_reuseport(bound, config.listen_backlog)?));
+            worker.push((
+                listener_index,
+                bind_reuseport(bound, config.listen_backlog)?,
+            ));
         }
     }
     Ok((local_addrs, per_worker))
@@ -217,7 +241,10 @@ fn run_worker<H: RequestHandler>(
         Ok(runtime) => runtime,
         Err(source) => {
             // serve() may have returned already on another worker's error; nothing to tell then.
-            let _unheard = ready.send(Err(ServerError::RuntimeStart { worker_index: index, source }));
+            let _unheard = ready.send(Err(ServerError::RuntimeStart {
+                worker_index: index,
+                source,
+            }));
             return;
         }
     };
@@ -231,7 +258,11 @@ fn run_worker<H: RequestHandler>(
         let mut accept_tasks = Vec::with_capacity(listeners.len());
         for (listener_index, listener) in listeners {
             let listener = tokio_uring::net::TcpListener::from_std(listener);
-            accept_tasks.push(tokio_uring::spawn(accept_loop(listener, listener_index, worker.clone())));
+            accept_tasks.push(tokio_uring::spawn(accept_loop(
+                listener,
+                listener_index,
+                worker.clone(),
+            )));
         }
         if ready.send(Ok(())).is_err() {
             // serve() gave up on startup and is shutting down; the signal ends this worker.
@@ -257,7 +288,10 @@ async fn wait_connections_closed<H>(worker: &Worker<H>) {
         + Duration::from_millis(SHUTDOWN_FLUSH_MARGIN_MS);
     let deadline = tokio::time::Instant::now() + grace;
     while worker.live_connections.get() > 0 {
-        if tokio::time::timeout_at(deadline, worker.all_closed.notified()).await.is_err() {
+        if tokio::time::timeout_at(deadline, worker.all_closed.notified())
+            .await
+            .is_err()
+        {
             tracing::warn!(
                 worker = worker.index,
                 live = worker.live_connections.get(),
@@ -282,5 +316,9 @@ fn join_all(threads: Vec<JoinHandle<()>>) -> Result<(), ServerError> {
 }
 
 fn first_dead(handle: &ServerHandle) -> usize {
-    handle.threads.iter().position(JoinHandle::is_finished).unwrap_or(0)
+    handle
+        .threads
+        .iter()
+        .position(JoinHandle::is_finished)
+        .unwrap_or(0)
 }

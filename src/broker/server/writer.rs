@@ -70,7 +70,10 @@ impl ConnectionSender {
 
     /// Queues a frame, waiting for space in the queue. Fails only when the connection closed.
     pub async fn send_wait(&self, outbound: Outbound) -> Result<(), SendError> {
-        self.queue.send(outbound).await.map_err(|e| SendError::Closed(Box::new(e.0)))
+        self.queue
+            .send(outbound)
+            .await
+            .map_err(|e| SendError::Closed(Box::new(e.0)))
     }
 
     /// True once the connection's writer stopped; frames sent after that are refused.
@@ -101,7 +104,11 @@ pub(crate) async fn run(
     close: Rc<Notify>,
     coalesce_max_bytes: usize,
 ) -> WriterExit {
-    let mut writer = Writer { stream, buf: BytesMut::new(), coalesce_max_bytes };
+    let mut writer = Writer {
+        stream,
+        buf: BytesMut::new(),
+        coalesce_max_bytes,
+    };
     let exit = loop {
         let first = tokio::select! {
             // Queued frames first: close only once the queue is empty at that moment.
@@ -215,7 +222,10 @@ mod tests {
         assert!(!sender.is_closed());
         rx.close();
         assert!(sender.is_closed());
-        assert!(matches!(sender.send(Outbound::Encoded(frame)), Err(SendError::Closed(_))));
+        assert!(matches!(
+            sender.send(Outbound::Encoded(frame)),
+            Err(SendError::Closed(_))
+        ));
     }
 
     #[test]
@@ -226,7 +236,9 @@ mod tests {
         encode_into(&response, &mut buf);
         let mut frame = buf.split_off(b"prefix".len());
         assert_eq!(&buf[..], b"prefix");
-        let decoded = crate::remoting::frame::decode_frame(&mut frame, 1 << 20).unwrap().unwrap();
+        let decoded = crate::remoting::frame::decode_frame(&mut frame, 1 << 20)
+            .unwrap()
+            .unwrap();
         assert_eq!(decoded.opaque, response.opaque);
         assert!(decoded.is_response());
         assert!(frame.is_empty());
