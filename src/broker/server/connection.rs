@@ -104,28 +104,15 @@ pub(crate) async fn serve<H: RequestHandler>(
     tracing::debug!("connection accepted");
 
     let exit = read_loop(&stream, &ctx, &in_flight, &worker).await;
-    match &exit {
-        ReadExit::PeerClosed { unread_bytes: 0 } => tracing::debug!("peer closed the connection"),
-        ReadExit::PeerClosed { unread_bytes } => {
-            tracing::warn!(
-                unread_bytes,
-                "peer closed the connection in the middle of a frame"
-            )
-        }
-        ReadExit::ReadFailed(e) => tracing::debug!(error = %e, "read failed; closing"),
-        ReadExit::BadFrame(e) => tracing::warn!(error = %e, "malformed frame; closing"),
-        ReadExit::WriterStopped => tracing::debug!("writer stopped; closing"),
-        ReadExit::Shutdown => {
-            // Let running requests answer before the writer closes, within the grace period.
-            let grace = Duration::from_millis(config.shutdown_grace_ms);
-            // in_flight_max fits in u32: ServerConfig::validate checks it.
-            let all = in_flight.acquire_many(u32::try_from(in_flight_max).unwrap_or(u32::MAX));
-            tokio::select! {
-                _ = all => {}
-                () = ctx.sender.closed() => {}
-                () = tokio::time::sleep(grace) => {
-                    tracing::warn!("requests still running after the shutdown grace period")
-                }
+    log_read_exit(&exit);
+    if matches!(exit, ReadExit::Shutdown) {
+        // Let running requests answer before the writer closes, within the grace period.
+        let grace = Duration::from_millis(config.shutdown_grace_ms);
+        tokio::select! {
+            () = wait_all_done(&in_flight, in_flight_max) => {}
+            () = ctx.sender.closed() => {}
+            () = tokio::time::sleep(grace) => {
+                tracing::warn!("requests still running after the shutdown grace period")
             }
         }
     }
@@ -143,12 +130,42 @@ pub(crate) async fn serve<H: RequestHandler>(
     let handler = &worker.shared.handler;
     let closed = std::panic::catch_unwind(AssertUnwindSafe(|| handler.on_connection_closed(&ctx)));
     if let Err(panic) = closed {
-        tracing::error!(
-            panic = panic_message(&*panic),
-            "on_connection_closed panicked"
-        );
+        let panic = panic_message(&*panic);
+        tracing::error!(panic, "on_connection_closed panicked");
     }
+    // Handler tasks may still run (their responses now go nowhere). The connection keeps its
+    // slot in `connections_max` until they end, so closed connections cannot pile up unbounded
+    // background work. At shutdown the worker stops waiting after the grace period.
+    wait_all_done(&in_flight, in_flight_max).await;
     tracing::debug!("connection closed");
+}
+
+/// Completes when no request of the connection is running (every permit is back).
+async fn wait_all_done(in_flight: &Semaphore, in_flight_max: usize) {
+    if in_flight.available_permits() == in_flight_max {
+        return;
+    }
+    // in_flight_max fits in u32: ServerConfig::validate checks it.
+    let all = in_flight.acquire_many(u32::try_from(in_flight_max).unwrap_or(u32::MAX));
+    // Err only if the semaphore is closed, which it never is; either way nothing runs then.
+    drop(all.await);
+}
+
+fn log_read_exit(exit: &ReadExit) {
+    match exit {
+        ReadExit::PeerClosed { unread_bytes: 0 } => tracing::debug!("peer closed the connection"),
+        ReadExit::PeerClosed { unread_bytes } => {
+            let unread_bytes = *unread_bytes;
+            tracing::warn!(
+                unread_bytes,
+                "peer closed the connection in the middle of a frame"
+            )
+        }
+        ReadExit::ReadFailed(e) => tracing::debug!(error = %e, "read failed; closing"),
+        ReadExit::BadFrame(e) => tracing::warn!(error = %e, "malformed frame; closing"),
+        ReadExit::WriterStopped => tracing::debug!("writer stopped; closing"),
+        ReadExit::Shutdown => tracing::debug!("shutting down; finishing running requests"),
+    }
 }
 
 /// Reads and dispatches frames until the peer closes, a frame is malformed, the writer stops, or
