@@ -15,6 +15,7 @@ pub mod error;
 pub mod frame;
 pub mod header_binary;
 pub mod header_json;
+pub mod headers;
 
 pub use codes::{request_code, response_code, CURRENT_VERSION};
 pub use command::{LanguageCode, RemotingCommand, SerializeType, FLAG_ONEWAY, FLAG_RESPONSE};
