@@ -581,6 +581,18 @@ fn shutdown_answers_running_requests_then_closes() {
 }
 
 #[test]
+fn stopping_through_the_handle_leaves_the_callers_signal_alone() {
+    init_tracing();
+    let shutdown = ShutdownSignal::new();
+    let server = serve(config(), Arc::new(TestHandler::default()), shutdown.clone()).unwrap();
+    let mut client = Client::connect(server.local_addrs()[0]);
+    server.shutdown();
+    client.expect_closed();
+    server.join().unwrap();
+    assert!(!shutdown.is_triggered());
+}
+
+#[test]
 fn dropping_the_handle_stops_the_server() {
     let (server, _handler) = start(config());
     let addr = server.local_addrs()[0];

@@ -52,6 +52,26 @@ impl ConnectionContext {
     pub fn sender(&self) -> &ConnectionSender {
         &self.sender
     }
+
+    /// A context not attached to any socket: what would be written to the connection arrives on
+    /// the returned receiver instead. For testing handlers and processors without a network.
+    pub fn detached(
+        id: u64,
+        remote_addr: SocketAddr,
+        local_addr: SocketAddr,
+        write_queue_max: usize,
+    ) -> (ConnectionContext, mpsc::Receiver<Outbound>) {
+        let (queue_tx, queue_rx) = mpsc::channel(write_queue_max);
+        let ctx = ConnectionContext {
+            id,
+            remote_addr,
+            local_addr,
+            listener_index: 0,
+            worker_index: 0,
+            sender: ConnectionSender::new(queue_tx),
+        };
+        (ctx, queue_rx)
+    }
 }
 
 /// Identity of an accepted connection, before its tasks exist.
@@ -336,6 +356,21 @@ mod tests {
             }
         }));
         assert_eq!(panic_message(&*err.unwrap_err()), "boom 1");
+    }
+
+    #[test]
+    fn detached_context_delivers_frames_to_its_receiver() {
+        let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let (ctx, mut frames) = ConnectionContext::detached(9, addr, addr, 2);
+        let request = RemotingCommand::request(34).with_opaque(5);
+        let response = RemotingCommand::response_to(&request, response_code::SUCCESS, None);
+        ctx.sender().send(Outbound::Command(response)).unwrap();
+        match frames.try_recv().unwrap() {
+            Outbound::Command(cmd) => assert_eq!(cmd.opaque, 5),
+            other => panic!("unexpected frame {other:?}"),
+        }
+        drop(frames);
+        assert!(ctx.sender().is_closed());
     }
 
     #[test]

@@ -58,18 +58,23 @@ pub(crate) fn bind_reuseport(
 }
 
 /// Accepts connections on one listen socket until shutdown, serving each on this thread.
+///
+/// The accept is never cancelled (an accept dropped while in flight in the ring can still
+/// complete in the kernel and leave an accepted socket nobody owns); instead shutdown wakes it
+/// with [`stop_listening`], and it then fails or returns a connection that is closed at once.
 pub(crate) async fn accept_loop<H: RequestHandler>(
-    listener: TcpListener,
+    listener: Rc<TcpListener>,
     listener_index: usize,
     worker: Rc<Worker<H>>,
 ) {
-    let shutdown = &worker.shared.shutdown;
     loop {
-        let accepted = tokio::select! {
-            biased;
-            () = shutdown.triggered() => break,
-            accepted = listener.accept() => accepted,
-        };
+        let accepted = listener.accept().await;
+        if worker.shared.shutdown.is_triggered() {
+            if let Ok((stream, _)) = accepted {
+                close_refused(&stream);
+            }
+            break;
+        }
         match accepted {
             Ok((stream, remote_addr)) => {
                 start_connection(stream, remote_addr, listener_index, &worker)
@@ -81,6 +86,20 @@ pub(crate) async fn accept_loop<H: RequestHandler>(
                 }
             }
         }
+    }
+}
+
+/// Stops a listen socket: `shutdown(SHUT_RD)` on a listening TCP socket moves it out of LISTEN
+/// (new connections are refused) and wakes a pending accept, which then fails with EINVAL.
+pub(crate) fn stop_listening(listener: &TcpListener) {
+    if let Err(e) = socket::shutdown(listener.as_raw_fd(), socket::Shutdown::Read) {
+        tracing::warn!(error = %e, "cannot shut down a listen socket");
+    }
+}
+
+fn close_refused(stream: &TcpStream) {
+    if let Err(e) = stream.shutdown(std::net::Shutdown::Both) {
+        tracing::debug!(error = %e, "shutdown of refused connection failed");
     }
 }
 
@@ -96,9 +115,7 @@ fn start_connection<H: RequestHandler>(
             connections_max = worker.shared.config.connections_max,
             "too many connections; closing the new one"
         );
-        if let Err(e) = stream.shutdown(std::net::Shutdown::Both) {
-            tracing::debug!(error = %e, "shutdown of refused connection failed");
-        }
+        close_refused(&stream);
         return;
     };
     // Java sets TCP_NODELAY on every client channel (`NettyServerConfig`); responses are small

@@ -1,7 +1,7 @@
 //! Worker threads, startup and shutdown.
 
 use super::config::ServerConfig;
-use super::listener::{accept_loop, bind_reuseport};
+use super::listener::{accept_loop, bind_reuseport, stop_listening};
 use super::{RequestHandler, ServerError};
 use std::cell::Cell;
 use std::net::SocketAddr;
@@ -54,7 +54,9 @@ impl ShutdownSignal {
 #[derive(Debug)]
 pub struct ServerHandle {
     local_addrs: Vec<SocketAddr>,
-    shutdown: ShutdownSignal,
+    /// This server's own stop signal: stopping one server must not trigger the caller's signal,
+    /// which other components may watch.
+    stop: ShutdownSignal,
     threads: Vec<JoinHandle<()>>,
 }
 
@@ -68,7 +70,7 @@ impl ServerHandle {
     /// Starts shutting down: listeners stop accepting, connections stop reading and finish their
     /// running requests within `shutdown_grace_ms`. Returns at once; see [`ServerHandle::join`].
     pub fn shutdown(&self) {
-        self.shutdown.trigger();
+        self.stop.trigger();
     }
 
     /// Waits for every worker thread to end (after a shutdown from this handle or the signal).
@@ -82,7 +84,7 @@ impl Drop for ServerHandle {
         if self.threads.is_empty() {
             return;
         }
-        self.shutdown.trigger();
+        self.stop.trigger();
         if let Err(e) = join_all(std::mem::take(&mut self.threads)) {
             tracing::error!(error = %e, "network worker failed during shutdown");
         }
@@ -99,16 +101,20 @@ pub fn serve<H: RequestHandler>(
     config.validate()?;
     let (local_addrs, mut listeners) = bind_all(&config)?;
     let worker_threads = config.worker_threads;
+    let stop = ShutdownSignal::new();
     let shared = Arc::new(Shared {
         config,
         handler,
-        shutdown: shutdown.clone(),
+        shutdown: StopSignals {
+            external: shutdown,
+            own: stop.clone(),
+        },
         connections: AtomicUsize::new(0),
     });
     let (ready_tx, ready_rx) = std_mpsc::channel();
     let mut handle = ServerHandle {
         local_addrs,
-        shutdown,
+        stop,
         threads: Vec::new(),
     };
     for (worker_index, worker_listeners) in listeners.drain(..).enumerate() {
@@ -149,9 +155,29 @@ pub fn serve<H: RequestHandler>(
 pub(crate) struct Shared<H> {
     pub config: ServerConfig,
     pub handler: Arc<H>,
-    pub shutdown: ShutdownSignal,
+    pub shutdown: StopSignals,
     /// Live connections over all workers, bounded by `config.connections_max`.
     connections: AtomicUsize,
+}
+
+/// The caller's signal or the server's own (handle, startup failure): either stops the server.
+pub(crate) struct StopSignals {
+    external: ShutdownSignal,
+    own: ShutdownSignal,
+}
+
+impl StopSignals {
+    pub fn is_triggered(&self) -> bool {
+        self.external.is_triggered() || self.own.is_triggered()
+    }
+
+    /// Completes once either signal is triggered.
+    pub async fn triggered(&self) {
+        tokio::select! {
+            () = self.external.triggered() => {}
+            () = self.own.triggered() => {}
+        }
+    }
 }
 
 /// One worker thread's state, shared by its tasks (never leaves the thread).
@@ -255,14 +281,11 @@ fn run_worker<H: RequestHandler>(
         all_closed: Notify::new(),
     });
     runtime.block_on(async move {
-        let mut accept_tasks = Vec::with_capacity(listeners.len());
+        let mut accepting = Vec::with_capacity(listeners.len());
         for (listener_index, listener) in listeners {
-            let listener = tokio_uring::net::TcpListener::from_std(listener);
-            accept_tasks.push(tokio_uring::spawn(accept_loop(
-                listener,
-                listener_index,
-                worker.clone(),
-            )));
+            let listener = Rc::new(tokio_uring::net::TcpListener::from_std(listener));
+            let task = accept_loop(listener.clone(), listener_index, worker.clone());
+            accepting.push((listener, tokio_uring::spawn(task)));
         }
         if ready.send(Ok(())).is_err() {
             // serve() gave up on startup and is shutting down; the signal ends this worker.
@@ -270,7 +293,10 @@ fn run_worker<H: RequestHandler>(
         }
         drop(ready);
         worker.shared.shutdown.triggered().await;
-        for task in accept_tasks {
+        for (listener, _) in &accepting {
+            stop_listening(listener);
+        }
+        for (_, task) in accepting {
             if let Err(e) = task.await {
                 tracing::error!(worker = index, error = %e, "accept loop failed");
             }
