@@ -533,6 +533,26 @@ fn connections_spread_over_worker_threads() {
 }
 
 #[test]
+fn connections_over_the_limit_are_closed_at_once() {
+    let mut config = config();
+    config.connections_max = 1;
+    let (server, _handler) = start(config);
+    let addr = server.local_addrs()[0];
+    let mut first = Client::connect(addr);
+    assert_eq!(first.call(echo_request(b"")).code, response_code::SUCCESS);
+    Client::connect(addr).expect_closed();
+    drop(first);
+    // The slot is released when the first connection's task ends.
+    eventually("a slot is free again", || {
+        let mut client = Client::connect(addr);
+        let mut frame = BytesMut::new();
+        encode_frame(&echo_request(b""), &mut frame).unwrap();
+        // A refused connection may be reset before or after the write.
+        client.stream.write_all(&frame).is_ok() && matches!(client.try_recv(), Ok(Some(_)))
+    });
+}
+
+#[test]
 fn additional_listen_addresses_share_the_handler() {
     let mut config = config();
     config
