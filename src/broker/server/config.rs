@@ -1,0 +1,258 @@
+//! Server settings and their defaults. Every bound of the network runtime lives here.
+
+use super::ServerError;
+use crate::remoting::frame::FRAME_SIZE_MAX_BYTES;
+use std::net::SocketAddr;
+
+/// Requests of one connection being handled at once. When reached, the reader stops reading that
+/// connection (TCP backpressure) until one finishes. Java has no per-connection cap (its executor
+/// queues are global, e.g. `sendThreadPoolQueueCapacity` 10000); 256 keeps a pipelining client
+/// busy while bounding the memory one connection can pin (256 x frame size in the worst case).
+pub const REQUESTS_IN_FLIGHT_MAX_PER_CONNECTION: usize = 256;
+
+/// Frames queued for one connection's writer. Responses (at most one per in-flight request) wait
+/// for space; [`super::ConnectionSender::send`] fails with `Full` instead. Sized above
+/// [`REQUESTS_IN_FLIGHT_MAX_PER_CONNECTION`] so that held responses and broker-to-client
+/// notifications still fit when every in-flight request answers at once.
+pub const WRITE_QUEUE_MAX_PER_CONNECTION: usize = 1024;
+
+/// Bytes the writer gathers from the queue into one `write`. Larger pre-encoded frames are written
+/// on their own without copying. 256 KiB is a few TCP send windows: enough to batch many small
+/// responses into one syscall without delaying the first byte of a burst by much.
+pub const WRITE_COALESCE_MAX_BYTES: usize = 256 * 1024;
+
+/// Initial read buffer of a connection. It grows up to one frame (capped by
+/// `frame_size_max_bytes`) plus one read, and shrinks back when it empties.
+pub const READ_BUFFER_INITIAL_BYTES: usize = 16 * 1024;
+
+/// Live connections over the whole server. Java sets no limit; the limit here keeps a connection
+/// flood from exhausting file descriptors the store needs. Connections over it are closed at once.
+pub const CONNECTIONS_MAX: usize = 65_536;
+
+/// `listen(2)` backlog, as Java `NettyServerConfig.serverSocketBacklog` (1024).
+pub const LISTEN_BACKLOG: u32 = 1024;
+
+/// Submission queue entries of each worker's io_uring (tokio-uring's default). A full queue is
+/// submitted early, so this bounds batching, not concurrency; it also bounds locked memory.
+pub const RING_ENTRIES: u32 = 256;
+
+/// On shutdown, how long connections may take to finish in-flight requests and flush responses.
+pub const SHUTDOWN_GRACE_MS: u64 = 3_000;
+
+/// Java `BrokerController`: the "fast"/VIP port is `listenPort - 2` (10909 for 10911).
+pub const FAST_LISTEN_PORT_OFFSET: u16 = 2;
+
+/// The network runtime's configuration. Build with [`ServerConfig::new`] and change fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerConfig {
+    /// Main listen address (Java `listenPort`, default 10911). Port 0 picks a free port; every
+    /// worker then binds the port the first socket got.
+    pub listen_addr: SocketAddr,
+    /// More addresses served by the same handler, e.g. the fast/VIP port
+    /// ([`ServerConfig::with_fast_listen_port`]). [`super::ConnectionContext::listener_index`] is
+    /// 0 for `listen_addr` and `1 + i` for `additional_listen_addrs[i]`.
+    pub additional_listen_addrs: Vec<SocketAddr>,
+    /// OS threads, each with its own io_uring and its own `SO_REUSEPORT` listen sockets.
+    /// Default: the number of available cores.
+    pub worker_threads: usize,
+    /// Largest frame accepted, counting its 4-byte length prefix (Java `NettyDecoder`).
+    pub frame_size_max_bytes: usize,
+    pub requests_in_flight_max_per_connection: usize,
+    pub write_queue_max_per_connection: usize,
+    pub write_coalesce_max_bytes: usize,
+    pub read_buffer_initial_bytes: usize,
+    pub connections_max: usize,
+    pub listen_backlog: u32,
+    pub ring_entries: u32,
+    pub shutdown_grace_ms: u64,
+}
+
+impl ServerConfig {
+    /// Defaults (RocketMQ's where it has one) listening on `listen_addr` only.
+    pub fn new(listen_addr: SocketAddr) -> Self {
+        ServerConfig {
+            listen_addr,
+            additional_listen_addrs: Vec::new(),
+            worker_threads: default_worker_threads(),
+            frame_size_max_bytes: FRAME_SIZE_MAX_BYTES,
+            requests_in_flight_max_per_connection: REQUESTS_IN_FLIGHT_MAX_PER_CONNECTION,
+            write_queue_max_per_connection: WRITE_QUEUE_MAX_PER_CONNECTION,
+            write_coalesce_max_bytes: WRITE_COALESCE_MAX_BYTES,
+            read_buffer_initial_bytes: READ_BUFFER_INITIAL_BYTES,
+            connections_max: CONNECTIONS_MAX,
+            listen_backlog: LISTEN_BACKLOG,
+            ring_entries: RING_ENTRIES,
+            shutdown_grace_ms: SHUTDOWN_GRACE_MS,
+        }
+    }
+
+    /// Adds the fast/VIP port, `listen_addr.port() - 2` on the same IP, as Java does.
+    pub fn with_fast_listen_port(mut self) -> Result<Self, ServerError> {
+        let port = self.listen_addr.port();
+        let fast_port = match port.checked_sub(FAST_LISTEN_PORT_OFFSET) {
+            Some(p) if port != 0 && p != 0 => p,
+            _ => {
+                return Err(ServerError::InvalidConfig {
+                    field: "listen_addr",
+                    value: self.listen_addr.to_string(),
+                    reason: "the fast port is the listen port - 2, so the port must be > 2",
+                })
+            }
+        };
+        let mut fast_addr = self.listen_addr;
+        fast_addr.set_port(fast_port);
+        self.additional_listen_addrs.push(fast_addr);
+        Ok(self)
+    }
+
+    /// Checks every bound that would otherwise panic or deadlock at runtime.
+    pub fn validate(&self) -> Result<(), ServerError> {
+        let positive: [(&'static str, usize); 6] = [
+            ("worker_threads", self.worker_threads),
+            (
+                "requests_in_flight_max_per_connection",
+                self.requests_in_flight_max_per_connection,
+            ),
+            (
+                "write_queue_max_per_connection",
+                self.write_queue_max_per_connection,
+            ),
+            ("write_coalesce_max_bytes", self.write_coalesce_max_bytes),
+            ("read_buffer_initial_bytes", self.read_buffer_initial_bytes),
+            ("connections_max", self.connections_max),
+        ];
+        for (field, value) in positive {
+            if value == 0 {
+                return Err(invalid(field, value, "must be at least 1"));
+            }
+        }
+        // The semaphore that counts in-flight requests takes at most u32::MAX permits at once
+        // (shutdown acquires all of them).
+        if u32::try_from(self.requests_in_flight_max_per_connection).is_err() {
+            return Err(invalid(
+                "requests_in_flight_max_per_connection",
+                self.requests_in_flight_max_per_connection,
+                "must fit in 32 bits",
+            ));
+        }
+        if self.frame_size_max_bytes < MIN_FRAME_SIZE_MAX_BYTES {
+            return Err(invalid(
+                "frame_size_max_bytes",
+                self.frame_size_max_bytes,
+                "must hold at least a header word and a small header (64 bytes)",
+            ));
+        }
+        if self.listen_backlog == 0 || i32::try_from(self.listen_backlog).is_err() {
+            return Err(invalid(
+                "listen_backlog",
+                self.listen_backlog,
+                "must be in 1..=i32::MAX",
+            ));
+        }
+        if !self.ring_entries.is_power_of_two() {
+            return Err(invalid(
+                "ring_entries",
+                self.ring_entries,
+                "must be a power of two",
+            ));
+        }
+        Ok(())
+    }
+
+    /// `listen_addr` first, then `additional_listen_addrs` in order.
+    pub(crate) fn all_listen_addrs(&self) -> Vec<SocketAddr> {
+        let mut addrs = Vec::with_capacity(1 + self.additional_listen_addrs.len());
+        addrs.push(self.listen_addr);
+        addrs.extend_from_slice(&self.additional_listen_addrs);
+        addrs
+    }
+}
+
+/// Below this no real request fits; it catches a unit mistake (KiB vs bytes) at startup.
+const MIN_FRAME_SIZE_MAX_BYTES: usize = 64;
+
+fn default_worker_threads() -> usize {
+    // available_parallelism fails only where the core count is unknowable; one thread still works.
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+fn invalid(field: &'static str, value: impl ToString, reason: &'static str) -> ServerError {
+    ServerError::InvalidConfig {
+        field,
+        value: value.to_string(),
+        reason,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(s: &str) -> SocketAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        let config = ServerConfig::new(addr("127.0.0.1:10911"));
+        config.validate().unwrap();
+        assert!(config.worker_threads >= 1);
+        assert_eq!(config.frame_size_max_bytes, FRAME_SIZE_MAX_BYTES);
+        assert_eq!(config.listen_backlog, 1024);
+    }
+
+    #[test]
+    fn fast_port_is_listen_port_minus_two() {
+        let config = ServerConfig::new(addr("127.0.0.1:10911"))
+            .with_fast_listen_port()
+            .unwrap();
+        assert_eq!(
+            config.additional_listen_addrs,
+            vec![addr("127.0.0.1:10909")]
+        );
+        assert_eq!(
+            config.all_listen_addrs(),
+            vec![addr("127.0.0.1:10911"), addr("127.0.0.1:10909")]
+        );
+    }
+
+    #[test]
+    fn fast_port_needs_a_real_port() {
+        for port in ["0", "1", "2"] {
+            let config = ServerConfig::new(addr(&format!("127.0.0.1:{port}")));
+            assert!(matches!(
+                config.with_fast_listen_port(),
+                Err(ServerError::InvalidConfig {
+                    field: "listen_addr",
+                    ..
+                })
+            ));
+        }
+    }
+
+    #[test]
+    fn zero_bounds_are_rejected_by_name() {
+        let base = ServerConfig::new(addr("127.0.0.1:0"));
+        type Mutation = fn(&mut ServerConfig);
+        let cases: [(&str, Mutation); 6] = [
+            ("worker_threads", |c| c.worker_threads = 0),
+            ("requests_in_flight_max_per_connection", |c| {
+                c.requests_in_flight_max_per_connection = 0
+            }),
+            ("write_queue_max_per_connection", |c| {
+                c.write_queue_max_per_connection = 0
+            }),
+            ("frame_size_max_bytes", |c| c.frame_size_max_bytes = 16),
+            ("listen_backlog", |c| c.listen_backlog = 0),
+            ("ring_entries", |c| c.ring_entries = 100),
+        ];
+        for (name, mutate) in cases {
+            let mut config = base.clone();
+            mutate(&mut config);
+            match config.validate() {
+                Err(ServerError::InvalidConfig { field, .. }) => assert_eq!(field, name),
+                other => panic!("{name}: expected InvalidConfig, got {other:?}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,383 @@
+//! One connection: the reader loop, per-request handler tasks, and closing.
+//!
+//! The reader frames bytes and spawns one task per request without waiting for it, so a slow
+//! request never delays later ones on the same connection (responses are matched by opaque, in
+//! any order). At most `requests_in_flight_max_per_connection` handler tasks run at once; when
+//! that many are running the reader stops reading, which pushes back on the peer through TCP
+//! instead of growing a queue. A framing error closes this connection only.
+
+use super::runtime::Worker;
+use super::writer::{self, ConnectionSender, Outbound, WriterExit};
+use super::RequestHandler;
+use crate::remoting::codes::response_code;
+use crate::remoting::command::RemotingCommand;
+use crate::remoting::error::CodecError;
+use crate::remoting::frame::decode_frame;
+use bytes::BytesMut;
+use std::any::Any;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::panic::AssertUnwindSafe;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
+use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
+use tokio_uring::buf::BoundedBuf;
+use tokio_uring::net::TcpStream;
+use tracing::Instrument;
+
+/// Below this much free space the read buffer is grown before the next read, so a read is never
+/// a tiny one.
+const READ_SPARE_MIN_BYTES: usize = 4 * 1024;
+
+/// What a handler knows about the connection a request came on.
+#[derive(Debug, Clone)]
+pub struct ConnectionContext {
+    /// Unique for the life of the process.
+    pub id: u64,
+    pub remote_addr: SocketAddr,
+    pub local_addr: SocketAddr,
+    /// Which listen address accepted it: 0 = `listen_addr`, `1 + i` = `additional_listen_addrs[i]`
+    /// (the fast/VIP port serves fewer request codes in Java).
+    pub listener_index: usize,
+    /// The worker thread (and io_uring) the connection lives on, `0..worker_threads`.
+    pub worker_index: usize,
+    sender: ConnectionSender,
+}
+
+impl ConnectionContext {
+    /// Queues frames on this connection from any thread.
+    pub fn sender(&self) -> &ConnectionSender {
+        &self.sender
+    }
+
+    /// A context not attached to any socket: what would be written to the connection arrives on
+    /// the returned receiver instead. For testing handlers and processors without a network.
+    pub fn detached(
+        id: u64,
+        remote_addr: SocketAddr,
+        local_addr: SocketAddr,
+        write_queue_max: usize,
+    ) -> (ConnectionContext, mpsc::Receiver<Outbound>) {
+        let (queue_tx, queue_rx) = mpsc::channel(write_queue_max);
+        let ctx = ConnectionContext {
+            id,
+            remote_addr,
+            local_addr,
+            listener_index: 0,
+            worker_index: 0,
+            sender: ConnectionSender::new(queue_tx),
+        };
+        (ctx, queue_rx)
+    }
+}
+
+/// Identity of an accepted connection, before its tasks exist.
+pub(crate) struct Accepted {
+    pub id: u64,
+    pub remote_addr: SocketAddr,
+    pub local_addr: SocketAddr,
+    pub listener_index: usize,
+}
+
+/// Why the reader stopped.
+#[derive(Debug)]
+enum ReadExit {
+    PeerClosed { unread_bytes: usize },
+    ReadFailed(io::Error),
+    BadFrame(CodecError),
+    WriterStopped,
+    Shutdown,
+}
+
+/// Serves one accepted connection until it closes. Runs on the accepting worker's thread.
+pub(crate) async fn serve<H: RequestHandler>(
+    stream: TcpStream,
+    accepted: Accepted,
+    worker: Rc<Worker<H>>,
+) {
+    let config = &worker.shared.config;
+    let stream = Rc::new(stream);
+    let (queue_tx, queue_rx) = mpsc::channel(config.write_queue_max_per_connection);
+    let ctx = ConnectionContext {
+        id: accepted.id,
+        remote_addr: accepted.remote_addr,
+        local_addr: accepted.local_addr,
+        listener_index: accepted.listener_index,
+        worker_index: worker.index,
+        sender: ConnectionSender::new(queue_tx),
+    };
+    let close_writer = Rc::new(Notify::new());
+    let writer_task = tokio_uring::spawn(
+        writer::run(
+            stream.clone(),
+            queue_rx,
+            close_writer.clone(),
+            config.write_coalesce_max_bytes,
+        )
+        .in_current_span(),
+    );
+    let in_flight_max = config.requests_in_flight_max_per_connection;
+    let in_flight = Arc::new(Semaphore::new(in_flight_max));
+    tracing::debug!("connection accepted");
+
+    let exit = read_loop(&stream, &ctx, &in_flight, &worker).await;
+    log_read_exit(&exit);
+    if matches!(exit, ReadExit::Shutdown) {
+        // Let running requests answer before the writer closes, within the grace period.
+        let grace = Duration::from_millis(config.shutdown_grace_ms);
+        tokio::select! {
+            () = wait_all_done(&in_flight, in_flight_max) => {}
+            () = ctx.sender.closed() => {}
+            () = tokio::time::sleep(grace) => {
+                tracing::warn!("requests still running after the shutdown grace period")
+            }
+        }
+    }
+    close_writer.notify_one();
+    match writer_task.await {
+        Ok(WriterExit::Closed) => {}
+        Ok(WriterExit::WriteFailed(e)) => tracing::debug!(error = %e, "write failed"),
+        Err(e) => tracing::error!(error = %e, "writer task failed"),
+    }
+    // Shutting the socket down (not only dropping it) wakes a read still in flight in the ring,
+    // which holds the file open, and sends the FIN now.
+    if let Err(e) = stream.shutdown(std::net::Shutdown::Both) {
+        tracing::debug!(error = %e, "socket shutdown failed (peer already gone)");
+    }
+    let handler = &worker.shared.handler;
+    let closed = std::panic::catch_unwind(AssertUnwindSafe(|| handler.on_connection_closed(&ctx)));
+    if let Err(panic) = closed {
+        let panic = panic_message(&*panic);
+        tracing::error!(panic, "on_connection_closed panicked");
+    }
+    // Handler tasks may still run (their responses now go nowhere). The connection keeps its
+    // slot in `connections_max` until they end, so closed connections cannot pile up unbounded
+    // background work. At shutdown the worker stops waiting after the grace period.
+    wait_all_done(&in_flight, in_flight_max).await;
+    tracing::debug!("connection closed");
+}
+
+/// Completes when no request of the connection is running (every permit is back).
+async fn wait_all_done(in_flight: &Semaphore, in_flight_max: usize) {
+    if in_flight.available_permits() == in_flight_max {
+        return;
+    }
+    // in_flight_max fits in u32: ServerConfig::validate checks it.
+    let all = in_flight.acquire_many(u32::try_from(in_flight_max).unwrap_or(u32::MAX));
+    // Err only if the semaphore is closed, which it never is; either way nothing runs then.
+    drop(all.await);
+}
+
+fn log_read_exit(exit: &ReadExit) {
+    match exit {
+        ReadExit::PeerClosed { unread_bytes: 0 } => tracing::debug!("peer closed the connection"),
+        ReadExit::PeerClosed { unread_bytes } => {
+            let unread_bytes = *unread_bytes;
+            tracing::warn!(
+                unread_bytes,
+                "peer closed the connection in the middle of a frame"
+            )
+        }
+        ReadExit::ReadFailed(e) => tracing::debug!(error = %e, "read failed; closing"),
+        ReadExit::BadFrame(e) => tracing::warn!(error = %e, "malformed frame; closing"),
+        ReadExit::WriterStopped => tracing::debug!("writer stopped; closing"),
+        ReadExit::Shutdown => tracing::debug!("shutting down; finishing running requests"),
+    }
+}
+
+/// Reads and dispatches frames until the peer closes, a frame is malformed, the writer stops, or
+/// the server shuts down.
+async fn read_loop<H: RequestHandler>(
+    stream: &TcpStream,
+    ctx: &ConnectionContext,
+    in_flight: &Arc<Semaphore>,
+    worker: &Rc<Worker<H>>,
+) -> ReadExit {
+    let config = &worker.shared.config;
+    let shutdown = &worker.shared.shutdown;
+    let mut buf = BytesMut::with_capacity(config.read_buffer_initial_bytes);
+    loop {
+        loop {
+            match decode_frame(&mut buf, config.frame_size_max_bytes) {
+                Ok(Some(cmd)) => {
+                    let permit = match in_flight.clone().try_acquire_owned() {
+                        Ok(permit) => permit,
+                        // Full: wait for a running request to finish; reading stops meanwhile.
+                        Err(_) => tokio::select! {
+                            permit = in_flight.clone().acquire_owned() => match permit {
+                                Ok(permit) => permit,
+                                // Only a closed semaphore errs, and it is never closed.
+                                Err(_) => return ReadExit::Shutdown,
+                            },
+                            () = shutdown.triggered() => return ReadExit::Shutdown,
+                            () = ctx.sender.closed() => return ReadExit::WriterStopped,
+                        },
+                    };
+                    dispatch(cmd, ctx, permit, worker);
+                }
+                Ok(None) => break,
+                Err(e) => return ReadExit::BadFrame(e),
+            }
+        }
+        if buf.is_empty() && buf.capacity() > 2 * config.read_buffer_initial_bytes {
+            // A large frame grew the buffer; give the memory back between frames.
+            buf = BytesMut::with_capacity(config.read_buffer_initial_bytes);
+        } else if buf.capacity() - buf.len() < READ_SPARE_MIN_BYTES {
+            buf.reserve(config.read_buffer_initial_bytes.max(READ_SPARE_MIN_BYTES));
+        }
+        let unread_bytes = buf.len();
+        // tokio-uring reads to the start of the buffer it is given, so hand it the spare part:
+        // the slice starts after the unread bytes and ends at the capacity.
+        let (result, returned) = tokio::select! {
+            biased;
+            () = shutdown.triggered() => return ReadExit::Shutdown,
+            () = ctx.sender.closed() => return ReadExit::WriterStopped,
+            read = stream.read(buf.slice(unread_bytes..)) => read,
+        };
+        buf = returned.into_inner();
+        match result {
+            Ok(0) => return ReadExit::PeerClosed { unread_bytes },
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return ReadExit::ReadFailed(e),
+        }
+    }
+}
+
+/// Runs one request in its own task on this thread; the permit is released when it is done.
+fn dispatch<H: RequestHandler>(
+    cmd: RemotingCommand,
+    ctx: &ConnectionContext,
+    permit: OwnedSemaphorePermit,
+    worker: &Rc<Worker<H>>,
+) {
+    if cmd.is_response() {
+        // The runtime sends no requests that expect an answer, so no response is awaited.
+        tracing::debug!(
+            code = cmd.code,
+            opaque = cmd.opaque,
+            "dropping unexpected response frame"
+        );
+        return;
+    }
+    let handler = worker.shared.handler.clone();
+    let ctx = ctx.clone();
+    let task = async move {
+        let oneway = cmd.is_oneway();
+        let (code, opaque) = (cmd.code, cmd.opaque);
+        // Built before the request moves into the handler; empty map and body do not allocate.
+        let error_template = (!oneway)
+            .then(|| RemotingCommand::response_to(&cmd, response_code::SYSTEM_ERROR, None));
+        let sender = ctx.sender.clone();
+        let outcome = catch_unwind(handler.handle(ctx, cmd)).await;
+        let response = match outcome {
+            Ok(response) => response,
+            Err(panic) => {
+                let message = panic_message(&*panic);
+                tracing::error!(code, opaque, panic = message, "request handler panicked");
+                error_template.map(|mut response| {
+                    response.remark = Some(format!("request handler panicked: {message}"));
+                    response
+                })
+            }
+        };
+        let Some(mut response) = response else {
+            drop(permit);
+            return;
+        };
+        if oneway {
+            tracing::debug!(
+                code,
+                opaque,
+                "dropping the handler's response to a oneway request"
+            );
+            drop(permit);
+            return;
+        }
+        response.opaque = opaque;
+        response.flag |= crate::remoting::command::FLAG_RESPONSE;
+        // The permit is held until the response is queued, so in-flight requests plus queued
+        // responses stay bounded.
+        if sender.send_wait(Outbound::Command(response)).await.is_err() {
+            tracing::debug!(
+                code,
+                opaque,
+                "connection closed before the response was sent"
+            );
+        }
+        drop(permit);
+    };
+    // The task's JoinHandle is not awaited: it reports through the writer queue and the permit.
+    drop(tokio_uring::spawn(task.in_current_span()));
+}
+
+/// Polls `fut`, turning a panic inside it into `Err` so one bad request cannot take down the
+/// thread's other connections. The future is dropped after a panic, never polled again.
+async fn catch_unwind<F: Future>(fut: F) -> Result<F::Output, Box<dyn Any + Send>> {
+    let mut fut = std::pin::pin!(fut);
+    std::future::poll_fn(|cx| {
+        match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+            Ok(Poll::Ready(output)) => Poll::Ready(Ok(output)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(panic) => Poll::Ready(Err(panic)),
+        }
+    })
+    .await
+}
+
+fn panic_message(panic: &(dyn Any + Send)) -> &str {
+    if let Some(s) = panic.downcast_ref::<&'static str>() {
+        s
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s
+    } else {
+        "non-string panic payload"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn catch_unwind_returns_output_or_panic() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let ok = rt.block_on(catch_unwind(async { 7 }));
+        assert_eq!(ok.unwrap(), 7);
+        let err = rt.block_on(catch_unwind(async {
+            tokio::task::yield_now().await;
+            if true {
+                panic!("boom {}", 1);
+            }
+        }));
+        assert_eq!(panic_message(&*err.unwrap_err()), "boom 1");
+    }
+
+    #[test]
+    fn detached_context_delivers_frames_to_its_receiver() {
+        let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let (ctx, mut frames) = ConnectionContext::detached(9, addr, addr, 2);
+        let request = RemotingCommand::request(34).with_opaque(5);
+        let response = RemotingCommand::response_to(&request, response_code::SUCCESS, None);
+        ctx.sender().send(Outbound::Command(response)).unwrap();
+        match frames.try_recv().unwrap() {
+            Outbound::Command(cmd) => assert_eq!(cmd.opaque, 5),
+            other => panic!("unexpected frame {other:?}"),
+        }
+        drop(frames);
+        assert!(ctx.sender().is_closed());
+    }
+
+    #[test]
+    fn panic_message_handles_static_and_other_payloads() {
+        let payload: Box<dyn Any + Send> = Box::new("static");
+        assert_eq!(panic_message(&*payload), "static");
+        let payload: Box<dyn Any + Send> = Box::new(3_u8);
+        assert_eq!(panic_message(&*payload), "non-string panic payload");
+    }
+}

@@ -1,0 +1,350 @@
+//! Worker threads, startup and shutdown.
+
+use super::config::ServerConfig;
+use super::listener::{accept_loop, bind_reuseport, stop_listening};
+use super::{RequestHandler, ServerError};
+use std::cell::Cell;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc as std_mpsc, Arc};
+use std::thread::JoinHandle;
+use std::time::Duration;
+use tokio::sync::{watch, Notify};
+
+/// A one-way, process-wide stop flag. Clone it freely; `trigger` from any thread.
+#[derive(Debug, Clone)]
+pub struct ShutdownSignal {
+    flag: Arc<watch::Sender<bool>>,
+}
+
+impl Default for ShutdownSignal {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ShutdownSignal {
+    pub fn new() -> Self {
+        ShutdownSignal {
+            flag: Arc::new(watch::Sender::new(false)),
+        }
+    }
+
+    /// Asks everything watching this signal to stop. Idempotent.
+    pub fn trigger(&self) {
+        self.flag.send_replace(true);
+    }
+
+    pub fn is_triggered(&self) -> bool {
+        *self.flag.borrow()
+    }
+
+    /// Completes once [`ShutdownSignal::trigger`] has been called (at once if it already was).
+    pub async fn triggered(&self) {
+        let mut receiver = self.flag.subscribe();
+        // wait_for errs only when the sender is dropped, and `self` holds it.
+        if receiver.wait_for(|triggered| *triggered).await.is_err() {
+            tracing::error!("shutdown signal sender dropped while watched");
+        }
+    }
+}
+
+/// The running server. Dropping it shuts the server down and waits for its threads.
+#[derive(Debug)]
+pub struct ServerHandle {
+    local_addrs: Vec<SocketAddr>,
+    /// This server's own stop signal: stopping one server must not trigger the caller's signal,
+    /// which other components may watch.
+    stop: ShutdownSignal,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl ServerHandle {
+    /// The bound addresses, in config order (`listen_addr` first), with real ports when port 0
+    /// was asked for.
+    pub fn local_addrs(&self) -> &[SocketAddr] {
+        &self.local_addrs
+    }
+
+    /// Starts shutting down: listeners stop accepting, connections stop reading and finish their
+    /// running requests within `shutdown_grace_ms`. Returns at once; see [`ServerHandle::join`].
+    pub fn shutdown(&self) {
+        self.stop.trigger();
+    }
+
+    /// Waits for every worker thread to end (after a shutdown from this handle or the signal).
+    pub fn join(mut self) -> Result<(), ServerError> {
+        join_all(std::mem::take(&mut self.threads))
+    }
+}
+
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        if self.threads.is_empty() {
+            return;
+        }
+        self.stop.trigger();
+        if let Err(e) = join_all(std::mem::take(&mut self.threads)) {
+            tracing::error!(error = %e, "network worker failed during shutdown");
+        }
+    }
+}
+
+/// Binds every listen address once per worker thread, starts the workers, and returns once all
+/// of them accept connections. Stops when `shutdown` is triggered (or through the handle).
+pub fn serve<H: RequestHandler>(
+    config: ServerConfig,
+    handler: Arc<H>,
+    shutdown: ShutdownSignal,
+) -> Result<ServerHandle, ServerError> {
+    config.validate()?;
+    let (local_addrs, mut listeners) = bind_all(&config)?;
+    let worker_threads = config.worker_threads;
+    let stop = ShutdownSignal::new();
+    let shared = Arc::new(Shared {
+        config,
+        handler,
+        shutdown: StopSignals {
+            external: shutdown,
+            own: stop.clone(),
+        },
+        connections: AtomicUsize::new(0),
+    });
+    let (ready_tx, ready_rx) = std_mpsc::channel();
+    let mut handle = ServerHandle {
+        local_addrs,
+        stop,
+        threads: Vec::new(),
+    };
+    for (worker_index, worker_listeners) in listeners.drain(..).enumerate() {
+        let shared = shared.clone();
+        let ready = ready_tx.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("ringmq-net-{worker_index}"))
+            .spawn(move || run_worker(worker_index, worker_listeners, shared, ready));
+        match spawned {
+            Ok(thread) => handle.threads.push(thread),
+            // Dropping `handle` stops and joins the workers already started.
+            Err(source) => {
+                return Err(ServerError::SpawnThread {
+                    worker_index,
+                    source,
+                })
+            }
+        }
+    }
+    drop(ready_tx);
+    for _ in 0..worker_threads {
+        match ready_rx.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(e),
+            // Every sender is gone before all reported: a worker panicked during startup.
+            Err(_) => {
+                return Err(ServerError::WorkerDied {
+                    worker_index: first_dead(&handle),
+                })
+            }
+        }
+    }
+    tracing::info!(addrs = ?handle.local_addrs, worker_threads, "network runtime listening");
+    Ok(handle)
+}
+
+/// State shared by every worker thread of one server.
+pub(crate) struct Shared<H> {
+    pub config: ServerConfig,
+    pub handler: Arc<H>,
+    pub shutdown: StopSignals,
+    /// Live connections over all workers, bounded by `config.connections_max`.
+    connections: AtomicUsize,
+}
+
+/// The caller's signal or the server's own (handle, startup failure): either stops the server.
+pub(crate) struct StopSignals {
+    external: ShutdownSignal,
+    own: ShutdownSignal,
+}
+
+impl StopSignals {
+    pub fn is_triggered(&self) -> bool {
+        self.external.is_triggered() || self.own.is_triggered()
+    }
+
+    /// Completes once either signal is triggered.
+    pub async fn triggered(&self) {
+        tokio::select! {
+            () = self.external.triggered() => {}
+            () = self.own.triggered() => {}
+        }
+    }
+}
+
+/// One worker thread's state, shared by its tasks (never leaves the thread).
+pub(crate) struct Worker<H> {
+    pub index: usize,
+    pub shared: Arc<Shared<H>>,
+    live_connections: Cell<usize>,
+    all_closed: Notify,
+}
+
+impl<H> Worker<H> {
+    /// Counts a new connection, or `None` when `connections_max` are already open.
+    pub fn claim_connection_slot(self: &Rc<Self>) -> Option<ConnectionSlot<H>> {
+        let max = self.shared.config.connections_max;
+        let claimed =
+            self.shared
+                .connections
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                    (n < max).then_some(n + 1)
+                });
+        if claimed.is_err() {
+            return None;
+        }
+        self.live_connections.set(self.live_connections.get() + 1);
+        Some(ConnectionSlot {
+            worker: self.clone(),
+        })
+    }
+}
+
+/// Releases a connection's place in the counts when the connection task ends (even by panic).
+pub(crate) struct ConnectionSlot<H> {
+    worker: Rc<Worker<H>>,
+}
+
+impl<H> Drop for ConnectionSlot<H> {
+    fn drop(&mut self) {
+        self.worker
+            .shared
+            .connections
+            .fetch_sub(1, Ordering::AcqRel);
+        let live = self.worker.live_connections.get();
+        debug_assert!(live > 0);
+        self.worker.live_connections.set(live.saturating_sub(1));
+        if live == 1 {
+            self.worker.all_closed.notify_one();
+        }
+    }
+}
+
+type WorkerListeners = Vec<(usize, std::net::TcpListener)>;
+
+/// Binds `worker_threads` sockets per address. The first socket of an address fixes the port
+/// (port 0 becomes a real one) and the rest bind that exact address.
+fn bind_all(config: &ServerConfig) -> Result<(Vec<SocketAddr>, Vec<WorkerListeners>), ServerError> {
+    let mut per_worker: Vec<WorkerListeners> =
+        (0..config.worker_threads).map(|_| Vec::new()).collect();
+    let mut local_addrs = Vec::new();
+    for (listener_index, requested) in config.all_listen_addrs().into_iter().enumerate() {
+        let first = bind_reuseport(requested, config.listen_backlog)?;
+        let bound = first.local_addr().map_err(|source| ServerError::Socket {
+            op: "read the address of",
+            addr: requested,
+            source,
+        })?;
+        local_addrs.push(bound);
+        per_worker[0].push((listener_index, first));
+        for worker in per_worker.iter_mut().skip(1) {
+            worker.push((
+                listener_index,
+                bind_reuseport(bound, config.listen_backlog)?,
+            ));
+        }
+    }
+    Ok((local_addrs, per_worker))
+}
+
+fn run_worker<H: RequestHandler>(
+    index: usize,
+    listeners: WorkerListeners,
+    shared: Arc<Shared<H>>,
+    ready: std_mpsc::Sender<Result<(), ServerError>>,
+) {
+    let mut builder = tokio_uring::builder();
+    builder.entries(shared.config.ring_entries);
+    let runtime = match tokio_uring::Runtime::new(&builder) {
+        Ok(runtime) => runtime,
+        Err(source) => {
+            // serve() may have returned already on another worker's error; nothing to tell then.
+            let _unheard = ready.send(Err(ServerError::RuntimeStart {
+                worker_index: index,
+                source,
+            }));
+            return;
+        }
+    };
+    let worker = Rc::new(Worker {
+        index,
+        shared,
+        live_connections: Cell::new(0),
+        all_closed: Notify::new(),
+    });
+    runtime.block_on(async move {
+        let mut accepting = Vec::with_capacity(listeners.len());
+        for (listener_index, listener) in listeners {
+            let listener = Rc::new(tokio_uring::net::TcpListener::from_std(listener));
+            let task = accept_loop(listener.clone(), listener_index, worker.clone());
+            accepting.push((listener, tokio_uring::spawn(task)));
+        }
+        if ready.send(Ok(())).is_err() {
+            // serve() gave up on startup and is shutting down; the signal ends this worker.
+            tracing::debug!(worker = index, "server startup abandoned");
+        }
+        drop(ready);
+        worker.shared.shutdown.triggered().await;
+        for (listener, _) in &accepting {
+            stop_listening(listener);
+        }
+        for (_, task) in accepting {
+            if let Err(e) = task.await {
+                tracing::error!(worker = index, error = %e, "accept loop failed");
+            }
+        }
+        wait_connections_closed(&worker).await;
+    });
+    // Dropping the runtime drops any connection task still running after the grace period.
+    tracing::debug!(worker = index, "network worker stopped");
+}
+
+/// Waits until this worker's connections closed, bounded by the grace period plus a margin for
+/// the writers' last flush.
+async fn wait_connections_closed<H>(worker: &Worker<H>) {
+    let grace = Duration::from_millis(worker.shared.config.shutdown_grace_ms)
+        + Duration::from_millis(SHUTDOWN_FLUSH_MARGIN_MS);
+    let deadline = tokio::time::Instant::now() + grace;
+    while worker.live_connections.get() > 0 {
+        if tokio::time::timeout_at(deadline, worker.all_closed.notified())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                worker = worker.index,
+                live = worker.live_connections.get(),
+                "connections still open after the shutdown grace period; dropping them"
+            );
+            return;
+        }
+    }
+}
+
+/// Time for writers to flush after the grace period, before connections are dropped.
+const SHUTDOWN_FLUSH_MARGIN_MS: u64 = 500;
+
+fn join_all(threads: Vec<JoinHandle<()>>) -> Result<(), ServerError> {
+    let mut result = Ok(());
+    for (worker_index, thread) in threads.into_iter().enumerate() {
+        if thread.join().is_err() && result.is_ok() {
+            result = Err(ServerError::WorkerPanicked { worker_index });
+        }
+    }
+    result
+}
+
+fn first_dead(handle: &ServerHandle) -> usize {
+    handle
+        .threads
+        .iter()
+        .position(JoinHandle::is_finished)
+        .unwrap_or(0)
+}

@@ -1,0 +1,246 @@
+//! The writer side of a connection: the bounded outbound queue, the cross-thread
+//! [`ConnectionSender`], and the one writer task that owns all writes to the socket.
+//!
+//! A single writer keeps frames whole and in queue order without locks. It takes whatever is
+//! queued (up to `write_coalesce_max_bytes`) and sends it with one `write_all`, so a burst of
+//! small responses costs one syscall; a large pre-encoded frame (a pull response) is written from
+//! its own buffer without copying.
+
+use crate::remoting::codes::response_code;
+use crate::remoting::command::RemotingCommand;
+use crate::remoting::frame::encode_frame;
+use bytes::{Bytes, BytesMut};
+use std::io;
+use std::rc::Rc;
+use tokio::sync::{mpsc, Notify};
+use tokio_uring::net::TcpStream;
+
+/// Pre-encoded frames at least this long are written straight from their own buffer instead of
+/// being copied into the coalescing buffer; below it one copy is cheaper than an extra syscall.
+pub(crate) const WRITE_DIRECT_MIN_BYTES: usize = 64 * 1024;
+
+/// One frame for a connection's writer.
+#[derive(Debug, Clone)]
+pub enum Outbound {
+    /// Encoded by the writer (`remoting::frame::encode_frame`).
+    Command(RemotingCommand),
+    /// A whole frame already encoded by the caller (length prefix included), sent as is.
+    Encoded(Bytes),
+}
+
+/// Why [`ConnectionSender::send`] did not queue the frame; the frame is handed back (boxed, so
+/// the `Ok` path stays small).
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    #[error("the write queue of the connection is full")]
+    Full(Box<Outbound>),
+    #[error("the connection is closed")]
+    Closed(Box<Outbound>),
+}
+
+impl SendError {
+    /// The frame that was not queued.
+    pub fn into_outbound(self) -> Outbound {
+        match self {
+            SendError::Full(o) | SendError::Closed(o) => *o,
+        }
+    }
+}
+
+/// A handle to queue frames on a connection's writer. Cheap to clone, usable from any thread.
+#[derive(Debug, Clone)]
+pub struct ConnectionSender {
+    queue: mpsc::Sender<Outbound>,
+}
+
+impl ConnectionSender {
+    pub(crate) fn new(queue: mpsc::Sender<Outbound>) -> Self {
+        ConnectionSender { queue }
+    }
+
+    /// Queues a frame without waiting. Fails with `Full` when `write_queue_max_per_connection`
+    /// frames are already queued (a peer that does not read), or `Closed` after the connection
+    /// closed.
+    pub fn send(&self, outbound: Outbound) -> Result<(), SendError> {
+        self.queue.try_send(outbound).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(o) => SendError::Full(Box::new(o)),
+            mpsc::error::TrySendError::Closed(o) => SendError::Closed(Box::new(o)),
+        })
+    }
+
+    /// Queues a frame, waiting for space in the queue. Fails only when the connection closed.
+    pub async fn send_wait(&self, outbound: Outbound) -> Result<(), SendError> {
+        self.queue
+            .send(outbound)
+            .await
+            .map_err(|e| SendError::Closed(Box::new(e.0)))
+    }
+
+    /// True once the connection's writer stopped; frames sent after that are refused.
+    pub fn is_closed(&self) -> bool {
+        self.queue.is_closed()
+    }
+
+    /// Completes when the connection's writer stops.
+    pub(crate) async fn closed(&self) {
+        self.queue.closed().await;
+    }
+}
+
+/// How the writer task ended.
+#[derive(Debug)]
+pub(crate) enum WriterExit {
+    /// Asked to close (or every sender dropped); everything queued before that was written.
+    Closed,
+    /// The socket refused a write (usually the peer is gone); queued frames were dropped.
+    WriteFailed(io::Error),
+}
+
+/// Writes queued frames until `close` is notified or a write fails, then closes the queue so
+/// senders see `Closed`. Frames queued before `close` are written first.
+pub(crate) async fn run(
+    stream: Rc<TcpStream>,
+    mut queue: mpsc::Receiver<Outbound>,
+    close: Rc<Notify>,
+    coalesce_max_bytes: usize,
+) -> WriterExit {
+    let mut writer = Writer {
+        stream,
+        buf: BytesMut::new(),
+        coalesce_max_bytes,
+    };
+    let exit = loop {
+        let first = tokio::select! {
+            // Queued frames first: close only once the queue is empty at that moment.
+            biased;
+            outbound = queue.recv() => outbound,
+            () = close.notified() => None,
+        };
+        let Some(first) = first else {
+            queue.close();
+            // Frames that raced in before close() are still owed to the peer.
+            break match writer.write_queued(None, &mut queue).await {
+                Ok(()) => WriterExit::Closed,
+                Err(e) => WriterExit::WriteFailed(e),
+            };
+        };
+        if let Err(e) = writer.write_queued(Some(first), &mut queue).await {
+            queue.close();
+            break WriterExit::WriteFailed(e);
+        }
+    };
+    // Drop whatever is left so the memory goes now, not when the last sender drops.
+    while queue.try_recv().is_ok() {}
+    exit
+}
+
+struct Writer {
+    stream: Rc<TcpStream>,
+    /// Coalescing buffer, reused across writes.
+    buf: BytesMut,
+    coalesce_max_bytes: usize,
+}
+
+impl Writer {
+    /// Writes `first` and then everything queued right now, in order.
+    async fn write_queued(
+        &mut self,
+        first: Option<Outbound>,
+        queue: &mut mpsc::Receiver<Outbound>,
+    ) -> io::Result<()> {
+        let mut next = first.or_else(|| queue.try_recv().ok());
+        while let Some(outbound) = next {
+            match outbound {
+                Outbound::Command(cmd) => encode_into(&cmd, &mut self.buf),
+                Outbound::Encoded(frame) if frame.len() >= WRITE_DIRECT_MIN_BYTES => {
+                    self.flush().await?;
+                    let (result, _) = self.stream.write_all(frame).await;
+                    result?;
+                }
+                Outbound::Encoded(frame) => self.buf.extend_from_slice(&frame),
+            }
+            if self.buf.len() >= self.coalesce_max_bytes {
+                self.flush().await?;
+            }
+            next = queue.try_recv().ok();
+        }
+        self.flush().await
+    }
+
+    async fn flush(&mut self) -> io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let (result, mut buf) = self.stream.write_all(std::mem::take(&mut self.buf)).await;
+        buf.clear();
+        // One huge frame can grow the buffer; do not keep that memory for the connection's life.
+        if buf.capacity() <= 2 * self.coalesce_max_bytes {
+            self.buf = buf;
+        }
+        result
+    }
+}
+
+/// Appends `cmd`'s frame. If it cannot be encoded (a header too large for its length field, ...)
+/// and it is a response, a `SYSTEM_ERROR` response with the same opaque goes instead, so the
+/// client is answered rather than left to time out.
+fn encode_into(cmd: &RemotingCommand, buf: &mut BytesMut) {
+    let mark = buf.len();
+    let Err(e) = encode_frame(cmd, buf) else {
+        return;
+    };
+    buf.truncate(mark);
+    tracing::error!(code = cmd.code, opaque = cmd.opaque, error = %e, "cannot encode frame");
+    if !cmd.is_response() {
+        return;
+    }
+    let remark = format!("the broker could not encode its response: {e}");
+    let fallback = RemotingCommand::response_to(cmd, response_code::SYSTEM_ERROR, Some(remark));
+    if let Err(e) = encode_frame(&fallback, buf) {
+        buf.truncate(mark);
+        tracing::error!(opaque = cmd.opaque, error = %e, "cannot encode SYSTEM_ERROR fallback");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn send_reports_full_then_closed_and_returns_the_frame() {
+        let (tx, mut rx) = mpsc::channel(1);
+        let sender = ConnectionSender::new(tx);
+        let frame = Bytes::from_static(b"frame");
+        sender.send(Outbound::Encoded(frame.clone())).unwrap();
+        match sender.send(Outbound::Encoded(frame.clone())) {
+            Err(e @ SendError::Full(_)) => match e.into_outbound() {
+                Outbound::Encoded(b) => assert_eq!(b, frame),
+                other => panic!("wrong frame handed back: {other:?}"),
+            },
+            other => panic!("expected Full, got {other:?}"),
+        }
+        assert!(!sender.is_closed());
+        rx.close();
+        assert!(sender.is_closed());
+        assert!(matches!(
+            sender.send(Outbound::Encoded(frame)),
+            Err(SendError::Closed(_))
+        ));
+    }
+
+    #[test]
+    fn encode_into_appends_a_decodable_frame() {
+        let request = RemotingCommand::request(34);
+        let response = RemotingCommand::response_to(&request, response_code::SUCCESS, None);
+        let mut buf = BytesMut::from(&b"prefix"[..]);
+        encode_into(&response, &mut buf);
+        let mut frame = buf.split_off(b"prefix".len());
+        assert_eq!(&buf[..], b"prefix");
+        let decoded = crate::remoting::frame::decode_frame(&mut frame, 1 << 20)
+            .unwrap()
+            .unwrap();
+        assert_eq!(decoded.opaque, response.opaque);
+        assert!(decoded.is_response());
+        assert!(frame.is_empty());
+    }
+}
