@@ -12,3 +12,4 @@ pub mod remoting_client;
 pub mod server;
 pub mod subscription_group;
 pub mod topic;
+pub mod stop;

@@ -17,8 +17,7 @@ use crate::broker::controller::BrokerController;
 use crate::broker::persist::{self, Loaded};
 use crate::broker::processor::now_ms;
 use crate::broker::processor::send::{property, remove_property};
-use crate::broker::server::ShutdownSignal;
-use crate::broker::startup::StartupError;
+use crate::broker::startup::{StartupError, StopFlag};
 use crate::broker::topic::SCHEDULE_TOPIC;
 use crate::store::filter::AcceptAll;
 use crate::store::format::{self, property_value};
@@ -69,7 +68,7 @@ fn persist_offsets(ctrl: &BrokerController, offsets: &BTreeMap<i32, i64>) {
     }
 }
 
-pub fn start(ctrl: &Arc<BrokerController>, shutdown: &ShutdownSignal) -> Result<JoinHandle<()>, StartupError> {
+pub fn start(ctrl: &Arc<BrokerController>, shutdown: &StopFlag) -> Result<JoinHandle<()>, StartupError> {
     let ctrl = ctrl.clone();
     let shutdown = shutdown.clone();
     std::thread::Builder::new()
@@ -78,7 +77,7 @@ pub fn start(ctrl: &Arc<BrokerController>, shutdown: &ShutdownSignal) -> Result<
         .map_err(|source| StartupError::Thread { name: "ringmq-schedule", source })
 }
 
-fn run(ctrl: &Arc<BrokerController>, shutdown: &ShutdownSignal) {
+fn run(ctrl: &Arc<BrokerController>, shutdown: &StopFlag) {
     let mut offsets = load_offsets(ctrl);
     let mut dirty = false;
     let mut last_persist_ms = now_ms();

@@ -19,6 +19,7 @@ use crate::broker::processor::now_ms;
 use crate::broker::remoting_client::BlockingClient;
 use crate::broker::schedule;
 use crate::broker::server::{self, ConnectionContext, RequestHandler, ServerConfig, ServerHandle, ShutdownSignal};
+pub use crate::broker::stop::StopFlag;
 use crate::broker::subscription_group::SubscriptionGroupManager;
 use crate::broker::topic::{TopicConfigManager, TopicDefaults};
 use crate::config::{Config, FlushPolicy, StoreIoMode};
@@ -113,10 +114,12 @@ pub struct NamesrvHandle {
     pub route_info: Arc<RouteInfoManager>,
     scan: Option<JoinHandle<()>>,
     shutdown: ShutdownSignal,
+    stop: StopFlag,
 }
 
 impl NamesrvHandle {
     pub fn stop(mut self) {
+        self.stop.raise();
         self.shutdown.trigger();
         self.server.shutdown();
         if let Some(t) = self.scan.take() {
@@ -142,16 +145,17 @@ pub fn start_namesrv(config: &Config) -> Result<NamesrvHandle, StartupError> {
     let server = server::serve(sc, handler, shutdown.clone())?;
     let scan_interval = Duration::from_millis(config.namesrv.scan_not_active_broker_interval_ms);
     let scan_route = route_info.clone();
-    let scan_shutdown = shutdown.clone();
+    let stop = StopFlag::new();
+    let scan_stop = stop.clone();
     let scan = spawn("ringmq-namesrv-scan", move || {
-        while !scan_shutdown.wait_timeout(scan_interval) {
+        while !scan_stop.wait_timeout(scan_interval) {
             for gone in scan_route.scan_not_active_broker(now_ms()) {
                 tracing::info!(broker = ?gone, "name server expired a silent broker");
             }
         }
     })?;
     tracing::info!(addr = %server.local_addrs()[0], "ringmq name server listening");
-    Ok(NamesrvHandle { server, route_info, scan: Some(scan), shutdown })
+    Ok(NamesrvHandle { server, route_info, scan: Some(scan), shutdown, stop })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -164,6 +168,7 @@ pub struct BrokerHandle {
     pub namesrv: Option<NamesrvHandle>,
     threads: Vec<JoinHandle<()>>,
     shutdown: ShutdownSignal,
+    stop: StopFlag,
 }
 
 pub fn store_config(config: &Config) -> Result<StoreConfig, StartupError> {
@@ -266,6 +271,7 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
     });
     ctrl.store.set_arrival_listener(Arc::new(ArrivalNotifier { ctrl: Arc::downgrade(&ctrl) }));
     let shutdown = ShutdownSignal::new();
+    let stop = StopFlag::new();
     let mut threads = Vec::new();
     let check_ms = if ctrl.config.longpoll.enabled {
         ctrl.config.longpoll.check_interval_ms
@@ -274,9 +280,9 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
     };
     let weak = Arc::downgrade(&ctrl);
     threads.push(spawn("ringmq-pull-wake", move || longpoll_service::run(weak, wake_rx, check_ms))?);
-    threads.push(start_offset_flusher(&ctrl, &shutdown)?);
-    threads.push(start_housekeeping(&ctrl, &shutdown)?);
-    threads.push(schedule::start(&ctrl, &shutdown)?);
+    threads.push(start_offset_flusher(&ctrl, &stop)?);
+    threads.push(start_housekeeping(&ctrl, &stop)?);
+    threads.push(schedule::start(&ctrl, &stop)?);
     let main_addr = SocketAddr::new(ip(&ctrl.config.broker.bind_ip, "RINGMQ_BROKER_BIND_IP")?, ctrl.config.broker.listen_port);
     let mut extra = Vec::new();
     if ctrl.config.broker.fast_port_enabled {
@@ -284,17 +290,20 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
     }
     let handler = Arc::new(BrokerRequestHandler { ctrl: ctrl.clone() });
     let server = server::serve(server_config(&ctrl.config, main_addr, extra), handler, shutdown.clone())?;
-    threads.push(start_registration(&ctrl, namesrv_addrs, topic_rx, &shutdown)?);
+    threads.push(start_registration(&ctrl, namesrv_addrs, topic_rx, &stop)?);
     let addrs: Vec<String> = server.local_addrs().iter().map(ToString::to_string).collect();
     tracing::info!(addrs = ?addrs, "ringmq broker listening");
     eprintln!("ringmq broker listening on {}", addrs.join(", "));
-    Ok(BrokerHandle { ctrl, server, namesrv, threads, shutdown })
+    Ok(BrokerHandle { ctrl, server, namesrv, threads, shutdown, stop })
 }
 
 impl BrokerHandle {
     /// Graceful stop: close listeners, flush offsets and metadata, shut the store down cleanly
     /// (checkpoint + removal of the abort marker), unregister from the name servers.
     pub fn stop(mut self) -> Result<(), StartupError> {
+        self.stop.raise();
+        // Wake the registration thread so it unregisters and exits now.
+        self.ctrl.notify_topics_changed();
         self.shutdown.trigger();
         self.server.shutdown();
         for t in self.threads.drain(..) {
@@ -314,7 +323,7 @@ impl BrokerHandle {
     }
 }
 
-fn start_offset_flusher(ctrl: &Arc<BrokerController>, shutdown: &ShutdownSignal) -> Result<JoinHandle<()>, StartupError> {
+fn start_offset_flusher(ctrl: &Arc<BrokerController>, shutdown: &StopFlag) -> Result<JoinHandle<()>, StartupError> {
     let ctrl = ctrl.clone();
     let shutdown = shutdown.clone();
     let interval = Duration::from_millis(ctrl.config.broker.flush_consumer_offset_interval_ms);
@@ -328,7 +337,7 @@ fn start_offset_flusher(ctrl: &Arc<BrokerController>, shutdown: &ShutdownSignal)
 }
 
 /// Expires silent client channels (Java `ClientHousekeepingService`, every 10 s).
-fn start_housekeeping(ctrl: &Arc<BrokerController>, shutdown: &ShutdownSignal) -> Result<JoinHandle<()>, StartupError> {
+fn start_housekeeping(ctrl: &Arc<BrokerController>, shutdown: &StopFlag) -> Result<JoinHandle<()>, StartupError> {
     let ctrl = ctrl.clone();
     let shutdown = shutdown.clone();
     spawn("ringmq-client-housekeeping", move || {
@@ -352,7 +361,7 @@ fn start_registration(
     ctrl: &Arc<BrokerController>,
     namesrv_addrs: Vec<String>,
     topic_changes: crossbeam::channel::Receiver<()>,
-    shutdown: &ShutdownSignal,
+    shutdown: &StopFlag,
 ) -> Result<JoinHandle<()>, StartupError> {
     let ctrl = ctrl.clone();
     let shutdown = shutdown.clone();
@@ -365,7 +374,7 @@ fn start_registration(
                 Ok(()) | Err(crossbeam::channel::RecvTimeoutError::Timeout) => {}
                 Err(crossbeam::channel::RecvTimeoutError::Disconnected) => return,
             }
-            if shutdown.is_triggered() {
+            if shutdown.is_raised() {
                 unregister_all(&ctrl, &namesrv_addrs);
                 return;
             }
