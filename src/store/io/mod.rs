@@ -36,7 +36,9 @@ pub struct IoEngine {
 
 impl IoEngine {
     pub fn new_pread() -> Self {
-        IoEngine { mode: IoMode::Pread }
+        IoEngine {
+            mode: IoMode::Pread,
+        }
     }
 
     pub fn mode(&self) -> IoMode {
