@@ -36,9 +36,7 @@ pub struct IoEngine {
 
 impl IoEngine {
     pub fn new_pread() -> Self {
-        IoEngine {
-            mode: IoMode::Pread,
-        }
+        IoEngine { mode: IoMode::Pread }
     }
 
     pub fn mode(&self) -> IoMode {
