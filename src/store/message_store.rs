@@ -1634,3 +1634,275 @@ fn _assert_send_sync() {
     fn check<T: Send + Sync>() {}
     check::<MessageStore>();
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::filter::AcceptAll;
+    use std::net::SocketAddr;
+
+    fn config(dir: &Path) -> StoreConfig {
+        let mut cfg = StoreConfig::with_root(dir);
+        cfg.commit_log_file_size_bytes = 4096;
+        cfg.consume_queue_file_units = 8;
+        cfg
+    }
+
+    fn open(cfg: StoreConfig) -> Arc<MessageStore> {
+        MessageStore::open(cfg, Arc::new(IoEngine::new_pread())).unwrap()
+    }
+
+    fn msg(topic: &str, queue_id: i32, body: &[u8], tags: &str) -> MessageToStore {
+        let born: SocketAddr = "127.0.0.1:5000".parse().unwrap();
+        MessageToStore {
+            topic: topic.to_owned(),
+            queue_id,
+            flag: 0,
+            body: Bytes::copy_from_slice(body),
+            properties: format::encode_properties([("TAGS", tags)]),
+            sys_flag: 0,
+            born_timestamp_ms: 1,
+            born_host: born,
+            reconsume_times: 0,
+            prepared_transaction_offset: 0,
+        }
+    }
+
+    struct TagFilter(i64);
+    impl MessageFilter for TagFilter {
+        fn is_matched_by_consume_queue(&self, tags_code: i64) -> bool {
+            tags_code == self.0
+        }
+        fn is_matched_by_commit_log(&self, _record: &[u8]) -> bool {
+            true
+        }
+    }
+
+    struct RejectRecords;
+    impl MessageFilter for RejectRecords {
+        fn is_matched_by_consume_queue(&self, _tags_code: i64) -> bool {
+            true
+        }
+        fn is_matched_by_commit_log(&self, _record: &[u8]) -> bool {
+            false
+        }
+    }
+
+    #[test]
+    fn put_then_get_round_trips_and_rolls_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(config(dir.path()));
+        let mut ends = Vec::new();
+        for i in 0..100 {
+            let r = store
+                .put_message(&msg("T", 0, format!("body-{i}").as_bytes(), "A"))
+                .unwrap();
+            assert_eq!(r.logics_offset, i);
+            ends.push(r.end_offset());
+        }
+        assert!(
+            store.max_phy_offset() > 4096,
+            "the log rolled to a second file"
+        );
+        let mut offset = 0;
+        while offset < 100 {
+            let got = store
+                .get_message("g", "T", 0, offset, 32, &AcceptAll)
+                .unwrap();
+            assert_eq!(got.status, GetMessageStatus::Found);
+            for (k, q) in got.queue_offsets.iter().enumerate() {
+                let rec = format::decode_record(got.message(k)).unwrap();
+                assert_eq!(rec.body, format!("body-{q}").as_bytes());
+                assert_eq!(rec.queue_offset, *q);
+                assert!(rec.body_crc_matches());
+            }
+            offset = got.next_begin_offset;
+        }
+        assert_eq!(offset, 100);
+        store.shutdown().unwrap();
+    }
+
+    #[test]
+    fn every_get_message_status_row() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("consumequeue/Empty/0")).unwrap();
+        let store = open(config(dir.path()));
+        for i in 0..20 {
+            let tags = if i % 2 == 0 { "A" } else { "B" };
+            store
+                .put_message(&msg("T", 0, &[i as u8; 10], tags))
+                .unwrap();
+        }
+        let tag_a = i64::from(format::java_string_hash_code("A"));
+        let tag_none = i64::from(format::java_string_hash_code("none"));
+        struct Row {
+            name: &'static str,
+            topic: &'static str,
+            offset: i64,
+            filter: Box<dyn MessageFilter>,
+            status: GetMessageStatus,
+            next: i64,
+        }
+        let row = |name, topic, offset, filter: Box<dyn MessageFilter>, status, next| Row {
+            name,
+            topic,
+            offset,
+            filter,
+            status,
+            next,
+        };
+        use GetMessageStatus::*;
+        let rows = vec![
+            row(
+                "no queue",
+                "Nope",
+                5,
+                Box::new(AcceptAll),
+                NoMatchedLogicQueue,
+                0,
+            ),
+            row(
+                "empty queue",
+                "Empty",
+                3,
+                Box::new(AcceptAll),
+                NoMessageInQueue,
+                0,
+            ),
+            row(
+                "at max",
+                "T",
+                20,
+                Box::new(AcceptAll),
+                OffsetOverflowOne,
+                20,
+            ),
+            row(
+                "past max",
+                "T",
+                25,
+                Box::new(AcceptAll),
+                OffsetOverflowBadly,
+                20,
+            ),
+            // The scan stops at the end of the CQ file holding the offset (8 units per file).
+            row(
+                "tags miss",
+                "T",
+                0,
+                Box::new(TagFilter(tag_none)),
+                NoMatchedMessage,
+                8,
+            ),
+            row(
+                "record miss",
+                "T",
+                9,
+                Box::new(RejectRecords),
+                NoMatchedMessage,
+                16,
+            ),
+            row("found", "T", 0, Box::new(TagFilter(tag_a)), Found, 8),
+        ];
+        for r in &rows {
+            let got = store
+                .get_message("g", r.topic, 0, r.offset, 32, r.filter.as_ref())
+                .unwrap();
+            assert_eq!(got.status, r.status, "{}", r.name);
+            assert_eq!(got.next_begin_offset, r.next, "{}", r.name);
+        }
+        let found = store
+            .get_message("g", "T", 0, 0, 32, &TagFilter(tag_a))
+            .unwrap();
+        assert_eq!(found.queue_offsets, vec![0, 2, 4, 6]);
+
+        // OFFSET_TOO_SMALL: move the min as retention would.
+        let cq = store.inner.find_queue("T", 0).unwrap();
+        cq.set_min_offset(4);
+        let got = store.get_message("g", "T", 0, 1, 32, &AcceptAll).unwrap();
+        assert_eq!((got.status, got.next_begin_offset), (OffsetTooSmall, 4));
+        assert_eq!((got.min_offset, got.max_offset), (4, 20));
+
+        // MESSAGE_WAS_REMOVING: CommitLog file gone while the CQ still points at it.
+        store.inner.commit_log.segments().remove_front(1).unwrap();
+        let got = store.get_message("g", "T", 0, 4, 2, &AcceptAll).unwrap();
+        let first_live = store.min_phy_offset();
+        assert!(first_live > 0);
+        assert_eq!(got.status, MessageWasRemoving);
+
+        // OFFSET_FOUND_NULL: the CQ file for the offset is gone; next = start of the next file.
+        cq.segments().remove_front(1).unwrap();
+        let got = store.get_message("g", "T", 0, 5, 32, &AcceptAll).unwrap();
+        assert_eq!((got.status, got.next_begin_offset), (OffsetFoundNull, 8));
+        drop(store);
+    }
+
+    #[test]
+    fn slave_does_not_correct_offsets() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = config(dir.path());
+        cfg.broker_role_slave = true;
+        let store = open(cfg);
+        store.put_message(&msg("T", 0, b"x", "A")).unwrap();
+        let got = store.get_message("g", "T", 0, 7, 32, &AcceptAll).unwrap();
+        assert_eq!(
+            (got.status, got.next_begin_offset),
+            (GetMessageStatus::OffsetOverflowBadly, 7)
+        );
+        let got = store
+            .get_message("g", "Nope", 0, 7, 32, &AcceptAll)
+            .unwrap();
+        assert_eq!(got.next_begin_offset, 7);
+    }
+
+    #[test]
+    fn bad_input_is_a_typed_error_and_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = config(dir.path());
+        cfg.max_message_size_bytes = 100;
+        let store = open(cfg);
+        let before = store.max_phy_offset();
+        let big = msg("T", 0, &[0u8; 101], "A");
+        assert!(matches!(
+            store.put_message(&big),
+            Err(StoreError::MessageTooLarge { .. })
+        ));
+        let long_topic = "x".repeat(128);
+        assert!(matches!(
+            store.put_message(&msg(&long_topic, 0, b"x", "A")),
+            Err(StoreError::TopicIllegal { .. })
+        ));
+        assert!(matches!(
+            store.put_message(&msg("bad topic", 0, b"x", "A")),
+            Err(StoreError::TopicIllegal { .. })
+        ));
+        let mut props = msg("T", 0, b"x", "A");
+        props.properties = "a".repeat(40_000);
+        let err = store.put_message(&props).unwrap_err();
+        assert!(matches!(err, StoreError::PropertiesTooLarge { .. }));
+        assert_eq!(err.put_status(), PutMessageStatus::PropertiesSizeExceeded);
+        assert!(matches!(
+            store.put_message(&msg("T", -1, b"x", "A")),
+            Err(StoreError::QueueIdIllegal { .. })
+        ));
+        // A record that cannot fit one CommitLog file.
+        let mut cfg_small = config(&dir.path().join("b"));
+        cfg_small.max_message_size_bytes = 10_000;
+        let small = open(cfg_small);
+        assert!(matches!(
+            small.put_message(&msg("T", 0, &[0u8; 5000], "A")),
+            Err(StoreError::MessageTooLarge { .. })
+        ));
+        assert_eq!(store.max_phy_offset(), before);
+        assert_eq!(store.max_offset_in_queue("T", 0), 0);
+    }
+
+    #[test]
+    fn second_open_of_the_same_dir_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(config(dir.path()));
+        let again = MessageStore::open(config(dir.path()), Arc::new(IoEngine::new_pread()));
+        assert!(matches!(again, Err(StoreError::Locked { .. })));
+        drop(store);
+    }
+}
