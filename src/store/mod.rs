@@ -1,4 +1,31 @@
 //! The message store: CommitLog + ConsumeQueue in RocketMQ's exact on-disk format.
+//!
+//! - [`format`]: every byte layout (records, ConsumeQueue units, msg ids, checkpoint).
+//! - [`MessageStore`]: append, dispatch, pull, offsets, durability, retention, recovery.
+//! - [`io`]: the read engine; every CommitLog and ConsumeQueue read goes through
+//!   [`io::IoEngine::read_batch`].
+//!
+//! See `docs/FORMAT.md` for the layouts and the recovery cases.
 
+pub mod commit_log;
+pub mod config;
+pub mod consume_queue;
+pub mod error;
 pub mod filter;
+pub mod format;
+pub mod fs;
 pub mod io;
+pub mod message_store;
+mod recovery;
+pub mod segment;
+pub mod types;
+
+pub use config::{FlushPolicy, StoreConfig};
+pub use error::StoreError;
+pub use filter::{AcceptAll, MessageFilter};
+pub use format::{DecodedRecord, FormatError};
+pub use message_store::{MessageStore, MAX_PULL_MSG_SIZE_BYTES};
+pub use types::{
+    ArrivalListener, BatchToStore, BoundaryType, GetMessageResult, GetMessageStatus,
+    MessageToStore, PutMessageResult, PutMessageStatus, RecoveryReport,
+};

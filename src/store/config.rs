@@ -1,0 +1,227 @@
+//! Store configuration. Defaults equal RocketMQ's `MessageStoreConfig`.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+
+use crate::store::error::StoreError;
+use crate::store::format::{CQ_UNIT_SIZE_BYTES, END_FILE_MIN_BLANK_LENGTH_BYTES};
+
+/// `mappedFileSizeCommitLog`.
+pub const DEFAULT_COMMIT_LOG_FILE_SIZE_BYTES: u64 = 1024 * 1024 * 1024;
+/// `mappedFileSizeConsumeQueue` / 20.
+pub const DEFAULT_CONSUME_QUEUE_FILE_UNITS: u64 = 300_000;
+/// `maxMessageSize` (applies to the body).
+pub const DEFAULT_MAX_MESSAGE_SIZE_BYTES: usize = 4 * 1024 * 1024;
+/// `StoreUtil.TOTAL_PHYSICAL_MEMORY_SIZE` fallback when the OS does not say.
+pub const FALLBACK_TOTAL_PHYSICAL_MEMORY_BYTES: u64 = 24 * 1024 * 1024 * 1024;
+/// Smallest CommitLog file we accept: room for a few records and the BLANK filler.
+pub const MIN_COMMIT_LOG_FILE_SIZE_BYTES: u64 = 4096;
+/// A BLANK filler's TOTALSIZE is an i32, so a file can hold at most i32::MAX bytes.
+pub const MAX_COMMIT_LOG_FILE_SIZE_BYTES: u64 = i32::MAX as u64;
+
+/// `flushDiskType`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FlushPolicy {
+    /// `ASYNC_FLUSH`: fsync every `flush_interval_ms`; puts return after the write.
+    #[default]
+    Async,
+    /// `SYNC_FLUSH`: group commit; [`crate::store::MessageStore::wait_flushed`] resolves after
+    /// the fsync that covers the record.
+    Sync,
+}
+
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    /// `storePathRootDir`.
+    pub root_dir: PathBuf,
+    /// `mappedFileSizeCommitLog`.
+    pub commit_log_file_size_bytes: u64,
+    /// `mappedFileSizeConsumeQueue / 20`.
+    pub consume_queue_file_units: u64,
+    /// `flushDiskType`.
+    pub flush_policy: FlushPolicy,
+    /// `flushIntervalCommitLog` (async flush period).
+    pub flush_interval_ms: u64,
+    /// `flushIntervalConsumeQueue`: period of the ConsumeQueue fsync and checkpoint write.
+    pub flush_consume_queue_interval_ms: u64,
+    /// `syncFlushTimeout`.
+    pub sync_flush_timeout_ms: u64,
+    /// `maxMessageSize` (body bytes).
+    pub max_message_size_bytes: usize,
+    /// `fileReservedTime`.
+    pub file_reserved_time_hours: u64,
+    /// `cleanResourceInterval`.
+    pub delete_check_interval_ms: u64,
+    /// `deleteCommitLogFilesInterval`-free batch cap: files deleted per retention pass
+    /// (`deleteFileBatchMax`).
+    pub delete_files_batch_max: usize,
+    /// `accessMessageInMemoryMaxRatio`.
+    pub access_message_in_memory_max_ratio_percent: u64,
+    /// `maxTransferBytesOnMessageInMemory`.
+    pub max_transfer_bytes_on_message_in_memory: usize,
+    /// `maxTransferCountOnMessageInMemory`.
+    pub max_transfer_count_on_message_in_memory: usize,
+    /// `maxTransferBytesOnMessageInDisk`.
+    pub max_transfer_bytes_on_message_in_disk: usize,
+    /// `maxTransferCountOnMessageInDisk`.
+    pub max_transfer_count_on_message_in_disk: usize,
+    /// `maxFilterMessageSize`: bytes of ConsumeQueue one pull may scan (at least maxMsgNums units).
+    pub max_filter_message_size_bytes: usize,
+    /// `StoreUtil.TOTAL_PHYSICAL_MEMORY_SIZE`; settable so tests can force the on-disk regime.
+    pub total_physical_memory_bytes: u64,
+    /// Broker ip + main listen port, written into STOREHOST and the offset msgId.
+    pub store_host: SocketAddr,
+    /// `brokerRole == SLAVE`: offset corrections are not applied (`nextOffsetCorrection`).
+    pub broker_role_slave: bool,
+    /// `offsetCheckInSlave`.
+    pub offset_check_in_slave: bool,
+    /// `checkCRCOnRecover`.
+    pub check_crc_on_recover: bool,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            root_dir: PathBuf::from("store"),
+            commit_log_file_size_bytes: DEFAULT_COMMIT_LOG_FILE_SIZE_BYTES,
+            consume_queue_file_units: DEFAULT_CONSUME_QUEUE_FILE_UNITS,
+            flush_policy: FlushPolicy::Async,
+            flush_interval_ms: 500,
+            flush_consume_queue_interval_ms: 1000,
+            sync_flush_timeout_ms: 5000,
+            max_message_size_bytes: DEFAULT_MAX_MESSAGE_SIZE_BYTES,
+            file_reserved_time_hours: 72,
+            delete_check_interval_ms: 10_000,
+            delete_files_batch_max: 10,
+            access_message_in_memory_max_ratio_percent: 40,
+            max_transfer_bytes_on_message_in_memory: 256 * 1024,
+            max_transfer_count_on_message_in_memory: 32,
+            max_transfer_bytes_on_message_in_disk: 64 * 1024,
+            max_transfer_count_on_message_in_disk: 8,
+            max_filter_message_size_bytes: 16_000,
+            total_physical_memory_bytes: detect_total_physical_memory_bytes(),
+            store_host: SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 10911),
+            broker_role_slave: false,
+            offset_check_in_slave: false,
+            check_crc_on_recover: true,
+        }
+    }
+}
+
+impl StoreConfig {
+    /// Defaults with the given root directory.
+    pub fn with_root(root_dir: impl Into<PathBuf>) -> Self {
+        StoreConfig {
+            root_dir: root_dir.into(),
+            ..StoreConfig::default()
+        }
+    }
+
+    pub fn consume_queue_file_size_bytes(&self) -> u64 {
+        self.consume_queue_file_units * CQ_UNIT_SIZE_BYTES as u64
+    }
+
+    /// Bytes of CommitLog behind the head that count as "in memory" (`accessMessageInMemoryMaxRatio`).
+    pub fn memory_window_bytes(&self) -> i64 {
+        let window = u128::from(self.total_physical_memory_bytes)
+            * u128::from(self.access_message_in_memory_max_ratio_percent)
+            / 100;
+        i64::try_from(window).unwrap_or(i64::MAX)
+    }
+
+    /// Checks every field; names the first bad key.
+    pub fn validate(&self) -> Result<(), StoreError> {
+        let bad = |key: &'static str, reason: String| Err(StoreError::Config { key, reason });
+        let size = self.commit_log_file_size_bytes;
+        if !(MIN_COMMIT_LOG_FILE_SIZE_BYTES..=MAX_COMMIT_LOG_FILE_SIZE_BYTES).contains(&size) {
+            return bad(
+                "commit_log_file_size_bytes",
+                format!(
+                    "{size} is outside {MIN_COMMIT_LOG_FILE_SIZE_BYTES}..={MAX_COMMIT_LOG_FILE_SIZE_BYTES}"
+                ),
+            );
+        }
+        let cq_size = self.consume_queue_file_size_bytes();
+        if self.consume_queue_file_units == 0 || cq_size > i32::MAX as u64 {
+            return bad(
+                "consume_queue_file_units",
+                format!("{} units do not fit a file", self.consume_queue_file_units),
+            );
+        }
+        if self.max_message_size_bytes == 0
+            || self.max_message_size_bytes as u64 + END_FILE_MIN_BLANK_LENGTH_BYTES as u64
+                >= MAX_COMMIT_LOG_FILE_SIZE_BYTES
+        {
+            return bad(
+                "max_message_size_bytes",
+                format!("{} is not a usable size", self.max_message_size_bytes),
+            );
+        }
+        if self.flush_interval_ms == 0 || self.flush_consume_queue_interval_ms == 0 {
+            return bad("flush_interval_ms", "must be > 0".to_owned());
+        }
+        if self.delete_check_interval_ms == 0 {
+            return bad("delete_check_interval_ms", "must be > 0".to_owned());
+        }
+        if self.access_message_in_memory_max_ratio_percent > 100 {
+            return bad(
+                "access_message_in_memory_max_ratio_percent",
+                format!("{} > 100", self.access_message_in_memory_max_ratio_percent),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Total RAM from `/proc/meminfo` (`MemTotal`), or 24 GiB like Java's fallback.
+pub fn detect_total_physical_memory_bytes() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| parse_mem_total_bytes(&text))
+        .unwrap_or(FALLBACK_TOTAL_PHYSICAL_MEMORY_BYTES)
+}
+
+fn parse_mem_total_bytes(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let mut parts = line.split_whitespace().skip(1);
+    let value: u64 = parts.next()?.parse().ok()?;
+    match parts.next() {
+        Some("kB") => value.checked_mul(1024),
+        None => Some(value),
+        Some(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_rocketmq_and_valid() {
+        let cfg = StoreConfig::with_root("/tmp/x");
+        cfg.validate().unwrap();
+        assert_eq!(cfg.consume_queue_file_size_bytes(), 6_000_000);
+        assert_eq!(cfg.flush_policy, FlushPolicy::Async);
+        assert!(cfg.total_physical_memory_bytes > 0);
+    }
+
+    #[test]
+    fn meminfo_parsing() {
+        assert_eq!(
+            parse_mem_total_bytes("MemTotal:       16318412 kB\nMemFree: 1 kB\n"),
+            Some(16_318_412 * 1024)
+        );
+        assert_eq!(parse_mem_total_bytes("nothing"), None);
+        assert_eq!(parse_mem_total_bytes("MemTotal: x kB"), None);
+    }
+
+    #[test]
+    fn validation_names_the_key() {
+        let mut cfg = StoreConfig::with_root("/tmp/x");
+        cfg.commit_log_file_size_bytes = 10;
+        match cfg.validate() {
+            Err(StoreError::Config { key, .. }) => assert_eq!(key, "commit_log_file_size_bytes"),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}

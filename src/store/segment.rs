@@ -1,0 +1,293 @@
+//! Fixed-size segment files named by their 20-digit zero-padded start offset (Java
+//! `MappedFileQueue`), shared by the CommitLog and every ConsumeQueue.
+//!
+//! Readers take a snapshot of the segment list (an `Arc<Vec<..>>` behind a short read lock) and
+//! never wait for the appender. A segment removed by retention stays readable through the
+//! `Arc` a reader holds: the file is unlinked but open.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+
+use crate::store::error::StoreError;
+use crate::store::fs;
+
+/// Width of a segment file name (`UtilAll.offset2FileName`).
+pub const SEGMENT_NAME_DIGITS: usize = 20;
+
+/// One pre-sized file.
+#[derive(Debug)]
+pub struct Segment {
+    pub start_offset: i64,
+    pub file: File,
+    pub path: PathBuf,
+    /// Written since the last fsync.
+    dirty: AtomicBool,
+}
+
+impl Segment {
+    pub fn mark_dirty(&self) {
+        self.dirty.store(true, Ordering::Release);
+    }
+
+    /// Clears the dirty flag and says whether it was set.
+    pub fn take_dirty(&self) -> bool {
+        self.dirty.swap(false, Ordering::AcqRel)
+    }
+}
+
+pub fn segment_file_name(start_offset: i64) -> String {
+    format!("{start_offset:0width$}", width = SEGMENT_NAME_DIGITS)
+}
+
+/// The ordered segments of one directory.
+#[derive(Debug)]
+pub struct SegmentList {
+    dir: PathBuf,
+    file_size_bytes: u64,
+    segments: RwLock<Arc<Vec<Arc<Segment>>>>,
+}
+
+/// A file found on disk by [`SegmentList::load`].
+#[derive(Debug)]
+pub struct FoundSegment {
+    pub start_offset: i64,
+    pub path: PathBuf,
+    pub len_bytes: u64,
+}
+
+impl SegmentList {
+    pub fn new(dir: PathBuf, file_size_bytes: u64) -> Self {
+        SegmentList {
+            dir,
+            file_size_bytes,
+            segments: RwLock::new(Arc::new(Vec::new())),
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn file_size_bytes(&self) -> u64 {
+        self.file_size_bytes
+    }
+
+    /// Lists segment files of `dir` sorted by start offset. Names that are not 20 digits are
+    /// ignored (Java ignores them too). Checks that the files are contiguous and that every file
+    /// but the last has the configured size; a short last file (a torn creation or a
+    /// truncation) is returned as found so recovery can re-extend it.
+    pub fn scan_dir(dir: &Path, file_size_bytes: u64) -> Result<Vec<FoundSegment>, StoreError> {
+        let mut found = Vec::new();
+        let entries = match std::fs::read_dir(dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(found),
+            Err(e) => return Err(StoreError::io("read dir", dir, e)),
+        };
+        for entry in entries {
+            let entry = entry.map_err(|e| StoreError::io("read dir", dir, e))?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if name.len() != SEGMENT_NAME_DIGITS || !name.bytes().all(|b| b.is_ascii_digit()) {
+                continue;
+            }
+            let Ok(start_offset) = name.parse::<i64>() else {
+                continue;
+            };
+            let path = entry.path();
+            let len_bytes = entry
+                .metadata()
+                .map_err(|e| StoreError::io("stat", &path, e))?
+                .len();
+            found.push(FoundSegment {
+                start_offset,
+                path,
+                len_bytes,
+            });
+        }
+        found.sort_by_key(|f| f.start_offset);
+        for (i, seg) in found.iter().enumerate() {
+            let corrupted = |reason: String| StoreError::Corrupted {
+                path: seg.path.clone(),
+                offset: seg.start_offset,
+                reason,
+            };
+            if !(seg.start_offset as u64).is_multiple_of(file_size_bytes) {
+                return Err(corrupted(format!(
+                    "start offset is not a multiple of the file size {file_size_bytes}"
+                )));
+            }
+            if i > 0 && found[i - 1].start_offset + file_size_bytes as i64 != seg.start_offset {
+                return Err(corrupted("segment files are not contiguous".to_owned()));
+            }
+            let is_last = i + 1 == found.len();
+            if seg.len_bytes > file_size_bytes || (!is_last && seg.len_bytes != file_size_bytes) {
+                return Err(corrupted(format!(
+                    "file is {} bytes, the configured size is {file_size_bytes}",
+                    seg.len_bytes
+                )));
+            }
+        }
+        Ok(found)
+    }
+
+    /// Opens found files (re-extending a short last one) and installs them.
+    pub fn install(&self, found: &[FoundSegment]) -> Result<(), StoreError> {
+        let mut list = Vec::with_capacity(found.len());
+        for seg in found {
+            let file = fs::open_rw(&seg.path)?;
+            if seg.len_bytes != self.file_size_bytes {
+                fs::allocate(&file, &seg.path, self.file_size_bytes)?;
+                fs::sync_file(&file, &seg.path, fs::SyncKind::All)?;
+            }
+            list.push(Arc::new(Segment {
+                start_offset: seg.start_offset,
+                file,
+                path: seg.path.clone(),
+                dirty: AtomicBool::new(false),
+            }));
+        }
+        *self.write_lock() = Arc::new(list);
+        Ok(())
+    }
+
+    pub fn snapshot(&self) -> Arc<Vec<Arc<Segment>>> {
+        Arc::clone(&self.read_lock())
+    }
+
+    pub fn len(&self) -> usize {
+        self.read_lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.read_lock().is_empty()
+    }
+
+    pub fn first(&self) -> Option<Arc<Segment>> {
+        self.read_lock().first().cloned()
+    }
+
+    pub fn last(&self) -> Option<Arc<Segment>> {
+        self.read_lock().last().cloned()
+    }
+
+    /// The segment holding byte `offset`, if it exists.
+    pub fn find(&self, offset: i64) -> Option<Arc<Segment>> {
+        find_in(&self.read_lock(), offset, self.file_size_bytes)
+    }
+
+    /// The segment starting at `start_offset`, created (pre-sized, durable) when missing.
+    /// Only the single writer of this list calls it.
+    pub fn get_or_create(&self, start_offset: i64) -> Result<Arc<Segment>, StoreError> {
+        debug_assert_eq!(start_offset as u64 % self.file_size_bytes, 0);
+        if let Some(seg) = self.find(start_offset) {
+            return Ok(seg);
+        }
+        fs::ensure_dir(&self.dir)?;
+        let path = self.dir.join(segment_file_name(start_offset));
+        let file = fs::create_presized(&path, self.file_size_bytes)?;
+        let seg = Arc::new(Segment {
+            start_offset,
+            file,
+            path,
+            dirty: AtomicBool::new(false),
+        });
+        let mut guard = self.write_lock();
+        let mut list: Vec<Arc<Segment>> = guard.as_ref().clone();
+        if let Some(last) = list.last() {
+            assert!(
+                last.start_offset < start_offset,
+                "segments must be created in order"
+            );
+        }
+        list.push(Arc::clone(&seg));
+        *guard = Arc::new(list);
+        Ok(seg)
+    }
+
+    /// Removes the first `count` segments from the list and deletes their files.
+    pub fn remove_front(&self, count: usize) -> Result<(), StoreError> {
+        let removed: Vec<Arc<Segment>> = {
+            let mut guard = self.write_lock();
+            let mut list: Vec<Arc<Segment>> = guard.as_ref().clone();
+            let count = count.min(list.len());
+            let removed = list.drain(..count).collect();
+            *guard = Arc::new(list);
+            removed
+        };
+        for seg in removed {
+            fs::remove_file(&seg.path)?;
+        }
+        Ok(())
+    }
+
+    /// Removes every segment starting at or after `offset` and deletes its file.
+    pub fn remove_from(&self, offset: i64) -> Result<usize, StoreError> {
+        let removed: Vec<Arc<Segment>> = {
+            let mut guard = self.write_lock();
+            let mut list: Vec<Arc<Segment>> = guard.as_ref().clone();
+            let keep = list.partition_point(|s| s.start_offset < offset);
+            let removed = list.drain(keep..).collect();
+            *guard = Arc::new(list);
+            removed
+        };
+        let count = removed.len();
+        for seg in removed {
+            fs::remove_file(&seg.path)?;
+        }
+        Ok(count)
+    }
+
+    // A poisoned lock only means another thread panicked while swapping an Arc; the Arc it
+    // guards is always whole, so recovering the guard is sound.
+    fn read_lock(&self) -> std::sync::RwLockReadGuard<'_, Arc<Vec<Arc<Segment>>>> {
+        self.segments.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write_lock(&self) -> std::sync::RwLockWriteGuard<'_, Arc<Vec<Arc<Segment>>>> {
+        self.segments.write().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Binary search for the segment containing `offset`.
+pub fn find_in(list: &[Arc<Segment>], offset: i64, file_size_bytes: u64) -> Option<Arc<Segment>> {
+    let idx = list.partition_point(|s| s.start_offset <= offset);
+    let seg = list.get(idx.checked_sub(1)?)?;
+    (offset < seg.start_offset + file_size_bytes as i64).then(|| Arc::clone(seg))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_twenty_digits() {
+        assert_eq!(segment_file_name(0), "00000000000000000000");
+        assert_eq!(segment_file_name(1_073_741_824), "00000000001073741824");
+    }
+
+    #[test]
+    fn create_find_remove() {
+        let dir = tempfile::tempdir().unwrap();
+        let list = SegmentList::new(dir.path().join("cl"), 4096);
+        let a = list.get_or_create(0).unwrap();
+        let b = list.get_or_create(4096).unwrap();
+        assert_eq!(a.file.metadata().unwrap().len(), 4096);
+        assert_eq!(list.find(4095).unwrap().start_offset, 0);
+        assert_eq!(list.find(4096).unwrap().start_offset, b.start_offset);
+        assert!(list.find(8192).is_none());
+        let found = SegmentList::scan_dir(list.dir(), 4096).unwrap();
+        assert_eq!(found.len(), 2);
+        list.remove_front(1).unwrap();
+        assert!(list.find(0).is_none());
+        assert_eq!(list.len(), 1);
+        // A gap between files is corruption.
+        std::fs::write(
+            list.dir().join(segment_file_name(3 * 4096)),
+            vec![0u8; 4096],
+        )
+        .unwrap();
+        assert!(SegmentList::scan_dir(list.dir(), 4096).is_err());
+    }
+}
