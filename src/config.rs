@@ -97,6 +97,7 @@ pub struct StoreSection {
     pub io_ring_entries: u64,
     pub io_fixed_buffer_count: u64,
     pub io_fixed_buffer_size_bytes: u64,
+    pub io_thread_rings_max: u64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -193,9 +194,10 @@ impl Default for Config {
                 total_physical_memory_bytes: 0,
                 io_mode: StoreIoMode::Uring,
                 io_pread_fallback_allowed: false,
-                io_ring_entries: 256,
-                io_fixed_buffer_count: 64,
-                io_fixed_buffer_size_bytes: 64 * 1024,
+                io_ring_entries: 32,
+                io_fixed_buffer_count: 32,
+                io_fixed_buffer_size_bytes: 32 * 1024,
+                io_thread_rings_max: 16,
             },
             longpoll: LongpollSection {
                 enabled: true,

@@ -14,7 +14,10 @@ fn usage() -> &'static str {
 fn init_logging(config: &Config) {
     let filter = tracing_subscriber::EnvFilter::try_new(&config.log.level)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
 }
 
 /// Blocks SIGINT and SIGTERM in this thread before any other thread exists, so every thread
@@ -65,7 +68,10 @@ fn run_namesrv(config: Config) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    eprintln!("ringmq name server listening on {}", handle.server.local_addrs()[0]);
+    eprintln!(
+        "ringmq name server listening on {}",
+        handle.server.local_addrs()[0]
+    );
     wait_for_stop_signal(&signals);
     handle.stop();
     ExitCode::SUCCESS

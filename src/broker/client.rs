@@ -87,7 +87,11 @@ pub struct ConsumerGroupInfo {
 impl ConsumerGroupInfo {
     /// Client ids, sorted and deduplicated (GET_CONSUMER_LIST_BY_GROUP).
     pub fn client_ids(&self) -> Vec<String> {
-        let set: BTreeSet<&str> = self.channels.values().map(|c| c.client_id.as_str()).collect();
+        let set: BTreeSet<&str> = self
+            .channels
+            .values()
+            .map(|c| c.client_id.as_str())
+            .collect();
         set.into_iter().map(str::to_string).collect()
     }
 }
@@ -151,9 +155,13 @@ impl ConsumerManager {
             }
         }
         let before = info.subscriptions.len();
-        info.subscriptions.retain(|topic, _| wanted.contains_key(topic));
+        info.subscriptions
+            .retain(|topic, _| wanted.contains_key(topic));
         subscriptions_changed |= before != info.subscriptions.len();
-        RegisterOutcome { channels_changed, subscriptions_changed }
+        RegisterOutcome {
+            channels_changed,
+            subscriptions_changed,
+        }
     }
 
     /// Removes a client from a group (UNREGISTER_CLIENT). Returns true if it was a member.
@@ -200,23 +208,43 @@ impl ConsumerManager {
     }
 
     pub fn group(&self, group: &str) -> Option<ConsumerGroupInfo> {
-        self.groups.read().unwrap_or_else(|p| p.into_inner()).get(group).cloned()
+        self.groups
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(group)
+            .cloned()
     }
 
     /// The group's registered subscription for `topic`.
-    pub fn find_subscription(&self, group: &str, topic: &str) -> Option<(SubscriptionData, String)> {
+    pub fn find_subscription(
+        &self,
+        group: &str,
+        topic: &str,
+    ) -> Option<(SubscriptionData, String)> {
         let groups = self.groups.read().unwrap_or_else(|p| p.into_inner());
         let info = groups.get(group)?;
-        Some((info.subscriptions.get(topic)?.clone(), info.message_model.clone()))
+        Some((
+            info.subscriptions.get(topic)?.clone(),
+            info.message_model.clone(),
+        ))
     }
 
     /// Whether the group is known at all, and its message model.
     pub fn message_model(&self, group: &str) -> Option<String> {
-        self.groups.read().unwrap_or_else(|p| p.into_inner()).get(group).map(|i| i.message_model.clone())
+        self.groups
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(group)
+            .map(|i| i.message_model.clone())
     }
 
     pub fn group_names(&self) -> Vec<String> {
-        self.groups.read().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect()
+        self.groups
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect()
     }
 }
 
@@ -233,7 +261,10 @@ impl ProducerManager {
 
     pub fn register_producer(&self, group: &str, channel: ClientChannelInfo) {
         let mut groups = self.groups.write().unwrap_or_else(|p| p.into_inner());
-        groups.entry(group.to_string()).or_default().insert(channel.connection_id, channel);
+        groups
+            .entry(group.to_string())
+            .or_default()
+            .insert(channel.connection_id, channel);
     }
 
     pub fn unregister_producer(&self, group: &str, connection_id: u64) {

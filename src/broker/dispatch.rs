@@ -20,14 +20,20 @@ pub struct BrokerRequestHandler {
 }
 
 impl BrokerRequestHandler {
-    async fn dispatch(&self, conn: &ConnectionContext, request: &RemotingCommand) -> Option<ProcessResult> {
+    async fn dispatch(
+        &self,
+        conn: &ConnectionContext,
+        request: &RemotingCommand,
+    ) -> Option<ProcessResult> {
         let ctrl = &self.ctrl;
         let fast_port = conn.listener_index == FAST_LISTENER_INDEX;
         let result = match request.code {
             code::SEND_MESSAGE | code::SEND_MESSAGE_V2 | code::SEND_BATCH_MESSAGE => {
                 send::process_send(ctrl, request, conn.remote_addr).await
             }
-            code::CONSUMER_SEND_MSG_BACK => send::process_send_msg_back(ctrl, request, conn.remote_addr).await,
+            code::CONSUMER_SEND_MSG_BACK => {
+                send::process_send_msg_back(ctrl, request, conn.remote_addr).await
+            }
             // Java's fast port serves everything but pulls.
             code::PULL_MESSAGE | code::LITE_PULL_MESSAGE if !fast_port => {
                 return match pull::process_request(ctrl, request, conn.remote_addr, conn.sender()) {
@@ -38,14 +44,18 @@ impl BrokerRequestHandler {
             code::HEART_BEAT => client_manage::heart_beat(ctrl, conn, request),
             code::UNREGISTER_CLIENT => client_manage::unregister_client(ctrl, conn, request),
             code::CHECK_CLIENT_CONFIG => client_manage::check_client_config(ctrl, request),
-            code::GET_CONSUMER_LIST_BY_GROUP => consumer_manage::get_consumer_list_by_group(ctrl, request),
+            code::GET_CONSUMER_LIST_BY_GROUP => {
+                consumer_manage::get_consumer_list_by_group(ctrl, request)
+            }
             code::QUERY_CONSUMER_OFFSET => consumer_manage::query_consumer_offset(ctrl, request),
             code::UPDATE_CONSUMER_OFFSET => consumer_manage::update_consumer_offset(ctrl, request),
             code::UPDATE_AND_CREATE_TOPIC => admin::update_and_create_topic(ctrl, request),
             code::GET_ALL_TOPIC_CONFIG => admin::get_all_topic_config(ctrl, request),
             code::GET_BROKER_RUNTIME_INFO => admin::get_broker_runtime_info(ctrl, request),
             code::GET_ALL_CONSUMER_OFFSET => admin::get_all_consumer_offset(ctrl, request),
-            code::GET_ALL_SUBSCRIPTIONGROUP_CONFIG => admin::get_all_subscription_group_config(ctrl, request),
+            code::GET_ALL_SUBSCRIPTIONGROUP_CONFIG => {
+                admin::get_all_subscription_group_config(ctrl, request)
+            }
             code::SEARCH_OFFSET_BY_TIMESTAMP => admin::search_offset_by_timestamp(ctrl, request),
             code::GET_MAX_OFFSET => admin::get_max_offset(ctrl, request),
             code::GET_MIN_OFFSET => admin::get_min_offset(ctrl, request),
@@ -61,7 +71,11 @@ impl BrokerRequestHandler {
 }
 
 impl RequestHandler for BrokerRequestHandler {
-    async fn handle(&self, conn: ConnectionContext, request: RemotingCommand) -> Option<RemotingCommand> {
+    async fn handle(
+        &self,
+        conn: ConnectionContext,
+        request: RemotingCommand,
+    ) -> Option<RemotingCommand> {
         if request.is_response() {
             // Answers to broker-initiated requests (none expect one today).
             return None;
@@ -70,7 +84,12 @@ impl RequestHandler for BrokerRequestHandler {
         let response = match result {
             Ok(r) => r,
             Err(e) => {
-                tracing::debug!(code = request.code, response = e.code, remark = e.remark, "request refused");
+                tracing::debug!(
+                    code = request.code,
+                    response = e.code,
+                    remark = e.remark,
+                    "request refused"
+                );
                 e.into_response(&request)
             }
         };
@@ -81,7 +100,11 @@ impl RequestHandler for BrokerRequestHandler {
         let groups = self.ctrl.consumers.remove_connection(conn.id);
         self.ctrl.producers.remove_connection(conn.id);
         for group in groups {
-            let notify = self.ctrl.groups.find(&group).is_none_or(|g| g.notify_consumer_ids_changed_enable);
+            let notify = self
+                .ctrl
+                .groups
+                .find(&group)
+                .is_none_or(|g| g.notify_consumer_ids_changed_enable);
             if notify {
                 client_manage::notify_consumer_ids_changed(&self.ctrl, &group);
             }

@@ -16,6 +16,7 @@ use crate::broker::longpoll::WakeReason;
 use crate::broker::processor::now_ms;
 use crate::broker::processor::pull::{self, ParkedPullRequest, PullOutcome};
 use crate::broker::server::Outbound;
+use crate::broker::stop::StopFlag;
 use crate::store::ArrivalListener;
 
 /// A parked pull to re-execute now.
@@ -50,7 +51,9 @@ impl ArrivalListener for ArrivalNotifier {
         _store_timestamp_ms: i64,
         properties: &[u8],
     ) {
-        let Some(ctrl) = self.ctrl.upgrade() else { return };
+        let Some(ctrl) = self.ctrl.upgrade() else {
+            return;
+        };
         if ctrl.hold_table.is_empty() {
             return;
         }
@@ -70,11 +73,21 @@ impl ArrivalListener for ArrivalNotifier {
 /// Re-executes one woken pull and sends its response on the pull's connection.
 pub fn execute_when_wakeup(ctrl: &Arc<BrokerController>, item: WakeItem) {
     let WakeItem { pull, reason } = item;
-    let ParkedPullRequest { header, context, sender, .. } = pull;
+    let ParkedPullRequest {
+        header,
+        context,
+        sender,
+        ..
+    } = pull;
     if sender.is_closed() {
         return;
     }
-    tracing::trace!(?reason, topic = header.topic, queue_id = header.queue_id, "re-executing parked pull");
+    tracing::trace!(
+        ?reason,
+        topic = header.topic,
+        queue_id = header.queue_id,
+        "re-executing parked pull"
+    );
     match pull::process(ctrl, header, context, None, false) {
         PullOutcome::Respond(response) => {
             if let Err(e) = sender.send(Outbound::Command(response)) {
@@ -85,12 +98,23 @@ pub fn execute_when_wakeup(ctrl: &Arc<BrokerController>, item: WakeItem) {
     }
 }
 
-/// The service loop; returns when the controller is dropped or the channel closes.
-pub fn run(ctrl: Weak<BrokerController>, wake_rx: Receiver<WakeItem>, check_interval_ms: u64) {
+/// Longest the loop sleeps before looking at the stop flag.
+const STOP_POLL_INTERVAL_MS: u64 = 100;
+
+/// The service loop; returns when `stop` is raised, the controller is dropped or the channel
+/// closes.
+pub fn run(
+    ctrl: Weak<BrokerController>,
+    wake_rx: Receiver<WakeItem>,
+    check_interval_ms: u64,
+    stop: StopFlag,
+) {
     let interval = Duration::from_millis(check_interval_ms.max(1));
     let mut next_check = Instant::now() + interval;
-    loop {
-        let timeout = next_check.saturating_duration_since(Instant::now());
+    while !stop.is_raised() {
+        let timeout = next_check
+            .saturating_duration_since(Instant::now())
+            .min(Duration::from_millis(STOP_POLL_INTERVAL_MS));
         match wake_rx.recv_timeout(timeout) {
             Ok(item) => {
                 let Some(ctrl) = ctrl.upgrade() else { return };

@@ -46,17 +46,31 @@ pub struct BlockingClient {
 
 impl BlockingClient {
     pub fn connect(addr: &str, timeout: Duration) -> Result<Self, ClientError> {
-        let io_err = |op| move |source| ClientError::Io { op, addr: addr.to_string(), source };
+        let io_err = |op| {
+            move |source| ClientError::Io {
+                op,
+                addr: addr.to_string(),
+                source,
+            }
+        };
         let sock: SocketAddr = addr
             .to_socket_addrs()
             .map_err(io_err("resolve"))?
             .next()
             .ok_or_else(|| io_err("resolve")(io::Error::other("no address")))?;
         let stream = TcpStream::connect_timeout(&sock, timeout).map_err(io_err("connect"))?;
-        stream.set_read_timeout(Some(timeout)).map_err(io_err("configure"))?;
-        stream.set_write_timeout(Some(timeout)).map_err(io_err("configure"))?;
+        stream
+            .set_read_timeout(Some(timeout))
+            .map_err(io_err("configure"))?;
+        stream
+            .set_write_timeout(Some(timeout))
+            .map_err(io_err("configure"))?;
         stream.set_nodelay(true).map_err(io_err("configure"))?;
-        Ok(BlockingClient { stream, addr: addr.to_string(), buf: BytesMut::with_capacity(64 * 1024) })
+        Ok(BlockingClient {
+            stream,
+            addr: addr.to_string(),
+            buf: BytesMut::with_capacity(64 * 1024),
+        })
     }
 
     /// Sends `request` with a fresh opaque and waits for the response carrying it.
@@ -73,18 +87,29 @@ impl BlockingClient {
 
     pub fn send(&mut self, request: &RemotingCommand) -> Result<(), ClientError> {
         let mut out = BytesMut::new();
-        encode_frame(request, &mut out)
-            .map_err(|source| ClientError::Codec { addr: self.addr.clone(), source })?;
+        encode_frame(request, &mut out).map_err(|source| ClientError::Codec {
+            addr: self.addr.clone(),
+            source,
+        })?;
         self.stream
             .write_all(&out)
-            .map_err(|source| ClientError::Io { op: "write", addr: self.addr.clone(), source })
+            .map_err(|source| ClientError::Io {
+                op: "write",
+                addr: self.addr.clone(),
+                source,
+            })
     }
 
     /// The next whole frame from the server.
     pub fn read_command(&mut self) -> Result<RemotingCommand, ClientError> {
         loop {
-            if let Some(cmd) = decode_frame(&mut self.buf, FRAME_SIZE_MAX_BYTES)
-                .map_err(|source| ClientError::Codec { addr: self.addr.clone(), source })?
+            if let Some(cmd) =
+                decode_frame(&mut self.buf, FRAME_SIZE_MAX_BYTES).map_err(|source| {
+                    ClientError::Codec {
+                        addr: self.addr.clone(),
+                        source,
+                    }
+                })?
             {
                 return Ok(cmd);
             }
@@ -92,9 +117,15 @@ impl BlockingClient {
             let n = self
                 .stream
                 .read(&mut chunk)
-                .map_err(|source| ClientError::Io { op: "read", addr: self.addr.clone(), source })?;
+                .map_err(|source| ClientError::Io {
+                    op: "read",
+                    addr: self.addr.clone(),
+                    source,
+                })?;
             if n == 0 {
-                return Err(ClientError::Closed { addr: self.addr.clone() });
+                return Err(ClientError::Closed {
+                    addr: self.addr.clone(),
+                });
             }
             self.buf.extend_from_slice(&chunk[..n]);
         }

@@ -32,17 +32,29 @@ const SCHEDULE_PERSIST_INTERVAL_MS: i64 = 5_000;
 const SCHEDULE_GROUP: &str = "SCHEDULE_SERVICE";
 
 fn offset_file(ctrl: &BrokerController) -> PathBuf {
-    ctrl.config.store.root_dir.join("config").join("delayOffset.json")
+    ctrl.config
+        .store
+        .root_dir
+        .join("config")
+        .join("delayOffset.json")
 }
 
 fn load_offsets(ctrl: &BrokerController) -> BTreeMap<i32, i64> {
     let parse = |text: &str| -> Result<BTreeMap<i32, i64>, String> {
         let v: serde_json::Value = serde_json::from_str(&persist::quote_bare_integer_keys(text))
             .map_err(|e| e.to_string())?;
-        let table = v.get("offsetTable").and_then(|t| t.as_object()).ok_or("no offsetTable")?;
+        let table = v
+            .get("offsetTable")
+            .and_then(|t| t.as_object())
+            .ok_or("no offsetTable")?;
         table
             .iter()
-            .map(|(k, v)| Ok((k.parse::<i32>().map_err(|e| e.to_string())?, v.as_i64().ok_or("offset")?)))
+            .map(|(k, v)| {
+                Ok((
+                    k.parse::<i32>().map_err(|e| e.to_string())?,
+                    v.as_i64().ok_or("offset")?,
+                ))
+            })
             .collect()
     };
     match persist::load_with_backup(&offset_file(ctrl), parse) {
@@ -68,13 +80,19 @@ fn persist_offsets(ctrl: &BrokerController, offsets: &BTreeMap<i32, i64>) {
     }
 }
 
-pub fn start(ctrl: &Arc<BrokerController>, shutdown: &StopFlag) -> Result<JoinHandle<()>, StartupError> {
+pub fn start(
+    ctrl: &Arc<BrokerController>,
+    shutdown: &StopFlag,
+) -> Result<JoinHandle<()>, StartupError> {
     let ctrl = ctrl.clone();
     let shutdown = shutdown.clone();
     std::thread::Builder::new()
         .name("ringmq-schedule".into())
         .spawn(move || run(&ctrl, &shutdown))
-        .map_err(|source| StartupError::Thread { name: "ringmq-schedule", source })
+        .map_err(|source| StartupError::Thread {
+            name: "ringmq-schedule",
+            source,
+        })
 }
 
 fn run(ctrl: &Arc<BrokerController>, shutdown: &StopFlag) {
@@ -108,7 +126,14 @@ fn run(ctrl: &Arc<BrokerController>, shutdown: &StopFlag) {
 /// Moves the due messages of one level; returns the level's new offset.
 fn deliver_due(ctrl: &Arc<BrokerController>, level: i32, delay_ms: i64, offset: i64) -> i64 {
     let queue_id = level - 1;
-    let result = match ctrl.store.get_message(SCHEDULE_GROUP, SCHEDULE_TOPIC, queue_id, offset, SCHEDULE_BATCH_MAX, &AcceptAll) {
+    let result = match ctrl.store.get_message(
+        SCHEDULE_GROUP,
+        SCHEDULE_TOPIC,
+        queue_id,
+        offset,
+        SCHEDULE_BATCH_MAX,
+        &AcceptAll,
+    ) {
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(level, error = %e, "reading the schedule queue failed");
@@ -117,7 +142,9 @@ fn deliver_due(ctrl: &Arc<BrokerController>, level: i32, delay_ms: i64, offset: 
     };
     match result.status {
         GetMessageStatus::Found => {}
-        GetMessageStatus::OffsetTooSmall | GetMessageStatus::OffsetOverflowBadly => return result.next_begin_offset,
+        GetMessageStatus::OffsetTooSmall | GetMessageStatus::OffsetOverflowBadly => {
+            return result.next_begin_offset
+        }
         _ => return offset,
     }
     let now = now_ms();
@@ -125,7 +152,11 @@ fn deliver_due(ctrl: &Arc<BrokerController>, level: i32, delay_ms: i64, offset: 
     for (i, queue_offset) in result.queue_offsets.iter().enumerate() {
         let record = result.message(i);
         let Ok(decoded) = format::decode_record(record) else {
-            tracing::error!(level, queue_offset, "unreadable record in the schedule queue; skipping it");
+            tracing::error!(
+                level,
+                queue_offset,
+                "unreadable record in the schedule queue; skipping it"
+            );
             next = queue_offset + 1;
             continue;
         };
@@ -141,14 +172,21 @@ fn deliver_due(ctrl: &Arc<BrokerController>, level: i32, delay_ms: i64, offset: 
     next
 }
 
-fn deliver(ctrl: &Arc<BrokerController>, record: &format::DecodedRecord<'_>) -> Result<(), crate::store::StoreError> {
+fn deliver(
+    ctrl: &Arc<BrokerController>,
+    record: &format::DecodedRecord<'_>,
+) -> Result<(), crate::store::StoreError> {
     let props = record.properties;
-    let text = |name: &str| property_value(props, name.as_bytes()).map(|v| String::from_utf8_lossy(v).into_owned());
+    let text = |name: &str| {
+        property_value(props, name.as_bytes()).map(|v| String::from_utf8_lossy(v).into_owned())
+    };
     let Some(topic) = text(property::REAL_TOPIC) else {
         tracing::error!("delayed message without REAL_TOPIC; dropping it");
         return Ok(());
     };
-    let queue_id = text(property::REAL_QID).and_then(|q| q.parse().ok()).unwrap_or(0);
+    let queue_id = text(property::REAL_QID)
+        .and_then(|q| q.parse().ok())
+        .unwrap_or(0);
     let properties = remove_property(&String::from_utf8_lossy(props), property::DELAY);
     let msg = MessageToStore {
         topic,

@@ -18,7 +18,9 @@ use crate::broker::offset::ConsumerOffsetManager;
 use crate::broker::processor::now_ms;
 use crate::broker::remoting_client::BlockingClient;
 use crate::broker::schedule;
-use crate::broker::server::{self, ConnectionContext, RequestHandler, ServerConfig, ServerHandle, ShutdownSignal};
+use crate::broker::server::{
+    self, ConnectionContext, RequestHandler, ServerConfig, ServerHandle, ShutdownSignal,
+};
 pub use crate::broker::stop::StopFlag;
 use crate::broker::subscription_group::SubscriptionGroupManager;
 use crate::broker::topic::{TopicConfigManager, TopicDefaults};
@@ -49,7 +51,10 @@ pub enum StartupError {
     },
 }
 
-fn spawn(name: &'static str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>, StartupError> {
+fn spawn(
+    name: &'static str,
+    f: impl FnOnce() + Send + 'static,
+) -> Result<JoinHandle<()>, StartupError> {
     std::thread::Builder::new()
         .name(name.to_string())
         .spawn(f)
@@ -57,7 +62,8 @@ fn spawn(name: &'static str, f: impl FnOnce() + Send + 'static) -> Result<JoinHa
 }
 
 fn ip(text: &str, var: &str) -> Result<IpAddr, StartupError> {
-    text.parse().map_err(|_| StartupError::Config(format!("{var}={text:?} is not an IP address")))
+    text.parse()
+        .map_err(|_| StartupError::Config(format!("{var}={text:?} is not an IP address")))
 }
 
 fn worker_threads(config: &Config) -> usize {
@@ -89,19 +95,30 @@ pub struct NamesrvHandler {
 }
 
 impl RequestHandler for NamesrvHandler {
-    async fn handle(&self, conn: ConnectionContext, request: RemotingCommand) -> Option<RemotingCommand> {
+    async fn handle(
+        &self,
+        conn: ConnectionContext,
+        request: RemotingCommand,
+    ) -> Option<RemotingCommand> {
         if request.is_response() {
             return None;
         }
         let response = self.processor.process(&request, now_ms());
         if let Some(addr) = NamesrvProcessor::registered_broker_addr(&request, &response) {
-            self.registered.lock().unwrap_or_else(|p| p.into_inner()).insert(conn.id, addr.to_string());
+            self.registered
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(conn.id, addr.to_string());
         }
         (!request.is_oneway()).then_some(response)
     }
 
     fn on_connection_closed(&self, conn: &ConnectionContext) {
-        let addr = self.registered.lock().unwrap_or_else(|p| p.into_inner()).remove(&conn.id);
+        let addr = self
+            .registered
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&conn.id);
         if let Some(addr) = addr {
             self.processor.route_info().on_channel_closed(&addr);
         }
@@ -132,7 +149,10 @@ impl NamesrvHandle {
 }
 
 pub fn start_namesrv(config: &Config) -> Result<NamesrvHandle, StartupError> {
-    let addr = SocketAddr::new(ip(&config.namesrv.bind_ip, "RINGMQ_NAMESRV_BIND_IP")?, config.namesrv.listen_port);
+    let addr = SocketAddr::new(
+        ip(&config.namesrv.bind_ip, "RINGMQ_NAMESRV_BIND_IP")?,
+        config.namesrv.listen_port,
+    );
     let route_info = Arc::new(RouteInfoManager::new());
     let handler = Arc::new(NamesrvHandler {
         processor: NamesrvProcessor::new(route_info.clone()),
@@ -155,7 +175,13 @@ pub fn start_namesrv(config: &Config) -> Result<NamesrvHandle, StartupError> {
         }
     })?;
     tracing::info!(addr = %server.local_addrs()[0], "ringmq name server listening");
-    Ok(NamesrvHandle { server, route_info, scan: Some(scan), shutdown, stop })
+    Ok(NamesrvHandle {
+        server,
+        route_info,
+        scan: Some(scan),
+        shutdown,
+        stop,
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -214,17 +240,31 @@ pub fn io_engine(config: &Config) -> Result<IoEngine, StartupError> {
         ring_entries: s.io_ring_entries as u32,
         fixed_buffer_count: s.io_fixed_buffer_count as usize,
         fixed_buffer_size_bytes: s.io_fixed_buffer_size_bytes as usize,
+        thread_rings_max: s.io_thread_rings_max as usize,
     };
     Ok(IoEngine::new(io)?)
 }
 
 /// Starts the broker (and, without RINGMQ_NAMESRV_ADDR, an embedded name server first).
 pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
-    let delay_levels_ms = config.delay_levels_ms().map_err(|e| StartupError::Config(e.to_string()))?;
-    let namesrv = if config.namesrv.addr.trim().is_empty() { Some(start_namesrv(&config)?) } else { None };
+    let delay_levels_ms = config
+        .delay_levels_ms()
+        .map_err(|e| StartupError::Config(e.to_string()))?;
+    let namesrv = if config.namesrv.addr.trim().is_empty() {
+        Some(start_namesrv(&config)?)
+    } else {
+        None
+    };
     let namesrv_addrs: Vec<String> = match &namesrv {
         Some(n) => vec![n.server.local_addrs()[0].to_string()],
-        None => config.namesrv.addr.split(';').map(str::trim).filter(|a| !a.is_empty()).map(String::from).collect(),
+        None => config
+            .namesrv
+            .addr
+            .split(';')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .map(String::from)
+            .collect(),
     };
     let io = Arc::new(io_engine(&config)?);
     tracing::info!(mode = ?io.mode(), "store read engine ready");
@@ -240,9 +280,14 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
             default_topic_queue_nums: config.broker.default_topic_queue_nums as i32,
         },
     );
-    let groups = SubscriptionGroupManager::new(&root, config.broker.auto_create_subscription_group_enabled);
+    let groups =
+        SubscriptionGroupManager::new(&root, config.broker.auto_create_subscription_group_enabled);
     let offsets = ConsumerOffsetManager::new(&root);
-    for (what, warning) in [("topics", topics.load()?), ("groups", groups.load()?), ("offsets", offsets.load()?)] {
+    for (what, warning) in [
+        ("topics", topics.load()?),
+        ("groups", groups.load()?),
+        ("offsets", offsets.load()?),
+    ] {
         if let Some(w) = warning {
             tracing::error!(what, "{w}");
             eprintln!("ringmq: WARNING: {w}");
@@ -250,7 +295,10 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
     }
     let (wake_tx, wake_rx) = crossbeam::channel::unbounded();
     let (topic_tx, topic_rx) = crossbeam::channel::bounded(1);
-    let broker_addr = format!("{}:{}", config.broker.advertised_ip, config.broker.listen_port);
+    let broker_addr = format!(
+        "{}:{}",
+        config.broker.advertised_ip, config.broker.listen_port
+    );
     let ctrl = Arc::new(BrokerController {
         store_host: store_cfg.store_host,
         hold_table: HoldTable::new(config.longpoll.parked_pulls_max as usize),
@@ -269,7 +317,9 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
         boot_timestamp_ms: now_ms(),
         config,
     });
-    ctrl.store.set_arrival_listener(Arc::new(ArrivalNotifier { ctrl: Arc::downgrade(&ctrl) }));
+    ctrl.store.set_arrival_listener(Arc::new(ArrivalNotifier {
+        ctrl: Arc::downgrade(&ctrl),
+    }));
     let shutdown = ShutdownSignal::new();
     let stop = StopFlag::new();
     let mut threads = Vec::new();
@@ -279,22 +329,46 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
         ctrl.config.longpoll.short_polling_time_ms
     };
     let weak = Arc::downgrade(&ctrl);
-    threads.push(spawn("ringmq-pull-wake", move || longpoll_service::run(weak, wake_rx, check_ms))?);
+    let wake_stop = stop.clone();
+    threads.push(spawn("ringmq-pull-wake", move || {
+        longpoll_service::run(weak, wake_rx, check_ms, wake_stop)
+    })?);
     threads.push(start_offset_flusher(&ctrl, &stop)?);
     threads.push(start_housekeeping(&ctrl, &stop)?);
     threads.push(schedule::start(&ctrl, &stop)?);
-    let main_addr = SocketAddr::new(ip(&ctrl.config.broker.bind_ip, "RINGMQ_BROKER_BIND_IP")?, ctrl.config.broker.listen_port);
+    let main_addr = SocketAddr::new(
+        ip(&ctrl.config.broker.bind_ip, "RINGMQ_BROKER_BIND_IP")?,
+        ctrl.config.broker.listen_port,
+    );
     let mut extra = Vec::new();
     if ctrl.config.broker.fast_port_enabled {
-        extra.push(SocketAddr::new(main_addr.ip(), ctrl.config.broker.listen_port - 2));
+        extra.push(SocketAddr::new(
+            main_addr.ip(),
+            ctrl.config.broker.listen_port - 2,
+        ));
     }
     let handler = Arc::new(BrokerRequestHandler { ctrl: ctrl.clone() });
-    let server = server::serve(server_config(&ctrl.config, main_addr, extra), handler, shutdown.clone())?;
+    let server = server::serve(
+        server_config(&ctrl.config, main_addr, extra),
+        handler,
+        shutdown.clone(),
+    )?;
     threads.push(start_registration(&ctrl, namesrv_addrs, topic_rx, &stop)?);
-    let addrs: Vec<String> = server.local_addrs().iter().map(ToString::to_string).collect();
+    let addrs: Vec<String> = server
+        .local_addrs()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
     tracing::info!(addrs = ?addrs, "ringmq broker listening");
     eprintln!("ringmq broker listening on {}", addrs.join(", "));
-    Ok(BrokerHandle { ctrl, server, namesrv, threads, shutdown, stop })
+    Ok(BrokerHandle {
+        ctrl,
+        server,
+        namesrv,
+        threads,
+        shutdown,
+        stop,
+    })
 }
 
 impl BrokerHandle {
@@ -323,7 +397,10 @@ impl BrokerHandle {
     }
 }
 
-fn start_offset_flusher(ctrl: &Arc<BrokerController>, shutdown: &StopFlag) -> Result<JoinHandle<()>, StartupError> {
+fn start_offset_flusher(
+    ctrl: &Arc<BrokerController>,
+    shutdown: &StopFlag,
+) -> Result<JoinHandle<()>, StartupError> {
     let ctrl = ctrl.clone();
     let shutdown = shutdown.clone();
     let interval = Duration::from_millis(ctrl.config.broker.flush_consumer_offset_interval_ms);
@@ -337,7 +414,10 @@ fn start_offset_flusher(ctrl: &Arc<BrokerController>, shutdown: &StopFlag) -> Re
 }
 
 /// Expires silent client channels (Java `ClientHousekeepingService`, every 10 s).
-fn start_housekeeping(ctrl: &Arc<BrokerController>, shutdown: &StopFlag) -> Result<JoinHandle<()>, StartupError> {
+fn start_housekeeping(
+    ctrl: &Arc<BrokerController>,
+    shutdown: &StopFlag,
+) -> Result<JoinHandle<()>, StartupError> {
     let ctrl = ctrl.clone();
     let shutdown = shutdown.clone();
     spawn("ringmq-client-housekeeping", move || {
@@ -367,23 +447,48 @@ fn start_registration(
     let shutdown = shutdown.clone();
     let period = Duration::from_millis(ctrl.config.broker.register_name_server_period_ms);
     // Register once before returning so clients see the routes as soon as the broker is up.
-    register_all(&ctrl, &namesrv_addrs);
-    spawn("ringmq-namesrv-register", move || {
-        loop {
-            match topic_changes.recv_timeout(period) {
-                Ok(()) | Err(crossbeam::channel::RecvTimeoutError::Timeout) => {}
-                Err(crossbeam::channel::RecvTimeoutError::Disconnected) => return,
-            }
-            if shutdown.is_raised() {
-                unregister_all(&ctrl, &namesrv_addrs);
-                return;
-            }
-            register_all(&ctrl, &namesrv_addrs);
+    // The connections stay open: a name server drops a broker whose connection closes.
+    let mut connections: HashMap<String, BlockingClient> = HashMap::new();
+    register_all(&ctrl, &namesrv_addrs, &mut connections);
+    spawn("ringmq-namesrv-register", move || loop {
+        match topic_changes.recv_timeout(period) {
+            Ok(()) | Err(crossbeam::channel::RecvTimeoutError::Timeout) => {}
+            Err(crossbeam::channel::RecvTimeoutError::Disconnected) => return,
         }
+        if shutdown.is_raised() {
+            unregister_all(&ctrl, &namesrv_addrs, &mut connections);
+            return;
+        }
+        register_all(&ctrl, &namesrv_addrs, &mut connections);
     })
 }
 
-fn register_all(ctrl: &BrokerController, namesrv_addrs: &[String]) {
+/// Sends `request` on the kept connection to `addr`, reconnecting once if it broke.
+fn invoke_namesrv(
+    connections: &mut HashMap<String, BlockingClient>,
+    addr: &str,
+    request: RemotingCommand,
+) -> Result<RemotingCommand, crate::broker::remoting_client::ClientError> {
+    if let Some(client) = connections.get_mut(addr) {
+        match client.invoke(request.clone()) {
+            Ok(r) => return Ok(r),
+            Err(e) => {
+                tracing::debug!(namesrv = addr, error = %e, "name server connection broke; reconnecting");
+                connections.remove(addr);
+            }
+        }
+    }
+    let mut client = BlockingClient::connect(addr, Duration::from_secs(3))?;
+    let response = client.invoke(request)?;
+    connections.insert(addr.to_string(), client);
+    Ok(response)
+}
+
+fn register_all(
+    ctrl: &BrokerController,
+    namesrv_addrs: &[String],
+    connections: &mut HashMap<String, BlockingClient>,
+) {
     let wrapper = ctrl.topics.wrapper();
     let topics: Vec<_> = wrapper.topic_config_table.values().cloned().collect();
     let c = &ctrl.config.broker;
@@ -398,16 +503,23 @@ fn register_all(ctrl: &BrokerController, namesrv_addrs: &[String]) {
             &topics,
             &wrapper.data_version,
         );
-        let outcome = BlockingClient::connect(addr, Duration::from_secs(3)).and_then(|mut cl| cl.invoke(request));
-        match outcome {
+        match invoke_namesrv(connections, addr, request) {
             Ok(r) if r.code == 0 => tracing::debug!(namesrv = addr, "registered with name server"),
-            Ok(r) => tracing::warn!(namesrv = addr, code = r.code, remark = ?r.remark, "name server refused registration"),
-            Err(e) => tracing::warn!(namesrv = addr, error = %e, "registering with name server failed"),
+            Ok(r) => {
+                tracing::warn!(namesrv = addr, code = r.code, remark = ?r.remark, "name server refused registration")
+            }
+            Err(e) => {
+                tracing::warn!(namesrv = addr, error = %e, "registering with name server failed")
+            }
         }
     }
 }
 
-fn unregister_all(ctrl: &BrokerController, namesrv_addrs: &[String]) {
+fn unregister_all(
+    ctrl: &BrokerController,
+    namesrv_addrs: &[String],
+    connections: &mut HashMap<String, BlockingClient>,
+) {
     let c = &ctrl.config.broker;
     for addr in namesrv_addrs {
         let request = RemotingCommand::request(request_code::UNREGISTER_BROKER)
@@ -415,7 +527,7 @@ fn unregister_all(ctrl: &BrokerController, namesrv_addrs: &[String]) {
             .with_ext("brokerAddr", &ctrl.broker_addr)
             .with_ext("clusterName", &c.cluster_name)
             .with_ext("brokerId", c.id);
-        if let Err(e) = BlockingClient::connect(addr, Duration::from_secs(1)).and_then(|mut cl| cl.invoke(request)) {
+        if let Err(e) = invoke_namesrv(connections, addr, request) {
             tracing::debug!(namesrv = addr, error = %e, "unregistering from name server failed");
         }
     }

@@ -28,16 +28,25 @@ const BROKER_VERSION_DESC: &str = "V5_3_3";
 /// Most queues a topic may have through UPDATE_AND_CREATE_TOPIC (bounds per-topic state).
 pub const TOPIC_QUEUE_NUMS_MAX: i32 = 1024;
 
-pub fn update_and_create_topic(ctrl: &Arc<BrokerController>, request: &RemotingCommand) -> ProcessResult {
+pub fn update_and_create_topic(
+    ctrl: &Arc<BrokerController>,
+    request: &RemotingCommand,
+) -> ProcessResult {
     let h = CreateTopicRequestHeader::decode(request)?;
     topic::validate_topic(&h.topic).map_err(|e| ProcessError::new(rc::INVALID_PARAMETER, e))?;
     if h.topic == ctrl.config.broker.cluster_name || h.topic == ctrl.config.broker.name {
         return Err(ProcessError::new(
             rc::INVALID_PARAMETER,
-            format!("The specified topic[{}] is conflict with a cluster or broker name.", h.topic),
+            format!(
+                "The specified topic[{}] is conflict with a cluster or broker name.",
+                h.topic
+            ),
         ));
     }
-    for (name, n) in [("readQueueNums", h.read_queue_nums), ("writeQueueNums", h.write_queue_nums)] {
+    for (name, n) in [
+        ("readQueueNums", h.read_queue_nums),
+        ("writeQueueNums", h.write_queue_nums),
+    ] {
         if !(1..=TOPIC_QUEUE_NUMS_MAX).contains(&n) {
             return Err(ProcessError::new(
                 rc::INVALID_PARAMETER,
@@ -64,13 +73,19 @@ pub fn update_and_create_topic(ctrl: &Arc<BrokerController>, request: &RemotingC
     Ok(RemotingCommand::response_to(request, rc::SUCCESS, None))
 }
 
-pub fn get_all_topic_config(ctrl: &Arc<BrokerController>, request: &RemotingCommand) -> ProcessResult {
+pub fn get_all_topic_config(
+    ctrl: &Arc<BrokerController>,
+    request: &RemotingCommand,
+) -> ProcessResult {
     let body = serde_json::to_vec(&ctrl.topics.wrapper())
         .map_err(|e| ProcessError::system(format!("encoding topics failed: {e}")))?;
     Ok(RemotingCommand::response_to(request, rc::SUCCESS, None).with_body(Bytes::from(body)))
 }
 
-pub fn get_all_consumer_offset(ctrl: &Arc<BrokerController>, request: &RemotingCommand) -> ProcessResult {
+pub fn get_all_consumer_offset(
+    ctrl: &Arc<BrokerController>,
+    request: &RemotingCommand,
+) -> ProcessResult {
     let body = ctrl.offsets.encode();
     Ok(RemotingCommand::response_to(request, rc::SUCCESS, None).with_body(Bytes::from(body)))
 }
@@ -84,26 +99,30 @@ pub fn get_all_subscription_group_config(
         "forbiddenTable": {},
         "dataVersion": {"counter": 0, "stateVersion": 0, "timestamp": now_ms()},
     });
-    Ok(RemotingCommand::response_to(request, rc::SUCCESS, None).with_body(Bytes::from(body.to_string())))
+    Ok(RemotingCommand::response_to(request, rc::SUCCESS, None)
+        .with_body(Bytes::from(body.to_string())))
 }
 
-pub fn get_broker_runtime_info(ctrl: &Arc<BrokerController>, request: &RemotingCommand) -> ProcessResult {
+pub fn get_broker_runtime_info(
+    ctrl: &Arc<BrokerController>,
+    request: &RemotingCommand,
+) -> ProcessResult {
     let mut table = BTreeMap::new();
     let store = &ctrl.store;
     table.insert("brokerVersionDesc", BROKER_VERSION_DESC.to_string());
-    table.insert("brokerVersion", crate::remoting::codes::CURRENT_VERSION.to_string());
+    table.insert(
+        "brokerVersion",
+        crate::remoting::codes::CURRENT_VERSION.to_string(),
+    );
     table.insert("commitLogMaxOffset", store.max_phy_offset().to_string());
     table.insert("commitLogMinOffset", store.min_phy_offset().to_string());
     table.insert("bootTimestamp", ctrl.boot_timestamp_ms.to_string());
     table.insert("brokerActive", "true".to_string());
     table.insert("pullThreadPoolQueueSize", ctrl.hold_table.len().to_string());
-    table.insert(
-        "putMessageTimesTotal",
-        ctrl.store.put_message_times_total().to_string(),
-    );
     table.insert("storeReadOnly", store.is_read_only().unwrap_or_default());
     let body = serde_json::json!({ "table": table });
-    Ok(RemotingCommand::response_to(request, rc::SUCCESS, None).with_body(Bytes::from(body.to_string())))
+    Ok(RemotingCommand::response_to(request, rc::SUCCESS, None)
+        .with_body(Bytes::from(body.to_string())))
 }
 
 pub fn get_max_offset(ctrl: &Arc<BrokerController>, request: &RemotingCommand) -> ProcessResult {
@@ -122,22 +141,33 @@ pub fn get_min_offset(ctrl: &Arc<BrokerController>, request: &RemotingCommand) -
     Ok(response)
 }
 
-pub fn search_offset_by_timestamp(ctrl: &Arc<BrokerController>, request: &RemotingCommand) -> ProcessResult {
+pub fn search_offset_by_timestamp(
+    ctrl: &Arc<BrokerController>,
+    request: &RemotingCommand,
+) -> ProcessResult {
     let h = SearchOffsetRequestHeader::decode(request)?;
     let boundary = match h.boundary_type {
         BoundaryType::Lower => store::BoundaryType::Lower,
         BoundaryType::Upper => store::BoundaryType::Upper,
     };
-    let offset = ctrl.store.offset_by_timestamp(&h.topic, h.queue_id, h.timestamp, boundary);
+    let offset = ctrl
+        .store
+        .offset_by_timestamp(&h.topic, h.queue_id, h.timestamp, boundary)?;
     let mut response = RemotingCommand::response_to(request, rc::SUCCESS, None);
     SearchOffsetResponseHeader { offset }.encode(&mut response);
     Ok(response)
 }
 
-pub fn get_earliest_msg_storetime(ctrl: &Arc<BrokerController>, request: &RemotingCommand) -> ProcessResult {
+pub fn get_earliest_msg_storetime(
+    ctrl: &Arc<BrokerController>,
+    request: &RemotingCommand,
+) -> ProcessResult {
     let h = GetEarliestMsgStoretimeRequestHeader::decode(request)?;
     // Java answers -1 when the queue has no message.
-    let timestamp = ctrl.store.earliest_message_store_time(&h.topic, h.queue_id).unwrap_or(-1);
+    let timestamp = ctrl
+        .store
+        .earliest_message_store_time(&h.topic, h.queue_id)?
+        .unwrap_or(-1);
     let mut response = RemotingCommand::response_to(request, rc::SUCCESS, None);
     GetEarliestMsgStoretimeResponseHeader { timestamp }.encode(&mut response);
     Ok(response)

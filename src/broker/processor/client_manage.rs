@@ -10,11 +10,17 @@ use crate::broker::server::{ConnectionContext, Outbound};
 use crate::broker::topic::retry_topic;
 use crate::remoting::codes::{request_code, response_code as rc};
 use crate::remoting::command::RemotingCommand;
-use crate::remoting::headers::{NotifyConsumerIdsChangedRequestHeader, UnregisterClientRequestHeader};
+use crate::remoting::headers::{
+    NotifyConsumerIdsChangedRequestHeader, UnregisterClientRequestHeader,
+};
 
 use super::{now_ms, ProcessError, ProcessResult};
 
-fn channel_info(conn: &ConnectionContext, client_id: &str, request: &RemotingCommand) -> ClientChannelInfo {
+fn channel_info(
+    conn: &ConnectionContext,
+    client_id: &str,
+    request: &RemotingCommand,
+) -> ClientChannelInfo {
     ClientChannelInfo {
         client_id: client_id.to_string(),
         connection_id: conn.id,
@@ -30,8 +36,9 @@ pub fn heart_beat(
     conn: &ConnectionContext,
     request: &RemotingCommand,
 ) -> ProcessResult {
-    let data: HeartbeatData = serde_json::from_slice(&request.body)
-        .map_err(|e| ProcessError::system(format!("heartbeat body is not HeartbeatData JSON: {e}")))?;
+    let data: HeartbeatData = serde_json::from_slice(&request.body).map_err(|e| {
+        ProcessError::system(format!("heartbeat body is not HeartbeatData JSON: {e}"))
+    })?;
     for consumer in &data.consumer_data_set {
         let Some(group) = ctrl.groups.find_or_auto_create(&consumer.group_name)? else {
             // Java skips unknown groups when auto-creation is off.
@@ -49,13 +56,18 @@ pub fn heart_beat(
                 ctrl.notify_topics_changed();
             }
         }
-        let outcome = ctrl.consumers.register_consumer(consumer, channel_info(conn, &data.client_id, request));
+        let outcome = ctrl
+            .consumers
+            .register_consumer(consumer, channel_info(conn, &data.client_id, request));
         if outcome.channels_changed && group.notify_consumer_ids_changed_enable {
             notify_consumer_ids_changed(ctrl, &consumer.group_name);
         }
     }
     for producer in &data.producer_data_set {
-        ctrl.producers.register_producer(&producer.group_name, channel_info(conn, &data.client_id, request));
+        ctrl.producers.register_producer(
+            &producer.group_name,
+            channel_info(conn, &data.client_id, request),
+        );
     }
     let mut response = RemotingCommand::response_to(request, rc::SUCCESS, None);
     // 5.x extras; older clients ignore them.
@@ -75,7 +87,10 @@ pub fn unregister_client(
     }
     if let Some(group) = h.consumer_group.as_deref().filter(|g| !g.is_empty()) {
         if ctrl.consumers.unregister_consumer(group, conn.id) {
-            let notify = ctrl.groups.find(group).is_none_or(|g| g.notify_consumer_ids_changed_enable);
+            let notify = ctrl
+                .groups
+                .find(group)
+                .is_none_or(|g| g.notify_consumer_ids_changed_enable);
             if notify {
                 notify_consumer_ids_changed(ctrl, group);
             }
@@ -86,7 +101,10 @@ pub fn unregister_client(
 
 /// CHECK_CLIENT_CONFIG: a Java consumer with an SQL92 subscription asks whether the broker can
 /// serve it before it starts.
-pub fn check_client_config(ctrl: &Arc<BrokerController>, request: &RemotingCommand) -> ProcessResult {
+pub fn check_client_config(
+    ctrl: &Arc<BrokerController>,
+    request: &RemotingCommand,
+) -> ProcessResult {
     #[derive(serde::Deserialize)]
     #[serde(rename_all = "camelCase")]
     struct Body {
@@ -108,22 +126,31 @@ pub fn check_client_config(ctrl: &Arc<BrokerController>, request: &RemotingComma
             sub.expression_type()
         )));
     }
-    crate::broker::filter::ExpressionMessageFilter::new(sub.expression_type(), &sub.sub_string).map_err(|e| {
-        ProcessError::new(
-            rc::SUBSCRIPTION_PARSE_FAILED,
-            format!("Parse the consumer's subscription[{}] failed, group: {}: {e}", sub.sub_string, body.group),
-        )
-    })?;
+    crate::broker::filter::ExpressionMessageFilter::new(sub.expression_type(), &sub.sub_string)
+        .map_err(|e| {
+            ProcessError::new(
+                rc::SUBSCRIPTION_PARSE_FAILED,
+                format!(
+                    "Parse the consumer's subscription[{}] failed, group: {}: {e}",
+                    sub.sub_string, body.group
+                ),
+            )
+        })?;
     Ok(RemotingCommand::response_to(request, rc::SUCCESS, None))
 }
 
 /// Sends NOTIFY_CONSUMER_IDS_CHANGED (oneway) to every member of `group`, on each member's own
 /// connection, so they rebalance at once.
 pub fn notify_consumer_ids_changed(ctrl: &Arc<BrokerController>, group: &str) {
-    let Some(info) = ctrl.consumers.group(group) else { return };
+    let Some(info) = ctrl.consumers.group(group) else {
+        return;
+    };
     for channel in info.channels.values() {
         let mut cmd = RemotingCommand::request(request_code::NOTIFY_CONSUMER_IDS_CHANGED).oneway();
-        NotifyConsumerIdsChangedRequestHeader { consumer_group: group.to_string() }.encode(&mut cmd);
+        NotifyConsumerIdsChangedRequestHeader {
+            consumer_group: group.to_string(),
+        }
+        .encode(&mut cmd);
         if let Err(e) = channel.sender.send(Outbound::Command(cmd)) {
             tracing::debug!(group, client = channel.client_id, error = %e, "could not notify consumer");
         }

@@ -12,12 +12,20 @@ use crate::remoting::headers::{
     GetConsumerListByGroupRequestHeader, QueryConsumerOffsetRequestHeader,
     QueryConsumerOffsetResponseHeader, UpdateConsumerOffsetRequestHeader,
 };
+use crate::store::filter::AcceptAll;
 
 use super::{ProcessError, ProcessResult};
 
-pub fn get_consumer_list_by_group(ctrl: &Arc<BrokerController>, request: &RemotingCommand) -> ProcessResult {
+pub fn get_consumer_list_by_group(
+    ctrl: &Arc<BrokerController>,
+    request: &RemotingCommand,
+) -> ProcessResult {
     let h = GetConsumerListByGroupRequestHeader::decode(request)?;
-    let ids = ctrl.consumers.group(&h.consumer_group).map(|g| g.client_ids()).unwrap_or_default();
+    let ids = ctrl
+        .consumers
+        .group(&h.consumer_group)
+        .map(|g| g.client_ids())
+        .unwrap_or_default();
     if ids.is_empty() {
         return Err(ProcessError::system(format!(
             "no consumer for this group, {}",
@@ -31,9 +39,15 @@ pub fn get_consumer_list_by_group(ctrl: &Arc<BrokerController>, request: &Remoti
 /// Java semantics: a stored offset answers SUCCESS; otherwise, unless the client asked not to,
 /// offset 0 is answered when the queue still holds its first message in memory (a brand-new
 /// queue), else QUERY_NOT_FOUND (the client then applies its consume-from-where policy).
-pub fn query_consumer_offset(ctrl: &Arc<BrokerController>, request: &RemotingCommand) -> ProcessResult {
+pub fn query_consumer_offset(
+    ctrl: &Arc<BrokerController>,
+    request: &RemotingCommand,
+) -> ProcessResult {
     let h = QueryConsumerOffsetRequestHeader::decode(request)?;
-    if let Some(offset) = ctrl.offsets.query_offset(&h.consumer_group, &h.topic, h.queue_id) {
+    if let Some(offset) = ctrl
+        .offsets
+        .query_offset(&h.consumer_group, &h.topic, h.queue_id)
+    {
         if offset >= 0 {
             return Ok(offset_response(request, offset));
         }
@@ -41,11 +55,32 @@ pub fn query_consumer_offset(ctrl: &Arc<BrokerController>, request: &RemotingCom
     let set_zero = h.set_zero_if_not_found.unwrap_or(true);
     if set_zero {
         let min = ctrl.store.min_offset_in_queue(&h.topic, h.queue_id);
-        if min <= 0 && ctrl.store.check_in_mem_by_consume_offset(&h.topic, h.queue_id, 0) {
+        if min <= 0 && !check_in_disk_by_consume_offset(ctrl, &h.topic, h.queue_id, 0)? {
             return Ok(offset_response(request, 0));
         }
     }
-    Err(ProcessError::new(rc::QUERY_NOT_FOUND, "Not found, maybe this group consumer boot first"))
+    Err(ProcessError::new(
+        rc::QUERY_NOT_FOUND,
+        "Not found, maybe this group consumer boot first",
+    ))
+}
+
+/// Java `checkInDiskByConsumeOffset`: true only when the queue has a message at `offset` and
+/// that message lies outside the in-memory window behind the CommitLog head.
+fn check_in_disk_by_consume_offset(
+    ctrl: &Arc<BrokerController>,
+    topic: &str,
+    queue_id: i32,
+    offset: i64,
+) -> Result<bool, ProcessError> {
+    let result = ctrl
+        .store
+        .get_message("", topic, queue_id, offset, 1, &AcceptAll)?;
+    let Some((phy_offset, _)) = result.message_locations.first() else {
+        return Ok(false);
+    };
+    let behind_head = ctrl.store.max_phy_offset() - phy_offset;
+    Ok(behind_head > ctrl.store.config().memory_window_bytes())
 }
 
 fn offset_response(request: &RemotingCommand, offset: i64) -> RemotingCommand {
@@ -54,7 +89,10 @@ fn offset_response(request: &RemotingCommand, offset: i64) -> RemotingCommand {
     response
 }
 
-pub fn update_consumer_offset(ctrl: &Arc<BrokerController>, request: &RemotingCommand) -> ProcessResult {
+pub fn update_consumer_offset(
+    ctrl: &Arc<BrokerController>,
+    request: &RemotingCommand,
+) -> ProcessResult {
     let h = UpdateConsumerOffsetRequestHeader::decode(request)?;
     if ctrl.groups.find(&h.consumer_group).is_none() {
         return Err(ProcessError::new(
@@ -68,6 +106,7 @@ pub fn update_consumer_offset(ctrl: &Arc<BrokerController>, request: &RemotingCo
             format!("topic[{}] not exist, apply first please!", h.topic),
         ));
     }
-    ctrl.offsets.commit_offset(&h.consumer_group, &h.topic, h.queue_id, h.commit_offset);
+    ctrl.offsets
+        .commit_offset(&h.consumer_group, &h.topic, h.queue_id, h.commit_offset);
     Ok(RemotingCommand::response_to(request, rc::SUCCESS, None))
 }

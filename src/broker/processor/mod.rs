@@ -31,7 +31,10 @@ pub struct ProcessError {
 
 impl ProcessError {
     pub fn new(code: i32, remark: impl Into<String>) -> Self {
-        ProcessError { code, remark: remark.into() }
+        ProcessError {
+            code,
+            remark: remark.into(),
+        }
     }
 
     pub fn system(remark: impl Into<String>) -> Self {

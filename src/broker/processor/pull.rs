@@ -156,15 +156,21 @@ fn pull(
     if ctrl.broker_permission() & perm::PERM_READ == 0 {
         return Err(ProcessError::new(
             rc::NO_PERMISSION,
-            format!("the broker[{}] pulling message is forbidden", ctrl.broker_addr),
+            format!(
+                "the broker[{}] pulling message is forbidden",
+                ctrl.broker_addr
+            ),
         ));
     }
-    let group = ctrl.groups.find_or_auto_create(&h.consumer_group)?.ok_or_else(|| {
-        ProcessError::new(
-            rc::SUBSCRIPTION_GROUP_NOT_EXIST,
-            format!("subscription group [{}] does not exist", h.consumer_group),
-        )
-    })?;
+    let group = ctrl
+        .groups
+        .find_or_auto_create(&h.consumer_group)?
+        .ok_or_else(|| {
+            ProcessError::new(
+                rc::SUBSCRIPTION_GROUP_NOT_EXIST,
+                format!("subscription group [{}] does not exist", h.consumer_group),
+            )
+        })?;
     if !group.consume_enable {
         return Err(ProcessError::new(
             rc::NO_PERMISSION,
@@ -172,7 +178,10 @@ fn pull(
         ));
     }
     let topic = ctrl.topics.select(&h.topic).ok_or_else(|| {
-        ProcessError::new(rc::TOPIC_NOT_EXIST, format!("topic[{}] not exist, apply first please!", h.topic))
+        ProcessError::new(
+            rc::TOPIC_NOT_EXIST,
+            format!("topic[{}] not exist, apply first please!", h.topic),
+        )
     })?;
     if topic.perm & perm::PERM_READ == 0 {
         return Err(ProcessError::new(
@@ -209,47 +218,79 @@ fn subscription_filter(
     h: &PullMessageRequestHeader,
     consume_broadcast_enable: &bool,
 ) -> Result<Arc<ExpressionMessageFilter>, ProcessError> {
-    let (expression_type, sub_string, sub_version) = if h.sys_flag & pull_sys_flag::SUBSCRIPTION != 0
-    {
-        let expression_type = match h.expression_type.as_deref() {
-            None | Some("") => "TAG".to_string(),
-            Some(t) => t.to_string(),
+    let (expression_type, sub_string, sub_version) =
+        if h.sys_flag & pull_sys_flag::SUBSCRIPTION != 0 {
+            let expression_type = match h.expression_type.as_deref() {
+                None | Some("") => "TAG".to_string(),
+                Some(t) => t.to_string(),
+            };
+            (
+                expression_type,
+                h.subscription.clone().unwrap_or_default(),
+                h.sub_version,
+            )
+        } else {
+            let model = ctrl
+                .consumers
+                .message_model(&h.consumer_group)
+                .ok_or_else(|| {
+                    ProcessError::new(
+                        rc::SUBSCRIPTION_NOT_EXIST,
+                        format!(
+                            "the consumer's group info not exist, group: {}",
+                            h.consumer_group
+                        ),
+                    )
+                })?;
+            if !consume_broadcast_enable && model == "BROADCASTING" {
+                return Err(ProcessError::new(
+                    rc::NO_PERMISSION,
+                    format!(
+                        "the consumer group[{}] can not consume by broadcast way",
+                        h.consumer_group
+                    ),
+                ));
+            }
+            let (sub, _) = ctrl
+                .consumers
+                .find_subscription(&h.consumer_group, &h.topic)
+                .ok_or_else(|| {
+                    ProcessError::new(
+                        rc::SUBSCRIPTION_NOT_EXIST,
+                        format!(
+                            "the consumer's subscription not exist, group: {}, topic: {}",
+                            h.consumer_group, h.topic
+                        ),
+                    )
+                })?;
+            if sub.sub_version < h.sub_version {
+                return Err(ProcessError::new(
+                    rc::SUBSCRIPTION_NOT_LATEST,
+                    format!(
+                        "the consumer's subscription not latest, group: {} topic: {}",
+                        h.consumer_group, h.topic
+                    ),
+                ));
+            }
+            (
+                sub.expression_type().to_string(),
+                sub.sub_string.clone(),
+                sub.sub_version,
+            )
         };
-        (expression_type, h.subscription.clone().unwrap_or_default(), h.sub_version)
-    } else {
-        let model = ctrl.consumers.message_model(&h.consumer_group).ok_or_else(|| {
-            ProcessError::new(
-                rc::SUBSCRIPTION_NOT_EXIST,
-                format!("the consumer's group info not exist, group: {}", h.consumer_group),
-            )
-        })?;
-        if !consume_broadcast_enable && model == "BROADCASTING" {
-            return Err(ProcessError::new(
-                rc::NO_PERMISSION,
-                format!("the consumer group[{}] can not consume by broadcast way", h.consumer_group),
-            ));
-        }
-        let (sub, _) = ctrl.consumers.find_subscription(&h.consumer_group, &h.topic).ok_or_else(|| {
-            ProcessError::new(
-                rc::SUBSCRIPTION_NOT_EXIST,
-                format!("the consumer's subscription not exist, group: {}, topic: {}", h.consumer_group, h.topic),
-            )
-        })?;
-        if sub.sub_version < h.sub_version {
-            return Err(ProcessError::new(
-                rc::SUBSCRIPTION_NOT_LATEST,
-                format!("the consumer's subscription not latest, group: {} topic: {}", h.consumer_group, h.topic),
-            ));
-        }
-        (sub.expression_type().to_string(), sub.sub_string.clone(), sub.sub_version)
-    };
     if !expression_type.eq_ignore_ascii_case("TAG") && !ctrl.config.broker.property_filter_enabled {
         return Err(ProcessError::system(
             "The broker does not support consumer to filter message by SQL92 (RINGMQ_BROKER_PROPERTY_FILTER_ENABLED=false)",
         ));
     }
     ctrl.filters
-        .get_or_compile(&h.consumer_group, &h.topic, &expression_type, &sub_string, sub_version)
+        .get_or_compile(
+            &h.consumer_group,
+            &h.topic,
+            &expression_type,
+            &sub_string,
+            sub_version,
+        )
         .map_err(|e| {
             ProcessError::new(
                 rc::SUBSCRIPTION_PARSE_FAILED,
@@ -277,7 +318,8 @@ fn map_result(
         MASTER_ID
     };
     let mut code = code;
-    if code == rc::PULL_OFFSET_MOVED && ctrl.is_slave() && !ctrl.config.broker.offset_check_in_slave {
+    if code == rc::PULL_OFFSET_MOVED && ctrl.is_slave() && !ctrl.config.broker.offset_check_in_slave
+    {
         // A slave does not move a consumer; it sends it back to the master to decide.
         suggest = group.broker_id;
         code = rc::PULL_RETRY_IMMEDIATELY;
@@ -350,13 +392,24 @@ fn finish(
         && header.sys_flag & pull_sys_flag::COMMIT_OFFSET != 0
         && !ctrl.is_slave();
     if commit {
-        ctrl.offsets.commit_offset(&header.consumer_group, &header.topic, header.queue_id, header.commit_offset);
+        ctrl.offsets.commit_offset(
+            &header.consumer_group,
+            &header.topic,
+            header.queue_id,
+            header.commit_offset,
+        );
     }
     if code == rc::PULL_OFFSET_MOVED && !ctrl.is_slave() {
-        let next = response.ext_opt_str("nextBeginOffset").and_then(|v| v.parse().ok()).unwrap_or(0);
+        let next = response
+            .ext_opt_str("nextBeginOffset")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
         store_offset_moved_event(ctrl, &header, next);
     }
-    if code != rc::PULL_NOT_FOUND || !broker_allow_suspend || header.sys_flag & pull_sys_flag::SUSPEND == 0 {
+    if code != rc::PULL_NOT_FOUND
+        || !broker_allow_suspend
+        || header.sys_flag & pull_sys_flag::SUSPEND == 0
+    {
         return PullOutcome::Respond(response);
     }
     let Some(sender) = sender else {
@@ -386,7 +439,11 @@ fn finish(
         }
         // Table full: answer now rather than grow memory.
         Err(full) => {
-            tracing::debug!(topic, queue_id, "hold table full; answering the pull at once");
+            tracing::debug!(
+                topic,
+                queue_id,
+                "hold table full; answering the pull at once"
+            );
             drop(full);
             PullOutcome::Respond(response)
         }
@@ -395,7 +452,11 @@ fn finish(
 
 /// Java 4.9 `generateOffsetMovedEvent`: a JSON message in OFFSET_MOVED_EVENT, tags and keys =
 /// the group, so operators see which consumer was moved and from where.
-fn store_offset_moved_event(ctrl: &Arc<BrokerController>, h: &PullMessageRequestHeader, offset_new: i64) {
+fn store_offset_moved_event(
+    ctrl: &Arc<BrokerController>,
+    h: &PullMessageRequestHeader,
+    offset_new: i64,
+) {
     let event = serde_json::json!({
         "consumerGroup": h.consumer_group,
         "messageQueue": {"brokerName": ctrl.config.broker.name, "queueId": h.queue_id, "topic": h.topic},
@@ -431,15 +492,33 @@ mod tests {
     #[test]
     fn status_mapping_matches_java() {
         assert_eq!(status_to_code(S::Found, 5), rc::SUCCESS);
-        assert_eq!(status_to_code(S::NoMatchedMessage, 5), rc::PULL_RETRY_IMMEDIATELY);
-        assert_eq!(status_to_code(S::MessageWasRemoving, 5), rc::PULL_RETRY_IMMEDIATELY);
-        assert_eq!(status_to_code(S::NoMatchedLogicQueue, 0), rc::PULL_NOT_FOUND);
-        assert_eq!(status_to_code(S::NoMatchedLogicQueue, 3), rc::PULL_OFFSET_MOVED);
+        assert_eq!(
+            status_to_code(S::NoMatchedMessage, 5),
+            rc::PULL_RETRY_IMMEDIATELY
+        );
+        assert_eq!(
+            status_to_code(S::MessageWasRemoving, 5),
+            rc::PULL_RETRY_IMMEDIATELY
+        );
+        assert_eq!(
+            status_to_code(S::NoMatchedLogicQueue, 0),
+            rc::PULL_NOT_FOUND
+        );
+        assert_eq!(
+            status_to_code(S::NoMatchedLogicQueue, 3),
+            rc::PULL_OFFSET_MOVED
+        );
         assert_eq!(status_to_code(S::NoMessageInQueue, 0), rc::PULL_NOT_FOUND);
-        assert_eq!(status_to_code(S::NoMessageInQueue, 1), rc::PULL_OFFSET_MOVED);
+        assert_eq!(
+            status_to_code(S::NoMessageInQueue, 1),
+            rc::PULL_OFFSET_MOVED
+        );
         assert_eq!(status_to_code(S::OffsetFoundNull, 1), rc::PULL_NOT_FOUND);
         assert_eq!(status_to_code(S::OffsetOverflowOne, 1), rc::PULL_NOT_FOUND);
-        assert_eq!(status_to_code(S::OffsetOverflowBadly, 1), rc::PULL_OFFSET_MOVED);
+        assert_eq!(
+            status_to_code(S::OffsetOverflowBadly, 1),
+            rc::PULL_OFFSET_MOVED
+        );
         assert_eq!(status_to_code(S::OffsetTooSmall, 1), rc::PULL_OFFSET_MOVED);
         assert_eq!(status_name(S::OffsetOverflowOne), "OFFSET_OVERFLOW_ONE");
     }

@@ -10,10 +10,15 @@ use crate::remoting::headers::ViewMessageRequestHeader;
 
 use super::{ProcessError, ProcessResult};
 
-pub fn view_message_by_id(ctrl: &Arc<BrokerController>, request: &RemotingCommand) -> ProcessResult {
+pub fn view_message_by_id(
+    ctrl: &Arc<BrokerController>,
+    request: &RemotingCommand,
+) -> ProcessResult {
     let h = ViewMessageRequestHeader::decode(request)?;
     match ctrl.store.look_message_by_offset(h.offset)? {
-        Some(record) => Ok(RemotingCommand::response_to(request, rc::SUCCESS, None).with_body(record)),
+        Some(record) => {
+            Ok(RemotingCommand::response_to(request, rc::SUCCESS, None).with_body(record))
+        }
         None => Err(ProcessError::system(format!(
             "can not find message by the offset, {}",
             h.offset

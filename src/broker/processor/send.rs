@@ -9,7 +9,9 @@ use bytes::Bytes;
 
 use crate::broker::controller::BrokerController;
 use crate::broker::namesrv::types::{perm, TopicConfig};
-use crate::broker::topic::{self, dlq_topic, retry_topic, RETRY_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC};
+use crate::broker::topic::{
+    self, dlq_topic, retry_topic, RETRY_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC,
+};
 use crate::config::FlushPolicy;
 use crate::remoting::codes::response_code as rc;
 use crate::remoting::command::RemotingCommand;
@@ -62,7 +64,11 @@ pub async fn process_send(
 ) -> ProcessResult {
     let h = SendMessageRequestHeader::decode(request)?;
     let topic_config = msg_check(ctrl, &h, remote_addr)?;
-    let queue_id = if h.queue_id < 0 { pick_queue(topic_config.write_queue_nums) } else { h.queue_id };
+    let queue_id = if h.queue_id < 0 {
+        pick_queue(topic_config.write_queue_nums)
+    } else {
+        h.queue_id
+    };
     let stored = if h.batch {
         send_batch(ctrl, request, &h, queue_id, remote_addr)?
     } else {
@@ -82,7 +88,10 @@ fn msg_check(
     if ctrl.broker_permission() & perm::PERM_WRITE == 0 {
         return Err(ProcessError::new(
             rc::NO_PERMISSION,
-            format!("the broker[{}] sending message is forbidden", ctrl.broker_addr),
+            format!(
+                "the broker[{}] sending message is forbidden",
+                ctrl.broker_addr
+            ),
         ));
     }
     topic::validate_topic(&h.topic).map_err(|e| ProcessError::new(rc::INVALID_PARAMETER, e))?;
@@ -121,7 +130,12 @@ fn create_topic_for_send(
     remote_addr: SocketAddr,
 ) -> Result<TopicConfig, ProcessError> {
     let created = if h.topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) {
-        Some(ctrl.topics.create_topic_if_absent(&h.topic, 1, perm::PERM_READ | perm::PERM_WRITE, 0)?)
+        Some(ctrl.topics.create_topic_if_absent(
+            &h.topic,
+            1,
+            perm::PERM_READ | perm::PERM_WRITE,
+            0,
+        )?)
     } else {
         ctrl.topics.create_topic_in_send_message_method(
             &h.topic,
@@ -173,16 +187,18 @@ fn send_single(
         };
         if reconsume_times > max {
             let dlq = dlq_topic(group);
-            ctrl.topics.create_topic_if_absent(&dlq, 1, perm::PERM_READ | perm::PERM_WRITE, 0)?;
+            ctrl.topics
+                .create_topic_if_absent(&dlq, 1, perm::PERM_READ | perm::PERM_WRITE, 0)?;
             topic = dlq;
             queue_id = 0;
         }
     }
-    let sys_flag = if tc.topic_filter_type == crate::broker::namesrv::types::TopicFilterType::MultiTag {
-        h.sys_flag | MULTI_TAGS_FLAG
-    } else {
-        h.sys_flag
-    };
+    let sys_flag =
+        if tc.topic_filter_type == crate::broker::namesrv::types::TopicFilterType::MultiTag {
+            h.sys_flag | MULTI_TAGS_FLAG
+        } else {
+            h.sys_flag
+        };
     complete_properties(ctrl, &mut properties);
     let uniq_key = property_value(properties.as_bytes(), property::UNIQ_KEY.as_bytes())
         .map(|v| String::from_utf8_lossy(v).into_owned());
@@ -246,7 +262,10 @@ fn complete_properties(ctrl: &Arc<BrokerController>, properties: &mut String) {
     }
     if !has_uniq {
         let id = crate::broker::msg_id::create_uniq_id(ctrl.store_host);
-        properties.push_str(&format::encode_properties([(property::UNIQ_KEY, id.as_str())]));
+        properties.push_str(&format::encode_properties([(
+            property::UNIQ_KEY,
+            id.as_str(),
+        )]));
     }
 }
 
@@ -274,7 +293,10 @@ pub fn apply_delay_level(ctrl: &Arc<BrokerController>, msg: &mut MessageToStore)
         (property::REAL_QID, real_qid.as_str()),
     ]);
     let mut props = remove_property(&msg.properties, property::DELAY);
-    props.push_str(&format::encode_properties([(property::DELAY, level.to_string().as_str())]));
+    props.push_str(&format::encode_properties([(
+        property::DELAY,
+        level.to_string().as_str(),
+    )]));
     props.push_str(&extra);
     msg.properties = props;
     msg.topic = SCHEDULE_TOPIC.to_string();
@@ -316,7 +338,8 @@ async fn wait_for_flush(
     mut put: PutMessageResult,
     request: &RemotingCommand,
 ) -> PutMessageResult {
-    if ctrl.config.store.flush_policy != FlushPolicy::Sync || put.status != PutMessageStatus::PutOk {
+    if ctrl.config.store.flush_policy != FlushPolicy::Sync || put.status != PutMessageStatus::PutOk
+    {
         return put;
     }
     let wait = request
@@ -347,8 +370,10 @@ fn send_response(
 ) -> RemotingCommand {
     let code = put_status_code(put.status);
     let mut response = RemotingCommand::response_to(request, code, None);
-    if matches!(code, rc::SUCCESS | rc::FLUSH_DISK_TIMEOUT | rc::FLUSH_SLAVE_TIMEOUT | rc::SLAVE_NOT_AVAILABLE)
-    {
+    if matches!(
+        code,
+        rc::SUCCESS | rc::FLUSH_DISK_TIMEOUT | rc::FLUSH_SLAVE_TIMEOUT | rc::SLAVE_NOT_AVAILABLE
+    ) {
         SendMessageResponseHeader {
             msg_id: put.msg_ids.join(","),
             queue_id,
@@ -384,7 +409,10 @@ pub async fn process_send_msg_back(
     if ctrl.broker_permission() & perm::PERM_WRITE == 0 {
         return Err(ProcessError::new(
             rc::NO_PERMISSION,
-            format!("the broker[{}] sending message is forbidden", ctrl.broker_addr),
+            format!(
+                "the broker[{}] sending message is forbidden",
+                ctrl.broker_addr
+            ),
         ));
     }
     if gc.retry_queue_nums <= 0 {
@@ -400,11 +428,15 @@ pub async fn process_send_msg_back(
     if created {
         ctrl.notify_topics_changed();
     }
-    let record = ctrl.store.look_message_by_offset(h.offset)?.ok_or_else(|| {
-        ProcessError::system(format!("look message by offset failed, {}", h.offset))
+    let record = ctrl
+        .store
+        .look_message_by_offset(h.offset)?
+        .ok_or_else(|| {
+            ProcessError::system(format!("look message by offset failed, {}", h.offset))
+        })?;
+    let decoded = format::decode_record(&record).map_err(|e| {
+        ProcessError::system(format!("stored message at {} is unreadable: {e}", h.offset))
     })?;
-    let decoded = format::decode_record(&record)
-        .map_err(|e| ProcessError::system(format!("stored message at {} is unreadable: {e}", h.offset)))?;
     let max_reconsume = match h.max_reconsume_times {
         Some(m) if request.version >= VERSION_V3_4_9 => m,
         _ => gc.retry_max_times,
@@ -413,25 +445,39 @@ pub async fn process_send_msg_back(
     let props_str = String::from_utf8_lossy(decoded.properties).into_owned();
     let mut properties = remove_property(&props_str, property::DELAY);
     if property_value(decoded.properties, property::RETRY_TOPIC.as_bytes()).is_none() {
-        properties.push_str(&format::encode_properties([(property::RETRY_TOPIC, decoded.topic)]));
+        properties.push_str(&format::encode_properties([(
+            property::RETRY_TOPIC,
+            decoded.topic,
+        )]));
     }
     let origin_id = match h.origin_msg_id.as_deref() {
         Some(id) if !id.trim().is_empty() => id.to_string(),
         _ => format::encode_offset_msg_id(&decoded.store_host, decoded.physical_offset),
     };
     properties = remove_property(&properties, property::ORIGIN_MESSAGE_ID);
-    properties.push_str(&format::encode_properties([(property::ORIGIN_MESSAGE_ID, origin_id.as_str())]));
+    properties.push_str(&format::encode_properties([(
+        property::ORIGIN_MESSAGE_ID,
+        origin_id.as_str(),
+    )]));
     let (topic, queue_id) = if reconsume_times >= max_reconsume || h.delay_level < 0 {
         let dlq = dlq_topic(&h.group);
         let (_, created) =
-            ctrl.topics.create_topic_if_absent(&dlq, 1, perm::PERM_READ | perm::PERM_WRITE, 0)?;
+            ctrl.topics
+                .create_topic_if_absent(&dlq, 1, perm::PERM_READ | perm::PERM_WRITE, 0)?;
         if created {
             ctrl.notify_topics_changed();
         }
         (dlq, 0)
     } else {
-        let level = if h.delay_level == 0 { 3 + reconsume_times } else { h.delay_level };
-        properties.push_str(&format::encode_properties([(property::DELAY, level.to_string().as_str())]));
+        let level = if h.delay_level == 0 {
+            3 + reconsume_times
+        } else {
+            h.delay_level
+        };
+        properties.push_str(&format::encode_properties([(
+            property::DELAY,
+            level.to_string().as_str(),
+        )]));
         (retry.clone(), pick_queue(retry_tc.write_queue_nums))
     };
     let mut msg = MessageToStore {
@@ -459,16 +505,32 @@ mod tests {
 
     #[test]
     fn remove_property_drops_every_occurrence() {
-        let props = format::encode_properties([("A", "1"), ("DELAY", "3"), ("B", "2"), ("DELAY", "4")]);
-        assert_eq!(remove_property(&props, "DELAY"), format::encode_properties([("A", "1"), ("B", "2")]));
+        let props =
+            format::encode_properties([("A", "1"), ("DELAY", "3"), ("B", "2"), ("DELAY", "4")]);
+        assert_eq!(
+            remove_property(&props, "DELAY"),
+            format::encode_properties([("A", "1"), ("B", "2")])
+        );
     }
 
     #[test]
     fn put_status_maps_like_java() {
         assert_eq!(put_status_code(PutMessageStatus::PutOk), rc::SUCCESS);
-        assert_eq!(put_status_code(PutMessageStatus::FlushDiskTimeout), rc::FLUSH_DISK_TIMEOUT);
-        assert_eq!(put_status_code(PutMessageStatus::PropertiesSizeExceeded), rc::MESSAGE_ILLEGAL);
-        assert_eq!(put_status_code(PutMessageStatus::OsPageCacheBusy), rc::SYSTEM_BUSY);
-        assert_eq!(put_status_code(PutMessageStatus::UnknownError), rc::SYSTEM_ERROR);
+        assert_eq!(
+            put_status_code(PutMessageStatus::FlushDiskTimeout),
+            rc::FLUSH_DISK_TIMEOUT
+        );
+        assert_eq!(
+            put_status_code(PutMessageStatus::PropertiesSizeExceeded),
+            rc::MESSAGE_ILLEGAL
+        );
+        assert_eq!(
+            put_status_code(PutMessageStatus::OsPageCacheBusy),
+            rc::SYSTEM_BUSY
+        );
+        assert_eq!(
+            put_status_code(PutMessageStatus::UnknownError),
+            rc::SYSTEM_ERROR
+        );
     }
 }

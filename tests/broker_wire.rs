@@ -1,0 +1,492 @@
+//! The real `ringmq` process driven over the wire with raw remoting frames: send, pull, offsets,
+//! long polling, bad requests and broken frames, in both header encodings, and restarts.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use common::{invoke, Broker};
+use ringmq::remoting::codes::{request_code as req, response_code as rc};
+use ringmq::remoting::command::{RemotingCommand, SerializeType};
+use ringmq::remoting::headers::{PullMessageRequestHeader, SendMessageRequestHeader};
+use ringmq::store::format;
+
+const SUSPEND: i32 = 0x2;
+const SUBSCRIPTION: i32 = 0x4;
+
+fn send_request(
+    topic: &str,
+    queue_id: i32,
+    body: &str,
+    props: &[(&str, &str)],
+    st: SerializeType,
+) -> RemotingCommand {
+    let mut cmd = RemotingCommand::request(req::SEND_MESSAGE_V2).with_serialize_type(st);
+    SendMessageRequestHeader {
+        producer_group: "pg".into(),
+        topic: topic.into(),
+        default_topic: "TBW102".into(),
+        default_topic_queue_nums: 4,
+        queue_id,
+        sys_flag: 0,
+        born_timestamp: 1_700_000_000_000,
+        flag: 7,
+        properties: Some(format::encode_properties(props.iter().copied())),
+        reconsume_times: Some(0),
+        unit_mode: false,
+        batch: false,
+        max_reconsume_times: None,
+        broker_name: None,
+    }
+    .encode(&mut cmd);
+    cmd.with_body(Bytes::from(body.to_string()))
+}
+
+fn pull_request(
+    topic: &str,
+    queue_id: i32,
+    offset: i64,
+    sys_flag: i32,
+    sub: &str,
+    st: SerializeType,
+) -> RemotingCommand {
+    let mut cmd = RemotingCommand::request(req::PULL_MESSAGE).with_serialize_type(st);
+    PullMessageRequestHeader {
+        consumer_group: "cg".into(),
+        topic: topic.into(),
+        queue_id,
+        queue_offset: offset,
+        max_msg_nums: 32,
+        sys_flag: sys_flag | SUBSCRIPTION,
+        commit_offset: 0,
+        suspend_timeout_millis: 15_000,
+        subscription: Some(sub.into()),
+        sub_version: 0,
+        expression_type: Some("TAG".into()),
+        max_msg_bytes: None,
+        request_source: None,
+        proxy_froward_client_id: None,
+    }
+    .encode(&mut cmd);
+    cmd
+}
+
+fn ext_i64(cmd: &RemotingCommand, key: &'static str) -> i64 {
+    cmd.ext_i64(key)
+        .unwrap_or_else(|e| panic!("{e} in {cmd:?}"))
+}
+
+/// Records of a pull body: (queue offset, body, properties).
+fn records(body: &[u8]) -> Vec<(i64, Vec<u8>, Vec<u8>, String)> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < body.len() {
+        let r = format::decode_record(&body[at..]).expect("record");
+        out.push((
+            r.queue_offset,
+            r.body.to_vec(),
+            r.properties.to_vec(),
+            r.topic.to_string(),
+        ));
+        at += r.total_size as usize;
+    }
+    out
+}
+
+fn round_trip(st: SerializeType) {
+    let broker = Broker::start(&[]);
+    let mut c = broker.client();
+    let topic = "WireTopic";
+    for i in 0..10 {
+        let r = invoke(
+            &mut c,
+            send_request(
+                topic,
+                1,
+                &format!("body-{i}"),
+                &[("TAGS", "TagA"), ("KEYS", "k1 k2"), ("color", "red")],
+                st,
+            ),
+        );
+        assert_eq!(r.code, rc::SUCCESS, "{r:?}");
+        assert_eq!(r.serialize_type, st, "answered in the request's encoding");
+        assert_eq!(ext_i64(&r, "queueOffset"), i);
+        assert_eq!(ext_i64(&r, "queueId"), 1);
+        assert_eq!(r.ext_opt_str("msgId").unwrap().len(), 32);
+        assert_eq!(r.ext_opt_str("MSG_REGION"), Some("DefaultRegion"));
+        assert!(
+            r.ext_opt_str("transactionId").is_some(),
+            "UNIQ_KEY generated"
+        );
+    }
+    // The name server learned the auto-created topic.
+    let mut ns = broker.namesrv_client();
+    let route = invoke(
+        &mut ns,
+        RemotingCommand::request(req::GET_ROUTEINFO_BY_TOPIC).with_ext("topic", topic),
+    );
+    assert_eq!(route.code, rc::SUCCESS, "{route:?}");
+    let v: serde_json::Value = serde_json::from_slice(&route.body).unwrap();
+    assert_eq!(v["brokerDatas"][0]["brokerAddrs"]["0"], broker.addr());
+    assert_eq!(v["queueDatas"][0]["writeQueueNums"], 4);
+
+    let p = invoke(&mut c, pull_request(topic, 1, 0, 0, "TagA", st));
+    assert_eq!(p.code, rc::SUCCESS, "{p:?}");
+    assert_eq!(ext_i64(&p, "nextBeginOffset"), 10);
+    assert_eq!(ext_i64(&p, "maxOffset"), 10);
+    assert_eq!(ext_i64(&p, "suggestWhichBrokerId"), 0);
+    let recs = records(&p.body);
+    assert_eq!(recs.len(), 10);
+    for (i, (qo, body, props, t)) in recs.iter().enumerate() {
+        assert_eq!(*qo, i as i64);
+        assert_eq!(body, format!("body-{i}").as_bytes());
+        assert_eq!(t, topic);
+        assert_eq!(format::property_value(props, b"KEYS"), Some(&b"k1 k2"[..]));
+        assert_eq!(format::property_value(props, b"color"), Some(&b"red"[..]));
+        assert_eq!(
+            format::property_value(props, b"CLUSTER"),
+            Some(&b"DefaultCluster"[..])
+        );
+    }
+    // Tag filter: TagB matches nothing, the scan moves past everything.
+    let p = invoke(&mut c, pull_request(topic, 1, 0, 0, "TagB", st));
+    assert_eq!(p.code, rc::PULL_RETRY_IMMEDIATELY, "{p:?}");
+    assert_eq!(ext_i64(&p, "nextBeginOffset"), 10);
+    // Offsets.
+    let q = invoke(
+        &mut c,
+        RemotingCommand::request(req::QUERY_CONSUMER_OFFSET)
+            .with_ext("consumerGroup", "cg")
+            .with_ext("topic", topic)
+            .with_ext("queueId", 1),
+    );
+    assert_eq!(
+        q.code,
+        rc::SUCCESS,
+        "a new group on an in-memory queue starts at 0: {q:?}"
+    );
+    assert_eq!(ext_i64(&q, "offset"), 0);
+    let u = invoke(
+        &mut c,
+        RemotingCommand::request(req::UPDATE_CONSUMER_OFFSET)
+            .with_ext("consumerGroup", "cg")
+            .with_ext("topic", topic)
+            .with_ext("queueId", 1)
+            .with_ext("commitOffset", 7),
+    );
+    assert_eq!(u.code, rc::SUCCESS, "{u:?}");
+    let q = invoke(
+        &mut c,
+        RemotingCommand::request(req::QUERY_CONSUMER_OFFSET)
+            .with_ext("consumerGroup", "cg")
+            .with_ext("topic", topic)
+            .with_ext("queueId", 1),
+    );
+    assert_eq!(ext_i64(&q, "offset"), 7);
+    let m = invoke(
+        &mut c,
+        RemotingCommand::request(req::GET_MAX_OFFSET)
+            .with_ext("topic", topic)
+            .with_ext("queueId", 1),
+    );
+    assert_eq!(ext_i64(&m, "offset"), 10);
+    // View by id: the msgId encodes this broker's address and the record's offset.
+    let sent = invoke(&mut c, send_request(topic, 0, "viewed", &[], st));
+    let (_, phy) = format::decode_offset_msg_id(sent.ext_opt_str("msgId").unwrap()).unwrap();
+    let v = invoke(
+        &mut c,
+        RemotingCommand::request(req::VIEW_MESSAGE_BY_ID).with_ext("offset", phy),
+    );
+    assert_eq!(v.code, rc::SUCCESS);
+    assert_eq!(format::decode_record(&v.body).unwrap().body, b"viewed");
+}
+
+#[test]
+fn send_pull_offsets_json_headers() {
+    round_trip(SerializeType::Json);
+}
+
+#[test]
+fn send_pull_offsets_binary_headers() {
+    round_trip(SerializeType::RocketMq);
+}
+
+#[test]
+fn bad_requests_get_java_codes_with_remarks() {
+    let broker = Broker::start(&[("RINGMQ_STORE_MAX_MESSAGE_SIZE_BYTES", "1024")]);
+    let mut c = broker.client();
+    let r = invoke(&mut c, RemotingCommand::request(9999));
+    assert_eq!(r.code, rc::REQUEST_CODE_NOT_SUPPORTED);
+    assert!(r.remark.unwrap().contains("9999"));
+    let r = invoke(
+        &mut c,
+        RemotingCommand::request(req::PULL_MESSAGE).with_ext("topic", "T"),
+    );
+    assert_eq!(r.code, rc::SYSTEM_ERROR);
+    assert!(
+        r.remark.unwrap().contains("consumerGroup"),
+        "remark names the missing field"
+    );
+    let r = invoke(
+        &mut c,
+        send_request("bad topic!", 0, "x", &[], SerializeType::Json),
+    );
+    assert_eq!(r.code, rc::INVALID_PARAMETER, "{r:?}");
+    let r = invoke(
+        &mut c,
+        send_request(&"x".repeat(128), 0, "x", &[], SerializeType::Json),
+    );
+    assert_eq!(r.code, rc::INVALID_PARAMETER, "{r:?}");
+    let r = invoke(
+        &mut c,
+        send_request("Small", 0, &"y".repeat(2000), &[], SerializeType::Json),
+    );
+    assert_eq!(r.code, rc::MESSAGE_ILLEGAL, "{r:?}");
+    let r = invoke(
+        &mut c,
+        send_request("Small", 99, "x", &[], SerializeType::Json),
+    );
+    assert_eq!(
+        r.code,
+        rc::INVALID_PARAMETER,
+        "queue id out of range: {r:?}"
+    );
+    let r = invoke(
+        &mut c,
+        pull_request("NoSuchTopic", 0, 0, 0, "*", SerializeType::Json),
+    );
+    assert_eq!(r.code, rc::TOPIC_NOT_EXIST, "{r:?}");
+    let r = invoke(
+        &mut c,
+        pull_request("Small", 50, 0, 0, "*", SerializeType::Json),
+    );
+    assert_eq!(r.code, rc::INVALID_PARAMETER, "{r:?}");
+    let r = invoke(
+        &mut c,
+        pull_request("Small", 0, 0, 0, "a ||| (", SerializeType::Json)
+            .with_ext("expressionType", "SQL92"),
+    );
+    assert_eq!(r.code, rc::SUBSCRIPTION_PARSE_FAILED, "{r:?}");
+    let r = invoke(
+        &mut c,
+        RemotingCommand::request(req::HEART_BEAT).with_body(Bytes::from_static(b"{not json")),
+    );
+    assert_eq!(r.code, rc::SYSTEM_ERROR);
+    // The connection is still fine after all of that.
+    let r = invoke(
+        &mut c,
+        send_request("Small", 0, "ok", &[], SerializeType::Json),
+    );
+    assert_eq!(r.code, rc::SUCCESS);
+}
+
+fn expect_closed(mut s: TcpStream) {
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut buf = [0u8; 64];
+    match s.read(&mut buf) {
+        Ok(0) => {}
+        Ok(n) => panic!("expected close, got {n} bytes"),
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        Err(e) => panic!("expected close, got {e}"),
+    }
+}
+
+#[test]
+fn broken_frames_close_only_that_connection() {
+    let broker = Broker::start(&[]);
+    let mut good = broker.client();
+    let cases: Vec<Vec<u8>> = vec![
+        // Oversize length (32 MiB).
+        0x0200_0000u32.to_be_bytes().to_vec(),
+        // Header length larger than the frame.
+        [10u32.to_be_bytes(), 0x0000_00FFu32.to_be_bytes()].concat(),
+        // Garbage JSON header.
+        [
+            14u32.to_be_bytes().to_vec(),
+            10u32.to_be_bytes().to_vec(),
+            b"{not json!".to_vec(),
+        ]
+        .concat(),
+        // Unknown serialize type.
+        [8u32.to_be_bytes(), 0x0700_0004u32.to_be_bytes()].concat(),
+    ];
+    for bytes in cases {
+        let mut s = TcpStream::connect(broker.addr()).unwrap();
+        s.write_all(&bytes).unwrap();
+        s.write_all(&[0u8; 16]).unwrap();
+        expect_closed(s);
+        let r = invoke(
+            &mut good,
+            send_request("Alive", 0, "still", &[], SerializeType::Json),
+        );
+        assert_eq!(r.code, rc::SUCCESS, "another client keeps working");
+    }
+    // A truncated frame followed by a close does not disturb the broker either.
+    let mut s = TcpStream::connect(broker.addr()).unwrap();
+    s.write_all(&100u32.to_be_bytes()).unwrap();
+    s.write_all(b"abc").unwrap();
+    drop(s);
+    let r = invoke(
+        &mut good,
+        send_request("Alive", 0, "still", &[], SerializeType::Json),
+    );
+    assert_eq!(r.code, rc::SUCCESS);
+}
+
+#[test]
+fn long_poll_wakes_on_arrival_and_not_for_other_tags() {
+    let broker = Broker::start(&[]);
+    let mut producer = broker.client();
+    let r = invoke(
+        &mut producer,
+        send_request("LP", 0, "first", &[("TAGS", "TagA")], SerializeType::Json),
+    );
+    assert_eq!(r.code, rc::SUCCESS);
+    let mut consumer = broker.client();
+    // Parked: offset 1 is the next to be written.
+    consumer
+        .send(&pull_request("LP", 0, 1, SUSPEND, "TagA", SerializeType::Json).with_opaque(4242))
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    // A TagB message must not wake a TagA pull.
+    invoke(
+        &mut producer,
+        send_request("LP", 0, "other", &[("TAGS", "TagB")], SerializeType::Json),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let sent_at = Instant::now();
+    invoke(
+        &mut producer,
+        send_request("LP", 0, "wanted", &[("TAGS", "TagA")], SerializeType::Json),
+    );
+    let resp = consumer.read_command().unwrap();
+    let waited = sent_at.elapsed();
+    assert_eq!(resp.opaque, 4242);
+    assert_eq!(resp.code, rc::SUCCESS, "{resp:?}");
+    assert!(
+        waited < Duration::from_secs(2),
+        "woken by the arrival, not by the 5 s check: {waited:?}"
+    );
+    let recs = records(&resp.body);
+    assert_eq!(recs.len(), 1, "the TagB message is filtered out");
+    assert_eq!(recs[0].1, b"wanted");
+}
+
+#[test]
+fn long_poll_times_out_with_pull_not_found() {
+    let broker = Broker::start(&[("RINGMQ_LONGPOLL_CHECK_INTERVAL_MS", "100")]);
+    let mut c = broker.client();
+    invoke(
+        &mut c,
+        send_request("LPT", 0, "x", &[], SerializeType::Json),
+    );
+    let mut cmd = pull_request("LPT", 0, 1, SUSPEND, "*", SerializeType::Json);
+    cmd.set_ext("suspendTimeoutMillis", 300);
+    let started = Instant::now();
+    let r = invoke(&mut c, cmd);
+    assert_eq!(r.code, rc::PULL_NOT_FOUND, "{r:?}");
+    assert!(
+        started.elapsed() >= Duration::from_millis(250),
+        "held until its time is up"
+    );
+    assert_eq!(ext_i64(&r, "nextBeginOffset"), 1);
+}
+
+#[test]
+fn offset_moved_answers_and_stores_event() {
+    let broker = Broker::start(&[]);
+    let mut c = broker.client();
+    invoke(&mut c, send_request("OM", 0, "x", &[], SerializeType::Json));
+    let r = invoke(
+        &mut c,
+        pull_request("OM", 0, 50, 0, "*", SerializeType::Json),
+    );
+    assert_eq!(r.code, rc::PULL_OFFSET_MOVED, "{r:?}");
+    assert_eq!(ext_i64(&r, "nextBeginOffset"), 1);
+    let ev = invoke(
+        &mut c,
+        pull_request("OFFSET_MOVED_EVENT", 0, 0, 0, "*", SerializeType::Json),
+    );
+    assert_eq!(ev.code, rc::SUCCESS, "{ev:?}");
+    let recs = records(&ev.body);
+    let json: serde_json::Value = serde_json::from_slice(&recs[0].1).unwrap();
+    assert_eq!(json["consumerGroup"], "cg");
+    assert_eq!(json["offsetRequest"], 50);
+    assert_eq!(json["offsetNew"], 1);
+}
+
+#[test]
+fn sync_flush_survives_sigkill_and_offsets_survive_restart() {
+    let mut broker = Broker::start(&[
+        ("RINGMQ_STORE_FLUSH_POLICY", "sync"),
+        ("RINGMQ_BROKER_FLUSH_CONSUMER_OFFSET_INTERVAL_MS", "100"),
+        ("RINGMQ_STORE_COMMIT_LOG_FILE_SIZE_BYTES", "8388608"),
+    ]);
+    let mut c = broker.client();
+    let n = 300;
+    for i in 0..n {
+        let r = invoke(
+            &mut c,
+            send_request("Durable", i % 4, &format!("m{i}"), &[], SerializeType::Json),
+        );
+        assert_eq!(r.code, rc::SUCCESS);
+    }
+    // UPDATE_CONSUMER_OFFSET needs the group to exist, like Java: an unknown group is refused,
+    // and a pull auto-creates it.
+    let update = RemotingCommand::request(req::UPDATE_CONSUMER_OFFSET)
+        .with_ext("consumerGroup", "cg")
+        .with_ext("topic", "Durable")
+        .with_ext("queueId", 2)
+        .with_ext("commitOffset", 33);
+    assert_eq!(
+        invoke(&mut c, update.clone()).code,
+        rc::SUBSCRIPTION_GROUP_NOT_EXIST
+    );
+    invoke(
+        &mut c,
+        pull_request("Durable", 2, 0, 0, "*", SerializeType::Json),
+    );
+    assert_eq!(invoke(&mut c, update).code, rc::SUCCESS);
+    std::thread::sleep(Duration::from_millis(600)); // past an offset flush
+    broker.kill_hard();
+    broker.restart();
+    let mut c = broker.client();
+    let mut seen = 0;
+    for q in 0..4 {
+        let mut offset = 0;
+        loop {
+            let r = invoke(
+                &mut c,
+                pull_request("Durable", q, offset, 0, "*", SerializeType::Json),
+            );
+            if r.code != rc::SUCCESS {
+                break;
+            }
+            seen += records(&r.body).len();
+            offset = ext_i64(&r, "nextBeginOffset");
+        }
+    }
+    assert_eq!(seen, n as usize, "every acknowledged message is back");
+    let q = invoke(
+        &mut c,
+        RemotingCommand::request(req::QUERY_CONSUMER_OFFSET)
+            .with_ext("consumerGroup", "cg")
+            .with_ext("topic", "Durable")
+            .with_ext("queueId", 2),
+    );
+    assert_eq!(ext_i64(&q, "offset"), 33, "{q:?}");
+    // Graceful stop too.
+    broker.stop();
+    broker.restart();
+    let mut c = broker.client();
+    let m = invoke(
+        &mut c,
+        RemotingCommand::request(req::GET_MAX_OFFSET)
+            .with_ext("topic", "Durable")
+            .with_ext("queueId", 0),
+    );
+    assert_eq!(ext_i64(&m, "offset"), 75);
+}

@@ -1,0 +1,181 @@
+//! Test harness: starts the real `ringmq` binary on 127.0.0.1 with free ports and a temporary
+//! data dir, and talks to it with the project's blocking remoting client.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use ringmq::broker::remoting_client::BlockingClient;
+use ringmq::remoting::command::RemotingCommand;
+
+/// A free loopback port `p` whose `p - 2` (the broker's fast port) is free too.
+pub fn free_broker_port() -> u16 {
+    for _ in 0..200 {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let p = l.local_addr().unwrap().port();
+        if p > 3 && TcpListener::bind(("127.0.0.1", p - 2)).is_ok() {
+            return p;
+        }
+    }
+    panic!("no free port pair found");
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub struct Broker {
+    child: Option<Child>,
+    pub dir: PathBuf,
+    _tmp: Option<tempfile::TempDir>,
+    pub port: u16,
+    pub namesrv_port: u16,
+    env: Vec<(String, String)>,
+    pub log_path: PathBuf,
+}
+
+impl Broker {
+    pub fn start(env: &[(&str, &str)]) -> Broker {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().to_path_buf();
+        let mut b = Broker {
+            child: None,
+            log_path: dir.join("broker.log"),
+            dir,
+            _tmp: Some(tmp),
+            port: free_broker_port(),
+            namesrv_port: free_port(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        };
+        b.spawn();
+        b
+    }
+
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    pub fn namesrv_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.namesrv_port)
+    }
+
+    fn spawn(&mut self) {
+        let store = self.dir.join("store");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ringmq"));
+        cmd.arg("broker")
+            .env("RINGMQ_STORE_ROOT_DIR", &store)
+            .env("RINGMQ_BROKER_LISTEN_PORT", self.port.to_string())
+            .env("RINGMQ_NAMESRV_LISTEN_PORT", self.namesrv_port.to_string())
+            .env("RINGMQ_SERVER_WORKER_THREADS", "2")
+            .env("RINGMQ_LOG_LEVEL", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawn ringmq");
+        let stderr = child.stderr.take().unwrap();
+        let log_path = self.log_path.clone();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut log = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&log_path)
+                .unwrap();
+            let mut tx = Some(tx);
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                use std::io::Write;
+                let _ = writeln!(log, "{line}");
+                if line.contains("ringmq broker listening") {
+                    if let Some(tx) = tx.take() {
+                        let _ = tx.send(());
+                    }
+                }
+            }
+        });
+        if rx.recv_timeout(Duration::from_secs(30)).is_err() {
+            let _ = child.kill();
+            panic!(
+                "broker did not start; log:\n{}",
+                std::fs::read_to_string(&self.log_path).unwrap_or_default()
+            );
+        }
+        self.child = Some(child);
+    }
+
+    pub fn client(&self) -> BlockingClient {
+        BlockingClient::connect(&self.addr(), Duration::from_secs(10)).expect("connect broker")
+    }
+
+    pub fn namesrv_client(&self) -> BlockingClient {
+        BlockingClient::connect(&self.namesrv_addr(), Duration::from_secs(10))
+            .expect("connect namesrv")
+    }
+
+    /// SIGKILL, no chance to flush.
+    pub fn kill_hard(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGTERM and wait for a clean exit.
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(c.id() as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+            let status = c.wait().expect("wait");
+            assert!(
+                status.success(),
+                "broker exited with {status}; log:\n{}",
+                self.log()
+            );
+        }
+    }
+
+    pub fn restart(&mut self) {
+        self.spawn();
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log_path).unwrap_or_default()
+    }
+
+    pub fn store_dir(&self) -> PathBuf {
+        self.dir.join("store")
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        self.kill_hard();
+    }
+}
+
+pub fn invoke(client: &mut BlockingClient, cmd: RemotingCommand) -> RemotingCommand {
+    client.invoke(cmd).expect("invoke")
+}
+
+pub fn local(addr: &str) -> SocketAddr {
+    addr.parse().unwrap()
+}
+
+pub fn exists(p: &Path) -> bool {
+    p.exists()
+}
