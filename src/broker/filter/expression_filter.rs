@@ -208,8 +208,7 @@ mod tests {
 
     #[test]
     fn sql92_filter_passes_layer_one_and_evaluates_layer_two() {
-        let filter =
-            ExpressionMessageFilter::new("SQL92", "TAGS = 'TagA' AND price > 10").unwrap();
+        let filter = ExpressionMessageFilter::new("SQL92", "TAGS = 'TagA' AND price > 10").unwrap();
         assert!(filter.is_matched_by_consume_queue(code("TagZ")));
         assert!(filter.is_matched_by_commit_log(&record(&[("TAGS", "TagA"), ("price", "11")])));
         assert!(!filter.is_matched_by_commit_log(&record(&[("TAGS", "TagA"), ("price", "10")])));

@@ -73,8 +73,15 @@ fn to_length(field: &'static str, length: i32) -> Result<usize, RecordError> {
     usize::try_from(length).map_err(|_| RecordError::NegativeLength { field, length })
 }
 
-fn i32_length_at(record: &[u8], position: usize, field: &'static str) -> Result<usize, RecordError> {
-    to_length(field, i32::from_be_bytes(read_array(record, position, field)?))
+fn i32_length_at(
+    record: &[u8],
+    position: usize,
+    field: &'static str,
+) -> Result<usize, RecordError> {
+    to_length(
+        field,
+        i32::from_be_bytes(read_array(record, position, field)?),
+    )
 }
 
 /// The properties bytes of a stored record (empty if it has none). `record` must start at the
@@ -143,8 +150,7 @@ impl<'a> RawProperties<'a> {
         let name = name.as_bytes();
         let mut found = None;
         for pair in self.0.split(|&byte| byte == PROPERTY_SEPARATOR) {
-            let Some(separator) = pair.iter().position(|&byte| byte == NAME_VALUE_SEPARATOR)
-            else {
+            let Some(separator) = pair.iter().position(|&byte| byte == NAME_VALUE_SEPARATOR) else {
                 continue;
             };
             let (pair_name, value) = (&pair[..separator], &pair[separator + 1..]);
@@ -180,8 +186,16 @@ pub(crate) mod tests {
         topic: &[u8],
         properties: &[u8],
     ) -> Vec<u8> {
-        let born_host_length = if sys_flag & BORNHOST_V6_FLAG == 0 { 8 } else { 20 };
-        let store_host_length = if sys_flag & STOREHOSTADDRESS_V6_FLAG == 0 { 8 } else { 20 };
+        let born_host_length = if sys_flag & BORNHOST_V6_FLAG == 0 {
+            8
+        } else {
+            20
+        };
+        let store_host_length = if sys_flag & STOREHOSTADDRESS_V6_FLAG == 0 {
+            8
+        } else {
+            20
+        };
         let mut record = Vec::new();
         record.extend_from_slice(&0u32.to_be_bytes()); // TOTALSIZE, patched below
         record.extend_from_slice(&magic_code.to_be_bytes());
@@ -227,9 +241,21 @@ pub(crate) mod tests {
     fn ipv4_v1_record_size_matches_the_reference_formula() {
         // §5.1: 91 + bodyLen + topicLen + propsLen for v1 with IPv4 hosts; 92 + … for v2.
         let properties = encode_properties(&[("TAGS", "TagA")]);
-        let v1 = build_record(MESSAGE_MAGIC_CODE_V1, 0, b"hello", b"TopicTest", &properties);
+        let v1 = build_record(
+            MESSAGE_MAGIC_CODE_V1,
+            0,
+            b"hello",
+            b"TopicTest",
+            &properties,
+        );
         assert_eq!(v1.len(), 91 + 5 + 9 + properties.len());
-        let v2 = build_record(MESSAGE_MAGIC_CODE_V2, 0, b"hello", b"TopicTest", &properties);
+        let v2 = build_record(
+            MESSAGE_MAGIC_CODE_V2,
+            0,
+            b"hello",
+            b"TopicTest",
+            &properties,
+        );
         assert_eq!(v2.len(), 92 + 5 + 9 + properties.len());
     }
 
@@ -293,7 +319,10 @@ pub(crate) mod tests {
         negative_body[84..88].copy_from_slice(&(-5i32).to_be_bytes());
         assert!(matches!(
             record_properties(&negative_body),
-            Err(RecordError::NegativeLength { field: "BODYLEN", .. })
+            Err(RecordError::NegativeLength {
+                field: "BODYLEN",
+                ..
+            })
         ));
         let mut huge_body = record.clone();
         huge_body[84..88].copy_from_slice(&i32::MAX.to_be_bytes());
@@ -309,7 +338,10 @@ pub(crate) mod tests {
         negative_total[..4].copy_from_slice(&(-1i32).to_be_bytes());
         assert!(matches!(
             record_properties(&negative_total),
-            Err(RecordError::NegativeLength { field: "TOTALSIZE", .. })
+            Err(RecordError::NegativeLength {
+                field: "TOTALSIZE",
+                ..
+            })
         ));
     }
 
@@ -339,7 +371,11 @@ pub(crate) mod tests {
         assert_eq!(raw.get_str(""), None);
         assert_eq!(raw.get_str("junk"), None);
         let raw = RawProperties(b"k\x01v\x02k\x01\x02");
-        assert_eq!(raw.get_str("k").as_deref(), Some("v"), "empty value is ignored");
+        assert_eq!(
+            raw.get_str("k").as_deref(),
+            Some("v"),
+            "empty value is ignored"
+        );
 
         // Non-UTF-8 values are decoded lossily, as Java does.
         let raw = RawProperties(b"k\x01a\xffb\x02");

@@ -8,8 +8,9 @@ pub const SUB_ALL: &str = "*";
 /// Java `String.hashCode()`: `h = 31 * h + c` over the UTF-16 code units, wrapping. This is the
 /// `tagsCode` stored in each ConsumeQueue unit.
 pub fn java_string_hash_code(text: &str) -> i32 {
-    text.encode_utf16()
-        .fold(0i32, |hash, unit| hash.wrapping_mul(31).wrapping_add(i32::from(unit)))
+    text.encode_utf16().fold(0i32, |hash, unit| {
+        hash.wrapping_mul(31).wrapping_add(i32::from(unit))
+    })
 }
 
 /// Java `String.trim()`: strips every character `<= ' '` (not Unicode whitespace).
@@ -126,8 +127,10 @@ mod tests {
         let mut tags: Vec<&str> = subscription.tags().iter().map(String::as_str).collect();
         tags.sort_unstable();
         assert_eq!(tags, ["TagA", "TagB", "TagC"]);
-        let expected_codes: HashSet<i32> =
-            ["TagA", "TagB", "TagC"].iter().map(|t| java_string_hash_code(t)).collect();
+        let expected_codes: HashSet<i32> = ["TagA", "TagB", "TagC"]
+            .iter()
+            .map(|t| java_string_hash_code(t))
+            .collect();
         assert_eq!(subscription.codes(), &expected_codes);
         // A single '|' is not a separator.
         assert!(TagSubscription::parse("a|b").tags().contains("a|b"));
@@ -138,7 +141,9 @@ mod tests {
         assert!(!nothing.matches_tag(Some("")));
         // Java's trim strips control characters but not non-ASCII spaces.
         assert!(TagSubscription::parse("\u{1}x\u{1f}").tags().contains("x"));
-        assert!(TagSubscription::parse("\u{3000}x").tags().contains("\u{3000}x"));
+        assert!(TagSubscription::parse("\u{3000}x")
+            .tags()
+            .contains("\u{3000}x"));
     }
 
     #[test]
@@ -148,7 +153,10 @@ mod tests {
         assert!(subscription.matches_tags_code(code));
         assert!(subscription.matches_tags_code(code + (1 << 32)));
         assert!(!subscription.matches_tags_code(code + 1000));
-        assert!(!subscription.matches_tags_code(0), "a message without tags has code 0");
+        assert!(
+            !subscription.matches_tags_code(0),
+            "a message without tags has code 0"
+        );
         let negative = TagSubscription::parse("The quick brown fox jumps over the lazy dog");
         assert!(negative.matches_tags_code(-609_428_141));
     }

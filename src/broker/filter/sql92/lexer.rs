@@ -197,7 +197,10 @@ impl<'a> Lexer<'a> {
             Some('+' | '-') => 2,
             _ => 1,
         };
-        if !self.peek_char_at(digits_at).is_some_and(|c| c.is_ascii_digit()) {
+        if !self
+            .peek_char_at(digits_at)
+            .is_some_and(|c| c.is_ascii_digit())
+        {
             return false;
         }
         for _ in 0..digits_at {
@@ -402,7 +405,10 @@ mod tests {
         );
         // No spaces needed; longest match.
         assert_eq!(kinds("a<>b"), kinds("a <> b"));
-        assert_eq!(kinds("a>=-1"), vec![Identifier("a"), GreaterEqual, Minus, Decimal("1")]);
+        assert_eq!(
+            kinds("a>=-1"),
+            vec![Identifier("a"), GreaterEqual, Minus, Decimal("1")]
+        );
     }
 
     #[test]
@@ -431,7 +437,10 @@ mod tests {
     fn number_literals_follow_javacc_longest_match() {
         use TokenKind::*;
         assert_eq!(kinds("0"), vec![Decimal("0")]);
-        assert_eq!(kinds("123 45L 6l"), vec![Decimal("123"), Decimal("45L"), Decimal("6l")]);
+        assert_eq!(
+            kinds("123 45L 6l"),
+            vec![Decimal("123"), Decimal("45L"), Decimal("6l")]
+        );
         assert_eq!(kinds("007"), vec![Decimal("0"), Decimal("0"), Decimal("7")]);
         assert_eq!(kinds("0L"), vec![Decimal("0"), Identifier("L")]);
         assert_eq!(kinds("007.5"), vec![Float("007.5")]);
