@@ -1,8 +1,9 @@
-//! Recursive-descent parser for RocketMQ's SQL92 filter language, building the tree that
-//! [`super::eval`] evaluates.
+//! Parser for RocketMQ's SQL92 filter language, building the tree that [`super::eval`]
+//! evaluates. It is a precedence-climbing form of the recursive-descent grammar below.
 //!
 //! The grammar and the parse-time checks are those of Java's `SelectorParser.jj` and
-//! `ComparisonExpression.create*`, from the loosest to the tightest binding:
+//! `ComparisonExpression.create*`, from the loosest to the tightest binding (all binary levels
+//! are left-associative; `AND`/`OR` chains become one n-ary node):
 //!
 //! ```text
 //! expression := or
