@@ -29,7 +29,7 @@
 use std::borrow::Cow;
 use std::cmp::Ordering;
 
-use super::parser::{Expr, StringMatchOp};
+use super::parser::{CompareOp, Expr, StringMatchOp};
 use super::PropertyLookup;
 
 /// A value during evaluation. Literals are `Value<'static>` owning their strings; evaluation
@@ -272,104 +272,139 @@ fn from_bool(value: Option<bool>) -> Value<'static> {
     value.map_or(Value::Null, Value::Bool)
 }
 
-/// Evaluates `expr`. Recursion depth is bounded by the parser's `MAX_TREE_DEPTH`.
+/// Evaluates `expr`. Recursion depth is bounded by the parser's `MAX_TREE_DEPTH`; each variant
+/// has its own function so the frames on the recursive path stay small.
 pub(crate) fn evaluate<'a>(
     expr: &'a Expr,
     properties: &'a dyn PropertyLookup,
 ) -> Result<Value<'a>, EvalError> {
-    Ok(match expr {
-        Expr::Constant(value) => value.borrowed(),
-        Expr::Property(name) => properties.get(name).map_or(Value::Null, Value::Str),
-        Expr::Negate(operand) => match evaluate(operand, properties)? {
-            // Java's `-Integer.MIN_VALUE` wraps, and so does ours.
-            Value::Int(value) => Value::Int(value.wrapping_neg()),
-            Value::Long(value) => Value::Long(value.wrapping_neg()),
-            Value::Double(value) => Value::Double(-value),
-            _ => Value::Null,
-        },
-        Expr::Not(operand) => from_bool(as_bool(evaluate(operand, properties)?)?.map(|b| !b)),
-        Expr::BooleanCast(operand) => match evaluate(operand, properties)? {
-            Value::Null => Value::Null,
-            Value::Bool(value) => Value::Bool(value),
-            _ => Value::Bool(false),
-        },
-        Expr::And(operands) => {
-            let mut saw_null = false;
-            for operand in operands {
-                match as_bool(evaluate(operand, properties)?)? {
-                    Some(false) => return Ok(Value::Bool(false)),
-                    Some(true) => {}
-                    None => saw_null = true,
-                }
-            }
-            from_bool((!saw_null).then_some(true))
-        }
-        Expr::Or(operands) => {
-            let mut saw_null = false;
-            for operand in operands {
-                match as_bool(evaluate(operand, properties)?)? {
-                    Some(true) => return Ok(Value::Bool(true)),
-                    Some(false) => {}
-                    None => saw_null = true,
-                }
-            }
-            from_bool((!saw_null).then_some(false))
-        }
-        Expr::Equal(left, right) => {
-            let left = evaluate(left, properties)?;
-            let right = evaluate(right, properties)?;
-            match (&left, &right) {
-                (Value::Null, Value::Null) => Value::Bool(true),
-                (Value::Null, _) => Value::Null,
-                (_, Value::Null) => Value::Bool(false),
-                _ => Value::Bool(
-                    java_equals(&left, &right) || compare_values(&left, &right)? == Ordering::Equal,
-                ),
-            }
-        }
-        Expr::Compare(op, left, right) => {
-            let left = evaluate(left, properties)?;
-            if left == Value::Null {
-                return Ok(Value::Null);
-            }
-            let right = evaluate(right, properties)?;
-            let ordering = match (&left, &right) {
-                (_, Value::Null) => return Ok(Value::Null),
-                (Value::Str(l), Value::Str(r)) => {
-                    java_double_compare(parse_java_double(l)?, parse_java_double(r)?)
-                }
-                _ => compare_values(&left, &right)?,
-            };
-            Value::Bool(op.holds(ordering))
-        }
+    match expr {
+        Expr::Constant(value) => Ok(value.borrowed()),
+        Expr::Property(name) => Ok(properties.get(name).map_or(Value::Null, Value::Str)),
+        Expr::Negate(operand) => negate(evaluate(operand, properties)?),
+        Expr::Not(operand) => Ok(from_bool(
+            as_bool(evaluate(operand, properties)?)?.map(|b| !b),
+        )),
+        Expr::BooleanCast(operand) => Ok(boolean_cast(evaluate(operand, properties)?)),
+        Expr::And(operands) => logical(operands, false, properties),
+        Expr::Or(operands) => logical(operands, true, properties),
+        Expr::Equal(left, right) => equal(left, right, properties),
+        Expr::Compare(op, left, right) => ordering(*op, left, right, properties),
         Expr::StringMatch {
             op,
             negated,
             operand,
             pattern,
-        } => {
-            if pattern.is_empty() {
-                return Ok(Value::Bool(false));
-            }
-            match evaluate(operand, properties)? {
-                Value::Str(text) => {
-                    let found = match op {
-                        StringMatchOp::Contains => text.contains(&**pattern),
-                        StringMatchOp::StartsWith => text.starts_with(&**pattern),
-                        StringMatchOp::EndsWith => text.ends_with(&**pattern),
-                    };
-                    Value::Bool(found != *negated)
-                }
-                _ => Value::Bool(false),
-            }
-        }
+        } => string_match(*op, *negated, operand, pattern, properties),
         Expr::In {
             property,
             values,
             negated,
-        } => match properties.get(property) {
+        } => Ok(match properties.get(property) {
             None => Value::Null,
             Some(value) => Value::Bool(values.contains(value.as_ref()) != *negated),
-        },
+        }),
+    }
+}
+
+/// Java `UnaryExpression.createNegate`: numbers are negated (ints and longs wrap, as
+/// `-Integer.MIN_VALUE` does in Java), anything else is NULL.
+fn negate(value: Value<'_>) -> Result<Value<'_>, EvalError> {
+    Ok(match value {
+        Value::Int(value) => Value::Int(value.wrapping_neg()),
+        Value::Long(value) => Value::Long(value.wrapping_neg()),
+        Value::Double(value) => Value::Double(-value),
+        _ => Value::Null,
+    })
+}
+
+/// Java `UnaryExpression.createBooleanCast`.
+fn boolean_cast(value: Value<'_>) -> Value<'static> {
+    match value {
+        Value::Null => Value::Null,
+        Value::Bool(value) => Value::Bool(value),
+        _ => Value::Bool(false),
+    }
+}
+
+/// Kleene OR (`is_or`) or AND, left to right, stopping at the deciding value.
+fn logical<'a>(
+    operands: &'a [Expr],
+    is_or: bool,
+    properties: &'a dyn PropertyLookup,
+) -> Result<Value<'a>, EvalError> {
+    let mut saw_null = false;
+    for operand in operands {
+        match as_bool(evaluate(operand, properties)?)? {
+            Some(value) if value == is_or => return Ok(Value::Bool(is_or)),
+            Some(_) => {}
+            None => saw_null = true,
+        }
+    }
+    Ok(if saw_null {
+        Value::Null
+    } else {
+        Value::Bool(!is_or)
+    })
+}
+
+fn equal<'a>(
+    left: &'a Expr,
+    right: &'a Expr,
+    properties: &'a dyn PropertyLookup,
+) -> Result<Value<'a>, EvalError> {
+    let left = evaluate(left, properties)?;
+    let right = evaluate(right, properties)?;
+    Ok(match (&left, &right) {
+        (Value::Null, Value::Null) => Value::Bool(true),
+        (Value::Null, _) => Value::Null,
+        (_, Value::Null) => Value::Bool(false),
+        _ => Value::Bool(
+            java_equals(&left, &right) || compare_values(&left, &right)? == Ordering::Equal,
+        ),
+    })
+}
+
+fn ordering<'a>(
+    op: CompareOp,
+    left: &'a Expr,
+    right: &'a Expr,
+    properties: &'a dyn PropertyLookup,
+) -> Result<Value<'a>, EvalError> {
+    let left = evaluate(left, properties)?;
+    if matches!(left, Value::Null) {
+        return Ok(Value::Null);
+    }
+    let right = evaluate(right, properties)?;
+    let ordering = match (&left, &right) {
+        (_, Value::Null) => return Ok(Value::Null),
+        (Value::Str(l), Value::Str(r)) => {
+            java_double_compare(parse_java_double(l)?, parse_java_double(r)?)
+        }
+        _ => compare_values(&left, &right)?,
+    };
+    Ok(Value::Bool(op.holds(ordering)))
+}
+
+fn string_match<'a>(
+    op: StringMatchOp,
+    negated: bool,
+    operand: &'a Expr,
+    pattern: &str,
+    properties: &'a dyn PropertyLookup,
+) -> Result<Value<'a>, EvalError> {
+    if pattern.is_empty() {
+        return Ok(Value::Bool(false));
+    }
+    Ok(match evaluate(operand, properties)? {
+        Value::Str(text) => {
+            let found = match op {
+                StringMatchOp::Contains => text.contains(pattern),
+                StringMatchOp::StartsWith => text.starts_with(pattern),
+                StringMatchOp::EndsWith => text.ends_with(pattern),
+            };
+            Value::Bool(found != negated)
+        }
+        _ => Value::Bool(false),
     })
 }

@@ -1,8 +1,9 @@
-//! Recursive-descent parser for RocketMQ's SQL92 filter language, building the tree that
-//! [`super::eval`] evaluates.
+//! Parser for RocketMQ's SQL92 filter language, building the tree that [`super::eval`]
+//! evaluates. It is a precedence-climbing form of the recursive-descent grammar below.
 //!
 //! The grammar and the parse-time checks are those of Java's `SelectorParser.jj` and
-//! `ComparisonExpression.create*`, from the loosest to the tightest binding:
+//! `ComparisonExpression.create*`, from the loosest to the tightest binding (all binary levels
+//! are left-associative; `AND`/`OR` chains become one n-ary node):
 //!
 //! ```text
 //! expression := or
@@ -166,7 +167,7 @@ pub(crate) fn parse(text: &str) -> Result<Expr, FilterError> {
         lookahead: VecDeque::with_capacity(2),
         nesting_depth: 0,
     };
-    let root = parser.or_expression()?;
+    let root = parser.expression(Level::Or)?;
     let trailing = parser.next()?;
     if trailing.kind != TokenKind::EndOfInput {
         return Err(parse_error(
@@ -179,6 +180,7 @@ pub(crate) fn parse(text: &str) -> Result<Expr, FilterError> {
 
 /// Java `asBooleanExpression`: boolean expressions pass, a bare property is cast, anything else
 /// is an error.
+#[inline(never)]
 fn as_boolean(node: Node) -> Result<Node, FilterError> {
     if node.expr.is_boolean() {
         return Ok(node);
@@ -197,6 +199,7 @@ fn as_boolean(node: Node) -> Result<Node, FilterError> {
 }
 
 /// Wraps `expr` whose deepest child has depth `children_depth`, enforcing [`MAX_TREE_DEPTH`].
+#[inline(never)]
 fn make(expr: Expr, children_depth: usize, position: usize) -> Result<Node, FilterError> {
     let depth = children_depth + 1;
     if depth > MAX_TREE_DEPTH {
@@ -213,6 +216,7 @@ fn make(expr: Expr, children_depth: usize, position: usize) -> Result<Node, Filt
 }
 
 /// Java `checkLessThanOperand`: only numbers and non-boolean expressions can be ordered.
+#[inline(never)]
 fn check_orderable(node: &Node, op: &str, op_position: usize) -> Result<(), FilterError> {
     let orderable = match &node.expr {
         Expr::Constant(value) => value.is_number(),
@@ -231,6 +235,7 @@ fn check_orderable(node: &Node, op: &str, op_position: usize) -> Result<(), Filt
     }
 }
 
+#[inline(never)]
 fn compare_node(
     op: CompareOp,
     left: Node,
@@ -250,6 +255,7 @@ fn compare_node(
 
 /// Java `createEqual`: a NULL literal cannot be an operand (use IS NULL), and a boolean literal
 /// on the left cannot be compared with a non-boolean literal.
+#[inline(never)]
 fn equal_node(left: Node, right: Node, op_position: usize) -> Result<Node, FilterError> {
     for node in [&left, &right] {
         if matches!(node.expr, Expr::Constant(Value::Null)) {
@@ -280,11 +286,13 @@ fn equal_node(left: Node, right: Node, op_position: usize) -> Result<Node, Filte
     )
 }
 
+#[inline(never)]
 fn not_node(operand: Node) -> Result<Node, FilterError> {
     let position = operand.position;
     make(Expr::Not(Box::new(operand.expr)), operand.depth, position)
 }
 
+#[inline(never)]
 fn decimal_literal(text: &str, position: usize) -> Result<Value<'static>, FilterError> {
     // Java `ConstantExpression.createFromDecimal`: strip the suffix, parse as a long (out of
     // range is an error), narrow to an int when it fits.
@@ -301,6 +309,7 @@ fn decimal_literal(text: &str, position: usize) -> Result<Value<'static>, Filter
     })
 }
 
+#[inline(never)]
 fn float_literal(text: &str, position: usize) -> Result<Value<'static>, FilterError> {
     // The lexer only produces `[0-9]*(.[0-9]*)?(E[+-]?[0-9]+)?` here, which Rust parses exactly
     // (correctly rounded, as Java's `new Double(text)`).
@@ -330,6 +339,157 @@ fn float_literal(text: &str, position: usize) -> Result<Value<'static>, FilterEr
     Ok(Value::Double(value))
 }
 
+/// Binding strength of the infix and postfix operators, loosest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Level {
+    Or,
+    And,
+    Equality,
+    Comparison,
+}
+
+/// An operator that follows an operand.
+#[derive(Debug, Clone, Copy)]
+enum Operator {
+    Or,
+    And,
+    Equal,
+    NotEqual,
+    /// `IS NULL` / `IS NOT NULL`; the rest is read after `IS`.
+    Is,
+    Compare(CompareOp),
+    StringMatch(StringMatchOp, bool),
+    Between(bool),
+    In(bool),
+}
+
+impl Operator {
+    fn level(self) -> Level {
+        match self {
+            Operator::Or => Level::Or,
+            Operator::And => Level::And,
+            Operator::Equal | Operator::NotEqual | Operator::Is => Level::Equality,
+            Operator::Compare(_)
+            | Operator::StringMatch(..)
+            | Operator::Between(_)
+            | Operator::In(_) => Level::Comparison,
+        }
+    }
+
+    /// The operator `kind` starts, if any; `negated` when it follows `NOT` (only the
+    /// negatable comparison operators qualify then).
+    fn from_token(kind: &TokenKind<'_>, negated: bool) -> Option<Operator> {
+        let operator = match kind {
+            TokenKind::Keyword(Keyword::Contains) => {
+                Operator::StringMatch(StringMatchOp::Contains, negated)
+            }
+            TokenKind::Keyword(Keyword::StartsWith) => {
+                Operator::StringMatch(StringMatchOp::StartsWith, negated)
+            }
+            TokenKind::Keyword(Keyword::EndsWith) => {
+                Operator::StringMatch(StringMatchOp::EndsWith, negated)
+            }
+            TokenKind::Keyword(Keyword::Between) => Operator::Between(negated),
+            TokenKind::Keyword(Keyword::In) => Operator::In(negated),
+            _ if negated => return None,
+            TokenKind::Keyword(Keyword::Or) => Operator::Or,
+            TokenKind::Keyword(Keyword::And) => Operator::And,
+            TokenKind::Keyword(Keyword::Is) => Operator::Is,
+            TokenKind::Equal => Operator::Equal,
+            TokenKind::NotEqual => Operator::NotEqual,
+            TokenKind::Greater => Operator::Compare(CompareOp::Greater),
+            TokenKind::GreaterEqual => Operator::Compare(CompareOp::GreaterEqual),
+            TokenKind::Less => Operator::Compare(CompareOp::Less),
+            TokenKind::LessEqual => Operator::Compare(CompareOp::LessEqual),
+            _ => return None,
+        };
+        Some(operator)
+    }
+}
+
+/// `left OR right` / `left AND right`, flattened into one n-ary node. Kleene AND and OR with
+/// left-to-right short-circuit are associative (also in which operand's error surfaces
+/// first), so flattening changes no result, and long chains add no depth.
+#[inline(never)]
+fn logical_node(is_or: bool, left: Node, right: Node) -> Result<Node, FilterError> {
+    let left = as_boolean(left)?;
+    let right = as_boolean(right)?;
+    let position = left.position;
+    let mut expr = left.expr;
+    match (&mut expr, is_or) {
+        (Expr::Or(operands), true) | (Expr::And(operands), false) => {
+            operands.push(right.expr);
+            let depth = left.depth.max(right.depth + 1);
+            // The node exists; only its depth may have grown.
+            make(expr, depth - 1, position)
+        }
+        _ => {
+            let operands = vec![expr, right.expr];
+            let expr = if is_or {
+                Expr::Or(operands)
+            } else {
+                Expr::And(operands)
+            };
+            make(expr, left.depth.max(right.depth), position)
+        }
+    }
+}
+
+#[inline(never)]
+fn string_match_node(
+    left: Node,
+    op: StringMatchOp,
+    negated: bool,
+    pattern: Cow<'_, str>,
+) -> Result<Node, FilterError> {
+    let position = left.position;
+    make(
+        Expr::StringMatch {
+            op,
+            negated,
+            operand: Box::new(left.expr),
+            pattern: pattern.into(),
+        },
+        left.depth,
+        position,
+    )
+}
+
+/// A literal, an identifier, or an error for any other token where an operand must start.
+#[inline(never)]
+fn operand_token(kind: TokenKind<'_>, position: usize) -> Result<Node, FilterError> {
+    let value = match kind {
+        TokenKind::String(value) => Value::Str(Cow::Owned(value.into_owned())),
+        TokenKind::Decimal(text) => decimal_literal(text, position)?,
+        TokenKind::Float(text) => float_literal(text, position)?,
+        TokenKind::Keyword(Keyword::True) => Value::Bool(true),
+        TokenKind::Keyword(Keyword::False) => Value::Bool(false),
+        TokenKind::Keyword(Keyword::Null) => Value::Null,
+        TokenKind::Identifier(name) => {
+            return Ok(Node {
+                expr: Expr::Property(name.into()),
+                depth: 1,
+                position,
+            })
+        }
+        other => {
+            return Err(parse_error(
+                position,
+                format!("expected an expression, found {other}"),
+            ))
+        }
+    };
+    Ok(Node {
+        expr: Expr::Constant(value),
+        depth: 1,
+        position,
+    })
+}
+
+/// A precedence-climbing parser. Recursion happens only through parentheses and prefix
+/// operators, each counted against [`MAX_NESTING_DEPTH`]. The helpers that build nodes, read
+/// operator tails or report errors are `#[inline(never)]`: inlined, their locals would sit in
+/// every recursive frame (measured in a release build: 4 KiB per parenthesis level instead of under 2 KiB).
 struct Parser<'a> {
     lexer: Lexer<'a>,
     /// At most two tokens: the grammar needs two for `NOT IN`, `NOT BETWEEN`, `IS NOT NULL`…
@@ -339,21 +499,11 @@ struct Parser<'a> {
 }
 
 impl<'a> Parser<'a> {
-    fn fill(&mut self, count: usize) -> Result<(), FilterError> {
-        while self.lookahead.len() < count {
+    fn peek_nth(&mut self, index: usize) -> Result<&Token<'a>, FilterError> {
+        while self.lookahead.len() <= index {
             let token = self.lexer.next_token()?;
             self.lookahead.push_back(token);
         }
-        Ok(())
-    }
-
-    fn peek(&mut self) -> Result<&Token<'a>, FilterError> {
-        self.peek_nth(0)
-    }
-
-    fn peek_nth(&mut self, index: usize) -> Result<&Token<'a>, FilterError> {
-        self.fill(index + 1)?;
-        // `fill` made the queue at least `index + 1` long.
         Ok(&self.lookahead[index])
     }
 
@@ -364,14 +514,7 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn peek_is(&mut self, kind: &TokenKind<'_>) -> Result<bool, FilterError> {
-        Ok(&self.peek()?.kind == kind)
-    }
-
-    fn peek_keyword(&mut self, keyword: Keyword) -> Result<bool, FilterError> {
-        self.peek_is(&TokenKind::Keyword(keyword))
-    }
-
+    #[inline(never)]
     fn expect(&mut self, kind: &TokenKind<'_>, what: &str) -> Result<Token<'a>, FilterError> {
         let token = self.next()?;
         if &token.kind == kind {
@@ -384,6 +527,7 @@ impl<'a> Parser<'a> {
         }
     }
 
+    #[inline(never)]
     fn enter(&mut self, position: usize) -> Result<(), FilterError> {
         if self.nesting_depth >= MAX_NESTING_DEPTH {
             return Err(parse_error(
@@ -403,209 +547,143 @@ impl<'a> Parser<'a> {
         self.nesting_depth -= 1;
     }
 
-    fn or_expression(&mut self) -> Result<Node, FilterError> {
-        let first = self.and_expression()?;
-        if !self.peek_keyword(Keyword::Or)? {
-            return Ok(first);
+    /// The operator at the current position (not consumed), its token count and position.
+    #[inline(never)]
+    fn peek_operator(&mut self) -> Result<Option<(Operator, usize, usize)>, FilterError> {
+        let token = self.peek_nth(0)?;
+        let position = token.position;
+        if token.kind != TokenKind::Keyword(Keyword::Not) {
+            return Ok(Operator::from_token(&token.kind, false).map(|op| (op, 1, position)));
         }
-        let position = first.position;
-        let mut depth = first.depth;
-        let mut operands = vec![as_boolean(first)?.expr];
-        while self.peek_keyword(Keyword::Or)? {
-            self.next()?;
-            let operand = as_boolean(self.and_expression()?)?;
-            depth = depth.max(operand.depth);
-            operands.push(operand.expr);
-        }
-        make(Expr::Or(operands), depth, position)
+        // `NOT` in operator position must introduce a negatable operator (JavaCC
+        // LOOKAHEAD(2)); otherwise the expression ends before it.
+        let second = self.peek_nth(1)?;
+        Ok(Operator::from_token(&second.kind, true).map(|op| (op, 2, position)))
     }
 
-    fn and_expression(&mut self) -> Result<Node, FilterError> {
-        let first = self.equality_expression()?;
-        if !self.peek_keyword(Keyword::And)? {
-            return Ok(first);
-        }
-        let position = first.position;
-        let mut depth = first.depth;
-        let mut operands = vec![as_boolean(first)?.expr];
-        while self.peek_keyword(Keyword::And)? {
-            self.next()?;
-            let operand = as_boolean(self.equality_expression()?)?;
-            depth = depth.max(operand.depth);
-            operands.push(operand.expr);
-        }
-        make(Expr::And(operands), depth, position)
-    }
-
-    fn equality_expression(&mut self) -> Result<Node, FilterError> {
-        let mut left = self.comparison_expression()?;
-        loop {
-            let token = self.peek()?;
-            let op_position = token.position;
-            match token.kind {
-                TokenKind::Equal => {
-                    self.next()?;
-                    let right = self.comparison_expression()?;
-                    left = equal_node(left, right, op_position)?;
-                }
-                TokenKind::NotEqual => {
-                    self.next()?;
-                    let right = self.comparison_expression()?;
-                    left = not_node(equal_node(left, right, op_position)?)?;
-                }
-                TokenKind::Keyword(Keyword::Is) => {
-                    self.next()?;
-                    let negated = self.peek_keyword(Keyword::Not)?;
-                    if negated {
-                        self.next()?;
-                    }
-                    let null = self.next()?;
-                    if null.kind != TokenKind::Keyword(Keyword::Null) {
-                        return Err(parse_error(
-                            null.position,
-                            format!("expected NULL or NOT NULL after IS, found {}", null.kind),
-                        ));
-                    }
-                    let null_node = Node {
-                        expr: Expr::Constant(Value::Null),
-                        depth: 1,
-                        position: null.position,
-                    };
-                    let depth = left.depth;
-                    let position = left.position;
-                    left = make(
-                        Expr::Equal(Box::new(left.expr), Box::new(null_node.expr)),
-                        depth,
-                        position,
-                    )?;
-                    if negated {
-                        left = not_node(left)?;
-                    }
-                }
-                _ => return Ok(left),
+    /// Parses operands joined by operators of at least `min_level`.
+    fn expression(&mut self, min_level: Level) -> Result<Node, FilterError> {
+        let mut left = self.unary()?;
+        while let Some((operator, token_count, position)) = self.peek_operator()? {
+            if operator.level() < min_level {
+                break;
             }
-        }
-    }
-
-    fn comparison_expression(&mut self) -> Result<Node, FilterError> {
-        let mut left = self.unary_expression()?;
-        loop {
-            let token = self.peek()?;
-            let op_position = token.position;
-            let op = match token.kind {
-                TokenKind::Greater => Some(CompareOp::Greater),
-                TokenKind::GreaterEqual => Some(CompareOp::GreaterEqual),
-                TokenKind::Less => Some(CompareOp::Less),
-                TokenKind::LessEqual => Some(CompareOp::LessEqual),
-                _ => None,
-            };
-            if let Some(op) = op {
-                self.next()?;
-                let right = self.unary_expression()?;
-                left = compare_node(op, left, right, op_position)?;
-                continue;
-            }
-            // `NOT` here only if it introduces one of the negatable operators (JavaCC
-            // LOOKAHEAD(2)); otherwise it belongs to whoever comes next.
-            let negated = token.kind == TokenKind::Keyword(Keyword::Not);
-            let operator = if negated {
-                self.peek_nth(1)?.kind.clone()
-            } else {
-                token.kind.clone()
-            };
-            let TokenKind::Keyword(keyword) = operator else {
-                return Ok(left);
-            };
-            let string_op = match keyword {
-                Keyword::Contains => Some(StringMatchOp::Contains),
-                Keyword::StartsWith => Some(StringMatchOp::StartsWith),
-                Keyword::EndsWith => Some(StringMatchOp::EndsWith),
-                Keyword::Between | Keyword::In => None,
-                _ => return Ok(left),
-            };
-            self.next()?;
-            if negated {
+            for _ in 0..token_count {
                 self.next()?;
             }
-            left = match (string_op, keyword) {
-                (Some(op), _) => {
-                    let pattern = self.string_literal()?;
-                    let position = left.position;
-                    make(
-                        Expr::StringMatch {
-                            op,
-                            negated,
-                            operand: Box::new(left.expr),
-                            pattern: pattern.into(),
-                        },
-                        left.depth,
-                        position,
-                    )?
-                }
-                (None, Keyword::Between) => self.between(left, negated, op_position)?,
-                (None, _) => self.in_list(left, negated, op_position)?,
-            };
+            left = self.apply(left, operator, position)?;
+        }
+        Ok(left)
+    }
+
+    /// Reads the right-hand side of `operator` (already consumed) and combines. Each arm is
+    /// its own method so this frame, live across the recursion, stays small.
+    fn apply(
+        &mut self,
+        left: Node,
+        operator: Operator,
+        position: usize,
+    ) -> Result<Node, FilterError> {
+        match operator {
+            Operator::Or => self.logical(left, true),
+            Operator::And => self.logical(left, false),
+            Operator::Equal => self.equality(left, false, position),
+            Operator::NotEqual => self.equality(left, true, position),
+            Operator::Is => self.is_null(left),
+            Operator::Compare(op) => self.ordering(left, op, position),
+            Operator::StringMatch(op, negated) => self.string_match(left, op, negated),
+            Operator::Between(negated) => self.between(left, negated, position),
+            Operator::In(negated) => self.in_list(left, negated, position),
+        }
+    }
+
+    #[inline(never)]
+    fn logical(&mut self, left: Node, is_or: bool) -> Result<Node, FilterError> {
+        let right = self.expression(if is_or { Level::And } else { Level::Equality })?;
+        logical_node(is_or, left, right)
+    }
+
+    #[inline(never)]
+    fn equality(
+        &mut self,
+        left: Node,
+        negated: bool,
+        position: usize,
+    ) -> Result<Node, FilterError> {
+        let right = self.expression(Level::Comparison)?;
+        let equal = equal_node(left, right, position)?;
+        if negated {
+            not_node(equal)
+        } else {
+            Ok(equal)
+        }
+    }
+
+    #[inline(never)]
+    fn ordering(
+        &mut self,
+        left: Node,
+        op: CompareOp,
+        position: usize,
+    ) -> Result<Node, FilterError> {
+        let right = self.unary()?;
+        compare_node(op, left, right, position)
+    }
+
+    #[inline(never)]
+    fn string_match(
+        &mut self,
+        left: Node,
+        op: StringMatchOp,
+        negated: bool,
+    ) -> Result<Node, FilterError> {
+        let pattern = self.string_literal()?;
+        string_match_node(left, op, negated, pattern)
+    }
+
+    /// `IS` has been consumed: `NULL` or `NOT NULL` follows.
+    #[inline(never)]
+    fn is_null(&mut self, left: Node) -> Result<Node, FilterError> {
+        let mut token = self.next()?;
+        let negated = token.kind == TokenKind::Keyword(Keyword::Not);
+        if negated {
+            token = self.next()?;
+        }
+        if token.kind != TokenKind::Keyword(Keyword::Null) {
+            return Err(parse_error(
+                token.position,
+                format!("expected NULL or NOT NULL after IS, found {}", token.kind),
+            ));
+        }
+        let position = left.position;
+        let is_null = make(
+            Expr::Equal(Box::new(left.expr), Box::new(Expr::Constant(Value::Null))),
+            left.depth,
+            position,
+        )?;
+        if negated {
+            not_node(is_null)
+        } else {
+            Ok(is_null)
         }
     }
 
     /// `BETWEEN` has been consumed. Java `createBetween` / `createNotBetween`.
+    #[inline(never)]
     fn between(
         &mut self,
         value: Node,
         negated: bool,
         op_position: usize,
     ) -> Result<Node, FilterError> {
-        let low = self.unary_expression()?;
+        let low = self.unary()?;
         self.expect(&TokenKind::Keyword(Keyword::And), "AND in BETWEEN … AND …")?;
-        let high = self.unary_expression()?;
-        let position = value.position;
-        let value_copy = Node {
-            expr: value.expr.clone(),
-            depth: value.depth,
-            position: value.position,
-        };
-        if negated {
-            let below = compare_node(CompareOp::Less, value, low, op_position)?;
-            let above = compare_node(CompareOp::Greater, value_copy, high, op_position)?;
-            let depth = below.depth.max(above.depth);
-            return make(Expr::Or(vec![below.expr, above.expr]), depth, position);
-        }
-        if let (Expr::Constant(low_value), Expr::Constant(high_value)) = (&low.expr, &high.expr) {
-            if matches!(low_value, Value::Null) || matches!(high_value, Value::Null) {
-                return Err(parse_error(op_position, "BETWEEN bounds cannot be NULL"));
-            }
-            // Java compares `high` with `low` and refuses an empty range.
-            match compare_values(high_value, low_value) {
-                Ok(Ordering::Less) => {
-                    return Err(parse_error(
-                        op_position,
-                        format!(
-                            "BETWEEN lower bound {} is greater than upper bound {}",
-                            low_value.describe(),
-                            high_value.describe()
-                        ),
-                    ))
-                }
-                Ok(_) => {}
-                Err(error) => {
-                    return Err(parse_error(
-                        op_position,
-                        format!("BETWEEN bounds cannot be compared: {error}"),
-                    ))
-                }
-            }
-        }
-        let at_least = compare_node(CompareOp::GreaterEqual, value, low, op_position)?;
-        let at_most = compare_node(CompareOp::LessEqual, value_copy, high, op_position)?;
-        let depth = at_least.depth.max(at_most.depth);
-        make(
-            Expr::And(vec![at_least.expr, at_most.expr]),
-            depth,
-            position,
-        )
+        let high = self.unary()?;
+        between_node(value, low, high, negated, op_position)
     }
 
     /// `IN` has been consumed. Java `createInFilter`: the left side must be a property.
+    #[inline(never)]
     fn in_list(
         &mut self,
         left: Node,
@@ -650,6 +728,7 @@ impl<'a> Parser<'a> {
         )
     }
 
+    #[inline(never)]
     fn string_literal(&mut self) -> Result<Cow<'a, str>, FilterError> {
         let token = self.next()?;
         match token.kind {
@@ -661,83 +740,113 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn unary_expression(&mut self) -> Result<Node, FilterError> {
-        let token = self.peek()?;
+    /// A prefix operator (`+`, `-`, `NOT`) applied to an operand, a parenthesized expression,
+    /// a literal, or a property.
+    fn unary(&mut self) -> Result<Node, FilterError> {
+        let token = self.next()?;
         let position = token.position;
         match token.kind {
-            TokenKind::Plus => {
-                self.next()?;
+            TokenKind::Plus | TokenKind::Minus | TokenKind::Keyword(Keyword::Not) => {
                 self.enter(position)?;
-                let operand = self.unary_expression();
+                let operand = self.unary();
                 self.leave();
-                // Unary plus is the identity (Java returns the operand itself).
-                let mut operand = operand?;
-                operand.position = position;
-                Ok(operand)
+                prefix_node(&token.kind, operand?, position)
             }
-            TokenKind::Minus => {
-                self.next()?;
+            TokenKind::LeftParen => {
                 self.enter(position)?;
-                let operand = self.unary_expression();
+                let inner = self.parenthesized();
                 self.leave();
-                let operand = operand?;
-                make(
-                    Expr::Negate(Box::new(operand.expr)),
-                    operand.depth,
-                    position,
-                )
+                inner
             }
-            TokenKind::Keyword(Keyword::Not) => {
-                self.next()?;
-                self.enter(position)?;
-                let operand = self.unary_expression();
-                self.leave();
-                let operand = as_boolean(operand?)?;
-                make(Expr::Not(Box::new(operand.expr)), operand.depth, position)
-            }
-            _ => self.primary_expression(),
+            kind => operand_token(kind, position),
         }
     }
 
-    fn primary_expression(&mut self) -> Result<Node, FilterError> {
-        let token = self.next()?;
-        let position = token.position;
-        let leaf = |value: Value<'static>| Node {
-            expr: Expr::Constant(value),
-            depth: 1,
+    /// `(` has been consumed.
+    fn parenthesized(&mut self) -> Result<Node, FilterError> {
+        let inner = self.expression(Level::Or)?;
+        self.expect(&TokenKind::RightParen, "')'")?;
+        Ok(inner)
+    }
+}
+
+#[inline(never)]
+fn prefix_node(
+    operator: &TokenKind<'_>,
+    operand: Node,
+    position: usize,
+) -> Result<Node, FilterError> {
+    match operator {
+        // Unary plus is the identity (Java returns the operand itself).
+        TokenKind::Plus => Ok(Node {
             position,
-        };
-        match token.kind {
-            TokenKind::String(value) => Ok(leaf(Value::Str(Cow::Owned(value.into_owned())))),
-            TokenKind::Decimal(text) => Ok(leaf(decimal_literal(text, position)?)),
-            TokenKind::Float(text) => Ok(leaf(float_literal(text, position)?)),
-            TokenKind::Keyword(Keyword::True) => Ok(leaf(Value::Bool(true))),
-            TokenKind::Keyword(Keyword::False) => Ok(leaf(Value::Bool(false))),
-            TokenKind::Keyword(Keyword::Null) => Ok(leaf(Value::Null)),
-            TokenKind::Identifier(name) => Ok(Node {
-                expr: Expr::Property(name.into()),
-                depth: 1,
-                position,
-            }),
-            TokenKind::LeftParen => {
-                self.enter(position)?;
-                let inner = self.or_expression();
-                let inner = match inner {
-                    Ok(inner) => inner,
-                    Err(error) => {
-                        self.leave();
-                        return Err(error);
-                    }
-                };
-                let close = self.expect(&TokenKind::RightParen, "')'");
-                self.leave();
-                close?;
-                Ok(inner)
-            }
-            other => Err(parse_error(
-                position,
-                format!("expected an expression, found {other}"),
-            )),
+            ..operand
+        }),
+        TokenKind::Minus => make(
+            Expr::Negate(Box::new(operand.expr)),
+            operand.depth,
+            position,
+        ),
+        _ => {
+            let operand = as_boolean(operand)?;
+            make(Expr::Not(Box::new(operand.expr)), operand.depth, position)
         }
     }
+}
+
+/// Java `createBetween` (bounds checked when both are literals, then `>=` AND `<=`) and
+/// `createNotBetween` (`<` OR `>`, no bound check).
+#[inline(never)]
+fn between_node(
+    value: Node,
+    low: Node,
+    high: Node,
+    negated: bool,
+    op_position: usize,
+) -> Result<Node, FilterError> {
+    let position = value.position;
+    let value_copy = Node {
+        expr: value.expr.clone(),
+        depth: value.depth,
+        position: value.position,
+    };
+    if negated {
+        let below = compare_node(CompareOp::Less, value, low, op_position)?;
+        let above = compare_node(CompareOp::Greater, value_copy, high, op_position)?;
+        let depth = below.depth.max(above.depth);
+        return make(Expr::Or(vec![below.expr, above.expr]), depth, position);
+    }
+    if let (Expr::Constant(low_value), Expr::Constant(high_value)) = (&low.expr, &high.expr) {
+        if matches!(low_value, Value::Null) || matches!(high_value, Value::Null) {
+            return Err(parse_error(op_position, "BETWEEN bounds cannot be NULL"));
+        }
+        // Java compares `high` with `low` and refuses an empty range.
+        match compare_values(high_value, low_value) {
+            Ok(Ordering::Less) => {
+                return Err(parse_error(
+                    op_position,
+                    format!(
+                        "BETWEEN lower bound {} is greater than upper bound {}",
+                        low_value.describe(),
+                        high_value.describe()
+                    ),
+                ))
+            }
+            Ok(_) => {}
+            Err(error) => {
+                return Err(parse_error(
+                    op_position,
+                    format!("BETWEEN bounds cannot be compared: {error}"),
+                ))
+            }
+        }
+    }
+    let at_least = compare_node(CompareOp::GreaterEqual, value, low, op_position)?;
+    let at_most = compare_node(CompareOp::LessEqual, value_copy, high, op_position)?;
+    let depth = at_least.depth.max(at_most.depth);
+    make(
+        Expr::And(vec![at_least.expr, at_most.expr]),
+        depth,
+        position,
+    )
 }
