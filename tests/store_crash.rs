@@ -49,7 +49,9 @@ fn append(store: &MessageStore, from: usize, n: usize) -> Vec<Written> {
         .map(|i| {
             let (topic, queue_id) = [("A", 0), ("A", 1), ("B", 0)][i % 3];
             let body = format!("message-{i:05}-{}", "x".repeat(i % 50)).into_bytes();
-            let r = store.put_message(&msg(topic, queue_id, &body, &format!("t{}", i % 4))).unwrap();
+            let r = store
+                .put_message(&msg(topic, queue_id, &body, &format!("t{}", i % 4)))
+                .unwrap();
             Written {
                 topic: topic.to_owned(),
                 queue_id,
@@ -64,17 +66,25 @@ fn append(store: &MessageStore, from: usize, n: usize) -> Vec<Written> {
 
 fn segment_path(dir: &Path, phy: i64) -> (PathBuf, u64) {
     let start = phy as u64 / FILE_SIZE * FILE_SIZE;
-    (dir.join("commitlog").join(format!("{start:020}")), phy as u64 - start)
+    (
+        dir.join("commitlog").join(format!("{start:020}")),
+        phy as u64 - start,
+    )
 }
 
 /// Checks the three promises after a reopen.
 fn verify(store: &MessageStore, dir: &Path, present: &[Written], absent: &[Written]) {
     for w in present {
-        let got = store.get_message("g", &w.topic, w.queue_id, w.queue_offset, 1, &AcceptAll).unwrap();
+        let got = store
+            .get_message("g", &w.topic, w.queue_id, w.queue_offset, 1, &AcceptAll)
+            .unwrap();
         assert_eq!(got.status, GetMessageStatus::Found, "{w:?}");
         let rec = decode_record(got.message(0)).unwrap();
         assert_eq!(rec.body, &w.body[..], "{w:?}");
-        assert_eq!((got.message_locations[0].0, got.message_locations[0].1), (w.phy, w.size));
+        assert_eq!(
+            (got.message_locations[0].0, got.message_locations[0].1),
+            (w.phy, w.size)
+        );
     }
     for w in absent {
         assert!(
@@ -84,7 +94,11 @@ fn verify(store: &MessageStore, dir: &Path, present: &[Written], absent: &[Writt
         assert!(store.max_phy_offset() <= w.phy, "{w:?}");
     }
     store.flush().unwrap();
-    assert_eq!(served_units(store), rebuild_from_commit_log(dir, FILE_SIZE), "CQ == rebuild");
+    assert_eq!(
+        served_units(store),
+        rebuild_from_commit_log(dir, FILE_SIZE),
+        "CQ == rebuild"
+    );
 }
 
 /// After recovery the store appends where the log ends, with the right queue offsets.
@@ -107,7 +121,9 @@ fn clean_shutdown_reopens_everything() {
     assert!(!report.abnormal);
     assert!(!report.invalid_tail_found);
     // A clean restart validates only the last three files.
-    let files = std::fs::read_dir(dir.path().join("commitlog")).unwrap().count() as u64;
+    let files = std::fs::read_dir(dir.path().join("commitlog"))
+        .unwrap()
+        .count() as u64;
     assert!(files > 3);
     assert_eq!(report.scanned_from_offset as u64, (files - 3) * FILE_SIZE);
     verify(&store, dir.path(), &written, &[]);
@@ -125,7 +141,10 @@ fn crash_restart_scans_from_the_checkpoint_not_the_start() {
     let store = open(config(dir.path()));
     let report = store.recovery_report().clone();
     assert!(report.abnormal);
-    assert!(report.scanned_from_offset > 0, "bounded by the checkpoint: {report:?}");
+    assert!(
+        report.scanned_from_offset > 0,
+        "bounded by the checkpoint: {report:?}"
+    );
     assert!(!report.full_rebuild);
     verify(&store, dir.path(), &written, &[]);
 }
@@ -144,7 +163,12 @@ fn segment_truncated_mid_record() {
     assert!(report.abnormal);
     assert!(report.invalid_tail_found);
     assert_eq!(report.commit_log_end_offset, last.phy);
-    verify(&store, dir.path(), &written[..written.len() - 1], &written[written.len() - 1..]);
+    verify(
+        &store,
+        dir.path(),
+        &written[..written.len() - 1],
+        &written[written.len() - 1..],
+    );
     verify_appends_continue(&store);
 }
 
@@ -156,10 +180,14 @@ fn zeroed_tail() {
     let first_lost = &written[written.len() - 3];
     let (path, pos) = segment_path(dir.path(), first_lost.phy);
     let file = OpenOptions::new().write(true).open(&path).unwrap();
-    file.write_all_at(&vec![0u8; (FILE_SIZE - pos) as usize], pos).unwrap();
+    file.write_all_at(&vec![0u8; (FILE_SIZE - pos) as usize], pos)
+        .unwrap();
     drop(file);
     let store = open(config(dir.path()));
-    assert!(!store.recovery_report().invalid_tail_found, "zeros are a clean end");
+    assert!(
+        !store.recovery_report().invalid_tail_found,
+        "zeros are a clean end"
+    );
     assert!(store.recovery_report().cq_units_dropped >= 3);
     let cut = written.len() - 3;
     verify(&store, dir.path(), &written[..cut], &written[cut..]);
@@ -173,7 +201,11 @@ fn corrupted_body_crc_cuts_the_log_there() {
     let k = written.len() - 10;
     let victim = &written[k];
     let (path, pos) = segment_path(dir.path(), victim.phy);
-    let file = OpenOptions::new().read(true).write(true).open(&path).unwrap();
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
     // The body starts 88 bytes into an IPv4 record; flip its first byte.
     let mut byte = [0u8; 1];
     file.read_exact_at(&mut byte, pos + 88).unwrap();
@@ -199,11 +231,18 @@ fn deleted_consume_queue_files_are_rebuilt() {
     std::fs::remove_dir_all(dir.path().join("consumequeue/A")).unwrap();
     // Also drop the newest file of another queue.
     let b_dir = dir.path().join("consumequeue/B/0");
-    let mut b_files: Vec<_> = std::fs::read_dir(&b_dir).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut b_files: Vec<_> = std::fs::read_dir(&b_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     b_files.sort();
     std::fs::remove_file(b_files.last().unwrap()).unwrap();
     let store = open(config(dir.path()));
-    assert!(store.recovery_report().full_rebuild, "{:?}", store.recovery_report());
+    assert!(
+        store.recovery_report().full_rebuild,
+        "{:?}",
+        store.recovery_report()
+    );
     verify(&store, dir.path(), &written, &[]);
     verify_appends_continue(&store);
 }
@@ -217,22 +256,24 @@ fn consume_queue_running_ahead_is_cut_back() {
     let cut = written.len() - 5;
     let (path, pos) = segment_path(dir.path(), written[cut].phy);
     let file = OpenOptions::new().write(true).open(&path).unwrap();
-    file.write_all_at(&vec![0u8; (FILE_SIZE - pos) as usize], pos).unwrap();
+    file.write_all_at(&vec![0u8; (FILE_SIZE - pos) as usize], pos)
+        .unwrap();
     drop(file);
     let b_last = written.iter().rev().find(|w| w.topic == "B").unwrap();
     let next_index = b_last.queue_offset + 1;
     let units_per_file = 32i64;
-    let cq_file = dir
-        .path()
-        .join("consumequeue/B/0")
-        .join(format!("{:020}", next_index / units_per_file * units_per_file * 20));
+    let cq_file = dir.path().join("consumequeue/B/0").join(format!(
+        "{:020}",
+        next_index / units_per_file * units_per_file * 20
+    ));
     if cq_file.exists() {
         let file = OpenOptions::new().write(true).open(&cq_file).unwrap();
         let mut unit = Vec::new();
         unit.extend_from_slice(&(b_last.phy + 1_000_000).to_be_bytes());
         unit.extend_from_slice(&100i32.to_be_bytes());
         unit.extend_from_slice(&0i64.to_be_bytes());
-        file.write_all_at(&unit, (next_index % units_per_file * 20) as u64).unwrap();
+        file.write_all_at(&unit, (next_index % units_per_file * 20) as u64)
+            .unwrap();
     }
     let store = open(config(dir.path()));
     assert!(store.recovery_report().cq_units_dropped >= 5);
@@ -254,17 +295,28 @@ fn crash_child_entry() {
     let mut cfg = config(Path::new(&dir));
     cfg.flush_policy = FlushPolicy::Sync;
     let store = open(cfg);
-    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
     let threads: Vec<_> = (0..3)
         .map(|t| {
             let store = store.clone();
             std::thread::spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_time()
+                    .build()
+                    .unwrap();
                 for i in 0.. {
                     let body = format!("kill-{t}-{i:06}");
-                    let r = store.put_message(&msg("K", t, body.as_bytes(), "k")).unwrap();
+                    let r = store
+                        .put_message(&msg("K", t, body.as_bytes(), "k"))
+                        .unwrap();
                     rt.block_on(store.wait_flushed(r.end_offset())).unwrap();
-                    println!("ACK {t} {} {} {} {body}", r.logics_offset, r.wrote_offset, r.wrote_bytes);
+                    println!(
+                        "ACK {t} {} {} {} {body}",
+                        r.logics_offset, r.wrote_offset, r.wrote_bytes
+                    );
                 }
             })
         })
@@ -279,7 +331,12 @@ fn crash_child_entry() {
 fn sigkill_during_sync_flush_loses_no_acknowledged_record() {
     let dir = tempfile::tempdir().unwrap();
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["crash_child_entry", "--exact", "--nocapture", "--test-threads=1"])
+        .args([
+            "crash_child_entry",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CHILD_ENV, dir.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -303,7 +360,11 @@ fn sigkill_during_sync_flush_loses_no_acknowledged_record() {
             acked.push(ack);
         }
     }
-    assert!(acked.len() >= 400, "child produced only {} acks", acked.len());
+    assert!(
+        acked.len() >= 400,
+        "child produced only {} acks",
+        acked.len()
+    );
     assert!(dir.path().join("abort").exists());
     let store = open(config(dir.path()));
     assert!(store.recovery_report().abnormal);

@@ -38,7 +38,9 @@ fn batch_limits_in_memory_and_on_disk() {
         cfg.total_physical_memory_bytes = ram;
         let store = open(cfg);
         for _ in 0..60 {
-            store.put_message(&msg("T", 0, &vec![7u8; body], "A")).unwrap();
+            store
+                .put_message(&msg("T", 0, &vec![7u8; body], "A"))
+                .unwrap();
         }
         let got = store.get_message("g", "T", 0, 0, 64, &AcceptAll).unwrap();
         assert_eq!(got.status, GetMessageStatus::Found, "{name}");
@@ -97,7 +99,10 @@ fn batch_put_gets_consecutive_offsets_and_ids() {
         assert_eq!(rec.body, format!("m{k}").as_bytes());
         assert_eq!(rec.flag, k as i32);
         let (host, phy) = format::decode_offset_msg_id(&put.msg_ids[k]).unwrap();
-        assert_eq!((host, phy), (store.config().store_host, rec.physical_offset));
+        assert_eq!(
+            (host, phy),
+            (store.config().store_host, rec.physical_offset)
+        );
     }
     // Batches to retry topics and malformed bodies are refused without writing.
     let before = store.max_phy_offset();
@@ -105,12 +110,20 @@ fn batch_put_gets_consecutive_offsets_and_ids() {
         topic: "%RETRY%g".to_owned(),
         ..batch.clone()
     };
-    assert!(matches!(store.put_messages(&retry), Err(StoreError::MessageIllegal { .. })));
+    assert!(matches!(
+        store.put_messages(&retry),
+        Err(StoreError::MessageIllegal { .. })
+    ));
     let torn = BatchToStore {
-        encoded_messages: batch.encoded_messages.slice(..batch.encoded_messages.len() - 1),
+        encoded_messages: batch
+            .encoded_messages
+            .slice(..batch.encoded_messages.len() - 1),
         ..batch
     };
-    assert!(matches!(store.put_messages(&torn), Err(StoreError::BatchMalformed { .. })));
+    assert!(matches!(
+        store.put_messages(&torn),
+        Err(StoreError::BatchMalformed { .. })
+    ));
     assert_eq!(store.max_phy_offset(), before);
 }
 
@@ -129,29 +142,68 @@ fn offsets_by_time_and_lookup_by_offset() {
         }
     }
     let t = times[15];
-    let lower = store.offset_by_timestamp("T", 0, t, BoundaryType::Lower).unwrap();
-    let upper = store.offset_by_timestamp("T", 0, t, BoundaryType::Upper).unwrap();
+    let lower = store
+        .offset_by_timestamp("T", 0, t, BoundaryType::Lower)
+        .unwrap();
+    let upper = store
+        .offset_by_timestamp("T", 0, t, BoundaryType::Upper)
+        .unwrap();
     assert_eq!(lower, times.iter().position(|x| *x == t).unwrap() as i64);
     assert_eq!(upper, times.iter().rposition(|x| *x == t).unwrap() as i64);
-    assert_eq!(store.offset_by_timestamp("T", 0, 0, BoundaryType::Lower).unwrap(), 0);
-    assert_eq!(store.offset_by_timestamp("T", 0, i64::MAX, BoundaryType::Lower).unwrap(), 30);
-    assert_eq!(store.offset_by_timestamp("T", 0, i64::MAX, BoundaryType::Upper).unwrap(), 29);
-    assert_eq!(store.earliest_message_store_time("T", 0).unwrap(), Some(times[0]));
+    assert_eq!(
+        store
+            .offset_by_timestamp("T", 0, 0, BoundaryType::Lower)
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        store
+            .offset_by_timestamp("T", 0, i64::MAX, BoundaryType::Lower)
+            .unwrap(),
+        30
+    );
+    assert_eq!(
+        store
+            .offset_by_timestamp("T", 0, i64::MAX, BoundaryType::Upper)
+            .unwrap(),
+        29
+    );
+    assert_eq!(
+        store.earliest_message_store_time("T", 0).unwrap(),
+        Some(times[0])
+    );
     assert_eq!(store.earliest_message_store_time("None", 0).unwrap(), None);
 
     let rec = store.look_message_by_offset(offsets[7]).unwrap().unwrap();
     assert_eq!(decode_record(&rec).unwrap().body, &[7u8]);
-    assert!(store.look_message_by_offset(offsets[7] + 1).unwrap().is_none());
-    assert!(store.look_message_by_offset(store.max_phy_offset()).unwrap().is_none());
+    assert!(store
+        .look_message_by_offset(offsets[7] + 1)
+        .unwrap()
+        .is_none());
+    assert!(store
+        .look_message_by_offset(store.max_phy_offset())
+        .unwrap()
+        .is_none());
 }
 
 #[derive(Default)]
 struct Recorder(Mutex<Vec<(String, i32, i64, i64)>>);
 
 impl ArrivalListener for Recorder {
-    fn arriving(&self, topic: &str, queue_id: i32, next: i64, tags_code: i64, _ts: i64, props: &[u8]) {
+    fn arriving(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        next: i64,
+        tags_code: i64,
+        _ts: i64,
+        props: &[u8],
+    ) {
         assert!(format::property_value(props, b"TAGS").is_some());
-        self.0.lock().unwrap().push((topic.to_owned(), queue_id, next, tags_code));
+        self.0
+            .lock()
+            .unwrap()
+            .push((topic.to_owned(), queue_id, next, tags_code));
     }
 }
 
@@ -165,7 +217,10 @@ fn arrival_listener_sees_every_unit() {
     store.put_message(&msg("T", 2, b"b", "TagA")).unwrap();
     let events = recorder.0.lock().unwrap().clone();
     let code = i64::from(format::java_string_hash_code("TagA"));
-    assert_eq!(events, vec![("T".to_owned(), 2, 1, code), ("T".to_owned(), 2, 2, code)]);
+    assert_eq!(
+        events,
+        vec![("T".to_owned(), 2, 1, code), ("T".to_owned(), 2, 2, code)]
+    );
 }
 
 #[test]
@@ -176,9 +231,13 @@ fn retention_deletes_old_files_and_moves_min_offsets() {
     cfg.consume_queue_file_units = 16;
     let store = open(cfg);
     for i in 0..200 {
-        store.put_message(&msg("T", 0, &[i as u8; 200], "A")).unwrap();
+        store
+            .put_message(&msg("T", 0, &[i as u8; 200], "A"))
+            .unwrap();
     }
-    let files_before = std::fs::read_dir(dir.path().join("commitlog")).unwrap().count();
+    let files_before = std::fs::read_dir(dir.path().join("commitlog"))
+        .unwrap()
+        .count();
     assert!(files_before > 3);
     // Nothing is older than 72 h yet.
     let now = ringmq_now_ms();
@@ -191,13 +250,21 @@ fn retention_deletes_old_files_and_moves_min_offsets() {
     let min = store.min_offset_in_queue("T", 0);
     assert!(min > 0);
     let got = store.get_message("g", "T", 0, 0, 32, &AcceptAll).unwrap();
-    assert_eq!((got.status, got.next_begin_offset), (GetMessageStatus::OffsetTooSmall, min));
+    assert_eq!(
+        (got.status, got.next_begin_offset),
+        (GetMessageStatus::OffsetTooSmall, min)
+    );
     let got = store.get_message("g", "T", 0, min, 32, &AcceptAll).unwrap();
     assert_eq!(got.status, GetMessageStatus::Found);
     assert!(got.message_locations[0].0 >= min_phy);
     // The message before min pointed at a deleted file.
-    let cq_files = std::fs::read_dir(dir.path().join("consumequeue/T/0")).unwrap().count();
-    assert!(cq_files < 200 / 16 + 1, "old ConsumeQueue files were deleted");
+    let cq_files = std::fs::read_dir(dir.path().join("consumequeue/T/0"))
+        .unwrap()
+        .count();
+    assert!(
+        cq_files < 200 / 16 + 1,
+        "old ConsumeQueue files were deleted"
+    );
     store.shutdown().unwrap();
     drop(store);
     // Reopening keeps the moved minimums.
@@ -224,7 +291,9 @@ async fn sync_flush_group_commit_acknowledges_after_fsync() {
     let store = open(cfg);
     let mut last = 0;
     for i in 0..50 {
-        let r = store.put_message(&msg("T", 0, &[i as u8; 32], "A")).unwrap();
+        let r = store
+            .put_message(&msg("T", 0, &[i as u8; 32], "A"))
+            .unwrap();
         last = r.end_offset();
     }
     store.wait_flushed(last).await.unwrap();
@@ -235,7 +304,9 @@ async fn sync_flush_group_commit_acknowledges_after_fsync() {
         let store = store.clone();
         tasks.push(tokio::spawn(async move {
             for i in 0..20 {
-                let r = store.put_message(&msg("T", t, &[i as u8; 16], "A")).unwrap();
+                let r = store
+                    .put_message(&msg("T", t, &[i as u8; 16], "A"))
+                    .unwrap();
                 store.wait_flushed(r.end_offset()).await.unwrap();
             }
         }));

@@ -109,14 +109,17 @@ fn v1_ipv4_record_golden() {
     assert_eq!(rec.body, b"hello");
     assert_eq!(rec.topic, "TopicTest");
     assert_eq!(rec.properties, PROPS);
-    assert_eq!(format::record_store_timestamp(&golden).unwrap(), 1_700_000_000_123);
+    assert_eq!(
+        format::record_store_timestamp(&golden).unwrap(),
+        1_700_000_000_123
+    );
     assert_eq!(format::tags_code(rec.properties), 2_598_919); // "TagA".hashCode()
 }
 
 #[test]
 fn v2_long_topic_record_golden() {
     let topic = format!("%RETRY%{}", "g".repeat(193)); // 200 bytes > 127 => v2
-    // 92 + 5 + 200 + 10 = 307 bytes.
+                                                       // 92 + 5 + 200 + 10 = 307 bytes.
     let golden = Hand::default()
         .i32(307)
         .i32(0xDAA3_20AB_u32 as i32) // MAGICCODE v2
@@ -190,7 +193,10 @@ fn ipv6_hosts_record_golden() {
     assert_eq!(rec.born_host, "[fe80::1]:50000".parse().unwrap());
     assert_eq!(rec.store_host, "[::1]:10911".parse().unwrap());
     assert_eq!(rec.store_timestamp_ms, 1_700_000_000_123);
-    assert_eq!(format::record_store_timestamp(&golden).unwrap(), 1_700_000_000_123);
+    assert_eq!(
+        format::record_store_timestamp(&golden).unwrap(),
+        1_700_000_000_123
+    );
 
     // Mixed: IPv6 born host only.
     let f = fields(b"TopicTest", "[fe80::1]:50000", "10.0.0.1:10911", 0);
@@ -235,7 +241,10 @@ fn consume_queue_unit_golden() {
         size: 1,
         tags_code: i64::from(format::java_string_hash_code("polygenelubricants")),
     };
-    assert_eq!(&encode_cq_unit(&neg)[12..], &(i32::MIN as i64).to_be_bytes());
+    assert_eq!(
+        &encode_cq_unit(&neg)[12..],
+        &(i32::MIN as i64).to_be_bytes()
+    );
     // Java's filler unit.
     assert_eq!(
         encode_cq_unit(&CqUnit::FILLER).to_vec(),
@@ -259,7 +268,12 @@ fn batch_body_golden() {
     let mut encoded = Vec::new();
     format::encode_batch_entry(7, b"hello", PROPS, &mut encoded);
     assert_eq!(encoded, golden);
-    let entries: Vec<_> = format::batch_entries(&golden).collect::<Result<_, _>>().unwrap();
+    let entries: Vec<_> = format::batch_entries(&golden)
+        .collect::<Result<_, _>>()
+        .unwrap();
     assert_eq!(entries.len(), 1);
-    assert_eq!((entries[0].flag, entries[0].body, entries[0].properties), (7, &b"hello"[..], PROPS));
+    assert_eq!(
+        (entries[0].flag, entries[0].body, entries[0].properties),
+        (7, &b"hello"[..], PROPS)
+    );
 }

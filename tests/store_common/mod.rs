@@ -58,14 +58,22 @@ pub fn rebuild_from_commit_log(root: &Path, file_size: u64) -> QueueUnits {
                 RecordHead::Blank { .. } => break,
                 RecordHead::Invalid { .. } => break,
                 RecordHead::Message { total_size, .. } => {
-                    let Ok(rec) = format::decode_record(&data[pos..]) else { break };
+                    let Ok(rec) = format::decode_record(&data[pos..]) else {
+                        break;
+                    };
                     if !rec.body_crc_matches() || rec.physical_offset != start + pos as i64 {
                         break;
                     }
-                    out.entry((rec.topic.to_owned(), rec.queue_id)).or_default().insert(
-                        rec.queue_offset,
-                        (rec.physical_offset, rec.total_size, format::tags_code(rec.properties)),
-                    );
+                    out.entry((rec.topic.to_owned(), rec.queue_id))
+                        .or_default()
+                        .insert(
+                            rec.queue_offset,
+                            (
+                                rec.physical_offset,
+                                rec.total_size,
+                                format::tags_code(rec.properties),
+                            ),
+                        );
                     pos += total_size as usize;
                 }
             }
@@ -83,8 +91,14 @@ pub fn served_units(store: &MessageStore) -> QueueUnits {
         let mut offset = store.min_offset_in_queue(&topic, queue_id);
         let max = store.max_offset_in_queue(&topic, queue_id);
         while offset < max {
-            let got = store.get_message("g", &topic, queue_id, offset, 32, &AcceptAll).unwrap();
-            assert_eq!(got.status, GetMessageStatus::Found, "{topic}/{queue_id}@{offset}");
+            let got = store
+                .get_message("g", &topic, queue_id, offset, 32, &AcceptAll)
+                .unwrap();
+            assert_eq!(
+                got.status,
+                GetMessageStatus::Found,
+                "{topic}/{queue_id}@{offset}"
+            );
             for (k, q) in got.queue_offsets.iter().enumerate() {
                 let rec = format::decode_record(got.message(k)).unwrap();
                 assert_eq!(rec.queue_offset, *q);
