@@ -85,6 +85,8 @@ pub(crate) struct Inner {
     retention_cv: Condvar,
     /// Store timestamp of the last appended record (informational checkpoint fields).
     pub(crate) last_store_timestamp_ms: AtomicI64,
+    /// CommitLog offset recorded by the last checkpoint write (an unchanged one is not rewritten).
+    last_checkpoint_offset: AtomicI64,
     checkpoint_file: File,
     checkpoint_path: PathBuf,
     listener: RwLock<Option<Arc<dyn ArrivalListener>>>,
@@ -135,6 +137,7 @@ impl MessageStore {
             signal_cv: Condvar::new(),
             retention_cv: Condvar::new(),
             last_store_timestamp_ms: AtomicI64::new(0),
+            last_checkpoint_offset: AtomicI64::new(-1),
             checkpoint_file,
             checkpoint_path,
             listener: RwLock::new(None),
@@ -1350,6 +1353,9 @@ impl Inner {
                 }
             }
         }
+        if self.last_checkpoint_offset.load(Ordering::Acquire) == dispatched {
+            return Ok(());
+        }
         let checkpoint = format::Checkpoint {
             physic_msg_timestamp_ms: timestamp,
             logics_msg_timestamp_ms: timestamp,
@@ -1370,6 +1376,8 @@ impl Inner {
             self.poison(format!("checkpoint write failed: {e}"));
             return Err(e);
         }
+        self.last_checkpoint_offset
+            .store(dispatched, Ordering::Release);
         Ok(())
     }
 
@@ -1895,6 +1903,39 @@ mod tests {
         ));
         assert_eq!(store.max_phy_offset(), before);
         assert_eq!(store.max_offset_in_queue("T", 0), 0);
+    }
+
+    #[tokio::test]
+    async fn a_failed_fsync_makes_the_store_read_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = config(dir.path());
+        cfg.flush_policy = FlushPolicy::Sync;
+        let store = open(cfg);
+        let ok = store.put_message(&msg("T", 0, b"a", "A")).unwrap();
+        store.wait_flushed(ok.end_offset()).await.unwrap();
+        // What the flush path does when fdatasync returns an error.
+        store
+            .inner
+            .poison("commit log fsync failed: EIO".to_owned());
+        let reason = store.is_read_only().unwrap();
+        assert!(reason.contains("EIO"));
+        // Already-durable data stays acknowledged; nothing new is accepted or acknowledged.
+        store.wait_flushed(ok.end_offset()).await.unwrap();
+        let err = store.wait_flushed(ok.end_offset() + 1).await.unwrap_err();
+        assert!(matches!(err, StoreError::Poisoned { .. }));
+        let err = store.put_message(&msg("T", 0, b"b", "A")).unwrap_err();
+        assert!(matches!(err, StoreError::Poisoned { .. }));
+        assert_eq!(err.put_status(), PutMessageStatus::ServiceNotAvailable);
+        assert!(
+            store.inner.flush_all().is_err(),
+            "a flush is never retried as success"
+        );
+        // Reads still work.
+        let got = store.get_message("g", "T", 0, 0, 32, &AcceptAll).unwrap();
+        assert_eq!(got.status, GetMessageStatus::Found);
+        // Shutdown refuses to mark the store clean.
+        assert!(store.shutdown().is_err());
+        assert!(dir.path().join(ABORT_FILE_NAME).exists());
     }
 
     #[test]
