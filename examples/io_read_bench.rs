@@ -46,7 +46,7 @@ fn main() {
     file.flush().expect("flush");
     let path: &Path = file.path();
     println!(
-        "file {file_mib} MiB (page cache hot), best of {repeats}, default sizing {:?}",
+        "file {file_mib} MiB (page cache hot), least-CPU run of {repeats}, default sizing {:?}",
         IoConfig::default()
     );
     println!(
