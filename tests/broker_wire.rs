@@ -490,3 +490,229 @@ fn sync_flush_survives_sigkill_and_offsets_survive_restart() {
     );
     assert_eq!(ext_i64(&m, "offset"), 75);
 }
+
+fn heartbeat(
+    client_id: &str,
+    group: &str,
+    topic: &str,
+    expression_type: &str,
+    sub: &str,
+) -> RemotingCommand {
+    let body = serde_json::json!({
+        "clientID": client_id,
+        "consumerDataSet": [{
+            "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET", "consumeType": "CONSUME_PASSIVELY",
+            "groupName": group, "messageModel": "CLUSTERING", "unitMode": false,
+            "subscriptionDataSet": [{"classFilterMode": false, "codeSet": [], "expressionType": expression_type,
+                "subString": sub, "subVersion": 1, "tagsSet": [], "topic": topic}]
+        }],
+        "producerDataSet": []
+    });
+    RemotingCommand::request(req::HEART_BEAT).with_body(Bytes::from(body.to_string()))
+}
+
+/// A pull that relies on the subscription registered by heartbeat (no FLAG_SUBSCRIPTION).
+fn registered_pull(group: &str, topic: &str, offset: i64) -> RemotingCommand {
+    let mut cmd = pull_request(topic, 0, offset, 0, "", SerializeType::Json);
+    cmd.set_ext("consumerGroup", group);
+    cmd.set_ext("sysFlag", 0);
+    cmd.ext_fields.remove("subscription");
+    cmd.ext_fields.remove("expressionType");
+    cmd
+}
+
+#[test]
+fn sql92_subscription_registered_by_heartbeat_filters_on_properties() {
+    let broker = Broker::start(&[]);
+    let mut c = broker.client();
+    for i in 0..20 {
+        let region = if i % 2 == 0 { "east" } else { "west" };
+        let a = i.to_string();
+        invoke(
+            &mut c,
+            send_request(
+                "Sql",
+                0,
+                &format!("m{i}"),
+                &[("a", &a), ("region", region)],
+                SerializeType::Json,
+            ),
+        );
+    }
+    // Before any heartbeat the group has no subscription.
+    let r = invoke(&mut c, registered_pull("sqlg", "Sql", 0));
+    assert_eq!(r.code, rc::SUBSCRIPTION_NOT_EXIST, "{r:?}");
+    let hb = invoke(
+        &mut c,
+        heartbeat("c1", "sqlg", "Sql", "SQL92", "a > 5 AND region = 'east'"),
+    );
+    assert_eq!(hb.code, rc::SUCCESS);
+    assert!(
+        hb.version >= 232,
+        "a real version so Java clients allow SQL92"
+    );
+    let mut got = Vec::new();
+    let mut offset = 0;
+    for _ in 0..10 {
+        let r = invoke(&mut c, registered_pull("sqlg", "Sql", offset));
+        match r.code {
+            rc::SUCCESS => got.extend(
+                records(&r.body)
+                    .into_iter()
+                    .map(|r| String::from_utf8(r.1).unwrap()),
+            ),
+            rc::PULL_RETRY_IMMEDIATELY => {}
+            _ => break,
+        }
+        offset = ext_i64(&r, "nextBeginOffset");
+    }
+    assert_eq!(got, vec!["m6", "m8", "m10", "m12", "m14", "m16", "m18"]);
+    // A bad SQL92 subscription is refused with the position of the problem.
+    let bad = invoke(
+        &mut c,
+        pull_request("Sql", 0, 0, 0, "a > ", SerializeType::Json)
+            .with_ext("expressionType", "SQL92"),
+    );
+    assert_eq!(bad.code, rc::SUBSCRIPTION_PARSE_FAILED);
+    assert!(
+        bad.remark.unwrap().contains("character"),
+        "remark points at the position"
+    );
+}
+
+#[test]
+fn heartbeat_membership_changes_notify_the_group() {
+    let broker = Broker::start(&[]);
+    let mut first = broker.client();
+    assert_eq!(
+        invoke(&mut first, heartbeat("c1", "grp", "T", "TAG", "*")).code,
+        rc::SUCCESS
+    );
+    let mut second = broker.client();
+    assert_eq!(
+        invoke(&mut second, heartbeat("c2", "grp", "T", "TAG", "*")).code,
+        rc::SUCCESS
+    );
+    // The first member is told to rebalance, on its own connection.
+    let notify = first.read_command().unwrap();
+    assert_eq!(notify.code, req::NOTIFY_CONSUMER_IDS_CHANGED);
+    assert!(notify.is_oneway());
+    assert_eq!(notify.ext_opt_str("consumerGroup"), Some("grp"));
+    let list = invoke(
+        &mut second,
+        RemotingCommand::request(req::GET_CONSUMER_LIST_BY_GROUP).with_ext("consumerGroup", "grp"),
+    );
+    let v: serde_json::Value = serde_json::from_slice(&list.body).unwrap();
+    assert_eq!(v["consumerIdList"], serde_json::json!(["c1", "c2"]));
+    // The retry topic of the group was created.
+    let route = invoke(
+        &mut broker.namesrv_client(),
+        RemotingCommand::request(req::GET_ROUTEINFO_BY_TOPIC).with_ext("topic", "%RETRY%grp"),
+    );
+    assert_eq!(route.code, rc::SUCCESS, "{route:?}");
+    // A member leaving notifies the rest.
+    drop(second);
+    let notify = first.read_command().unwrap();
+    assert_eq!(notify.code, req::NOTIFY_CONSUMER_IDS_CHANGED);
+}
+
+#[test]
+fn send_back_goes_to_retry_topic_after_delay_then_dlq() {
+    let broker = Broker::start(&[("RINGMQ_BROKER_MESSAGE_DELAY_LEVEL", "1s 1s 1s")]);
+    let mut c = broker.client();
+    let sent = invoke(
+        &mut c,
+        send_request("Orig", 0, "failing", &[("TAGS", "t")], SerializeType::Json),
+    );
+    let (_, phy) = format::decode_offset_msg_id(sent.ext_opt_str("msgId").unwrap()).unwrap();
+    invoke(&mut c, heartbeat("c1", "rg", "Orig", "TAG", "*"));
+    let back = |c: &mut ringmq::broker::remoting_client::BlockingClient, offset: i64, max: i32| {
+        invoke(
+            c,
+            RemotingCommand::request(req::CONSUMER_SEND_MSG_BACK)
+                .with_ext("offset", offset)
+                .with_ext("group", "rg")
+                .with_ext("delayLevel", 1)
+                .with_ext("originMsgId", "ORIGID")
+                .with_ext("maxReconsumeTimes", max),
+        )
+    };
+    assert_eq!(back(&mut c, phy, 2).code, rc::SUCCESS);
+    // Delivered to %RETRY%rg after the 1 s delay level.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let retry = loop {
+        let r = invoke(
+            &mut c,
+            pull_request("%RETRY%rg", 0, 0, 0, "*", SerializeType::Json),
+        );
+        if r.code == rc::SUCCESS {
+            break records(&r.body);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "retry message never arrived: {r:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(retry[0].1, b"failing");
+    assert_eq!(
+        format::property_value(&retry[0].2, b"RETRY_TOPIC"),
+        Some(&b"Orig"[..])
+    );
+    assert_eq!(
+        format::property_value(&retry[0].2, b"ORIGIN_MESSAGE_ID"),
+        Some(&b"ORIGID"[..])
+    );
+    let r = invoke(
+        &mut c,
+        pull_request("%RETRY%rg", 0, 0, 0, "*", SerializeType::Json),
+    );
+    let rec = format::decode_record(&r.body).unwrap();
+    assert_eq!(rec.reconsume_times, 1);
+    // Reconsumed too often: straight to the DLQ.
+    let mut phy2 = rec.physical_offset;
+    for _ in 0..2 {
+        assert_eq!(back(&mut c, phy2, 1).code, rc::SUCCESS);
+        phy2 = rec.physical_offset;
+    }
+    let dlq = invoke(
+        &mut c,
+        pull_request("%DLQ%rg", 0, 0, 0, "*", SerializeType::Json),
+    );
+    assert_eq!(dlq.code, rc::SUCCESS, "{dlq:?}");
+    assert_eq!(records(&dlq.body)[0].1, b"failing");
+}
+
+#[test]
+fn batch_send_stores_each_message_with_consecutive_offsets() {
+    let broker = Broker::start(&[]);
+    let mut c = broker.client();
+    let mut body = Vec::new();
+    for i in 0..5 {
+        let props =
+            format::encode_properties([("TAGS", "b"), ("UNIQ_KEY", &format!("U{i}") as &str)]);
+        format::encode_batch_entry(
+            0,
+            format!("batch-{i}").as_bytes(),
+            props.as_bytes(),
+            &mut body,
+        );
+    }
+    let mut cmd = send_request("Batch", 0, "", &[], SerializeType::Json);
+    cmd.code = req::SEND_BATCH_MESSAGE;
+    cmd.set_ext("m", "true");
+    cmd.body = Bytes::from(body);
+    let r = invoke(&mut c, cmd);
+    assert_eq!(r.code, rc::SUCCESS, "{r:?}");
+    assert_eq!(r.ext_opt_str("msgId").unwrap().split(',').count(), 5);
+    let p = invoke(
+        &mut c,
+        pull_request("Batch", 0, 0, 0, "*", SerializeType::Json),
+    );
+    let recs = records(&p.body);
+    assert_eq!(recs.len(), 5);
+    for (i, r) in recs.iter().enumerate() {
+        assert_eq!(r.0, i as i64);
+        assert_eq!(r.1, format!("batch-{i}").as_bytes());
+    }
+}
