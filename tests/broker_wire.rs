@@ -716,3 +716,59 @@ fn batch_send_stores_each_message_with_consecutive_offsets() {
         assert_eq!(r.1, format!("batch-{i}").as_bytes());
     }
 }
+
+#[test]
+fn standalone_namesrv_routes_to_a_registered_broker_and_drops_it_on_stop() {
+    let ns = common::Namesrv::start();
+    let mut broker = Broker::start_with_namesrv(&ns.addr(), &[]);
+    let mut c = broker.client();
+    assert_eq!(
+        invoke(
+            &mut c,
+            send_request("ViaNs", 0, "x", &[], SerializeType::Json)
+        )
+        .code,
+        rc::SUCCESS
+    );
+    let mut ns_client = ringmq::broker::remoting_client::BlockingClient::connect(
+        &ns.addr(),
+        Duration::from_secs(5),
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let route = invoke(
+            &mut ns_client,
+            RemotingCommand::request(req::GET_ROUTEINFO_BY_TOPIC).with_ext("topic", "ViaNs"),
+        );
+        if route.code == rc::SUCCESS {
+            let v: serde_json::Value = serde_json::from_slice(&route.body).unwrap();
+            assert_eq!(v["brokerDatas"][0]["brokerAddrs"]["0"], broker.addr());
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "topic never reached the name server: {route:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let cluster = invoke(
+        &mut ns_client,
+        RemotingCommand::request(req::GET_BROKER_CLUSTER_INFO),
+    );
+    let v: serde_json::Value = serde_json::from_slice(&cluster.body).unwrap();
+    assert_eq!(
+        v["clusterAddrTable"]["DefaultCluster"],
+        serde_json::json!(["broker-a"])
+    );
+    broker.stop();
+    let route = invoke(
+        &mut ns_client,
+        RemotingCommand::request(req::GET_ROUTEINFO_BY_TOPIC).with_ext("topic", "ViaNs"),
+    );
+    assert_eq!(
+        route.code,
+        rc::TOPIC_NOT_EXIST,
+        "an unregistered broker's topics are gone"
+    );
+}

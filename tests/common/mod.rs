@@ -70,6 +70,13 @@ impl Broker {
         format!("127.0.0.1:{}", self.namesrv_port)
     }
 
+    /// A broker that registers with the name server at `namesrv_addr` instead of embedding one.
+    pub fn start_with_namesrv(namesrv_addr: &str, env: &[(&str, &str)]) -> Broker {
+        let mut all: Vec<(&str, &str)> = vec![("RINGMQ_NAMESRV_ADDR", namesrv_addr)];
+        all.extend_from_slice(env);
+        Broker::start(&all)
+    }
+
     fn spawn(&mut self) {
         let store = self.dir.join("store");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_ringmq"));
@@ -88,24 +95,7 @@ impl Broker {
         let mut child = cmd.spawn().expect("spawn ringmq");
         let stderr = child.stderr.take().unwrap();
         let log_path = self.log_path.clone();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut log = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&log_path)
-                .unwrap();
-            let mut tx = Some(tx);
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                use std::io::Write;
-                let _ = writeln!(log, "{line}");
-                if line.contains("ringmq broker listening") {
-                    if let Some(tx) = tx.take() {
-                        let _ = tx.send(());
-                    }
-                }
-            }
-        });
+        let rx = forward_log(stderr, log_path, "ringmq broker listening");
         if rx.recv_timeout(Duration::from_secs(30)).is_err() {
             let _ = child.kill();
             panic!(
@@ -178,4 +168,78 @@ pub fn local(addr: &str) -> SocketAddr {
 
 pub fn exists(p: &Path) -> bool {
     p.exists()
+}
+
+/// Copies a child's stderr to `log_path` and signals once a line contains `ready_marker`.
+fn forward_log(
+    stderr: std::process::ChildStderr,
+    log_path: PathBuf,
+    ready_marker: &'static str,
+) -> mpsc::Receiver<()> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::Write;
+        let mut log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .unwrap();
+        let mut tx = Some(tx);
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = writeln!(log, "{line}");
+            if line.contains(ready_marker) {
+                if let Some(tx) = tx.take() {
+                    let _ = tx.send(());
+                }
+            }
+        }
+    });
+    rx
+}
+
+/// A standalone `ringmq namesrv` process.
+pub struct Namesrv {
+    child: Child,
+    pub port: u16,
+    _tmp: tempfile::TempDir,
+}
+
+impl Namesrv {
+    pub fn start() -> Namesrv {
+        let tmp = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ringmq"))
+            .arg("namesrv")
+            .env("RINGMQ_NAMESRV_LISTEN_PORT", port.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn ringmq namesrv");
+        let rx = forward_log(
+            child.stderr.take().unwrap(),
+            tmp.path().join("namesrv.log"),
+            "ringmq name server listening",
+        );
+        if rx.recv_timeout(Duration::from_secs(30)).is_err() {
+            let _ = child.kill();
+            panic!("name server did not start");
+        }
+        Namesrv {
+            child,
+            port,
+            _tmp: tmp,
+        }
+    }
+
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for Namesrv {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
