@@ -75,7 +75,13 @@ pub async fn process_send(
         send_single(ctrl, request, &h, &topic_config, queue_id, remote_addr)?
     };
     let (put, uniq_key) = stored;
-    let put = wait_for_flush(ctrl, put, request).await;
+    // Java `isWaitStoreMsgOK`: wait unless the message says WAIT=false.
+    let wait_store_msg_ok = h
+        .properties
+        .as_deref()
+        .and_then(|p| property_value(p.as_bytes(), property::WAIT.as_bytes()))
+        .is_none_or(|v| !v.eq_ignore_ascii_case(b"false"));
+    let put = wait_for_flush(ctrl, put, wait_store_msg_ok).await;
     Ok(send_response(ctrl, request, put, queue_id, uniq_key))
 }
 
@@ -221,7 +227,7 @@ fn send_single(
 
 fn send_batch(
     ctrl: &Arc<BrokerController>,
-    _request: &RemotingCommand,
+    request: &RemotingCommand,
     h: &SendMessageRequestHeader,
     queue_id: i32,
     remote_addr: SocketAddr,
@@ -239,7 +245,7 @@ fn send_batch(
         born_timestamp_ms: h.born_timestamp,
         born_host: remote_addr,
         reconsume_times: h.reconsume_times.unwrap_or(0),
-        encoded_messages: _request.body.clone(),
+        encoded_messages: request.body.clone(),
     };
     let put = ctrl.store.put_messages(&batch).map_err(put_error)?;
     Ok((put, None))
