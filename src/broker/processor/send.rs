@@ -342,18 +342,12 @@ pub fn put_status_code(status: PutMessageStatus) -> i32 {
 async fn wait_for_flush(
     ctrl: &Arc<BrokerController>,
     mut put: PutMessageResult,
-    request: &RemotingCommand,
+    wait_store_msg_ok: bool,
 ) -> PutMessageResult {
-    if ctrl.config.store.flush_policy != FlushPolicy::Sync || put.status != PutMessageStatus::PutOk
+    if ctrl.config.store.flush_policy != FlushPolicy::Sync
+        || put.status != PutMessageStatus::PutOk
+        || !wait_store_msg_ok
     {
-        return put;
-    }
-    let wait = request
-        .ext_opt_str("properties")
-        .or_else(|| request.ext_opt_str("i"))
-        .and_then(|p| property_value(p.as_bytes(), property::WAIT.as_bytes()))
-        .is_none_or(|v| !v.eq_ignore_ascii_case(b"false"));
-    if !wait {
         return put;
     }
     match ctrl.store.wait_flushed(put.end_offset()).await {
