@@ -46,13 +46,19 @@ struct Outcome {
 }
 
 fn drain(store: &MessageStore, filter: &dyn MessageFilter) -> Outcome {
-    let counting = Counting { inner: filter, layer_one: AtomicU64::new(0), layer_two: AtomicU64::new(0) };
+    let counting = Counting {
+        inner: filter,
+        layer_one: AtomicU64::new(0),
+        layer_two: AtomicU64::new(0),
+    };
     let started = Instant::now();
     let mut offset = 0;
     let mut matched = 0u64;
     let mut pulls = 0u64;
     loop {
-        let r = store.get_message("bench", "FilterBench", 0, offset, 32, &counting).expect("pull");
+        let r = store
+            .get_message("bench", "FilterBench", 0, offset, 32, &counting)
+            .expect("pull");
         pulls += 1;
         match r.status {
             GetMessageStatus::Found | GetMessageStatus::NoMatchedMessage => {
@@ -72,12 +78,18 @@ fn drain(store: &MessageStore, filter: &dyn MessageFilter) -> Outcome {
 }
 
 fn main() {
-    let messages: u64 = std::env::var("FILTER_BENCH_MESSAGES").ok().and_then(|v| v.parse().ok()).unwrap_or(200_000);
+    let messages: u64 = std::env::var("FILTER_BENCH_MESSAGES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200_000);
     let dir = tempfile::tempdir().expect("tempdir");
     let mut config = StoreConfig::with_root(dir.path());
     config.commit_log_file_size_bytes = 256 * 1024 * 1024;
-    let store = MessageStore::open(config, Arc::new(IoEngine::new(IoConfig::default()).expect("io engine")))
-        .expect("open store");
+    let store = MessageStore::open(
+        config,
+        Arc::new(IoEngine::new(IoConfig::default()).expect("io engine")),
+    )
+    .expect("open store");
     let host: SocketAddr = "127.0.0.1:10911".parse().unwrap();
     let body = Bytes::from(vec![b'x'; 128]);
     for i in 0..messages {
@@ -108,7 +120,11 @@ fn main() {
     println!("backlog: {messages} messages of 128 B, 1 in 100 matches; hot page cache\n");
     println!("| subscription | matched | CQ units checked (layer 1) | records read and checked (layer 2) | pulls | seconds | scanned msgs/s |");
     println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
-    for (name, filter) in [("none (all)", &AcceptAll as &dyn MessageFilter), ("TAG `TagA`", &tag), ("SQL92 `region = 'east' AND a > 5`", &sql)] {
+    for (name, filter) in [
+        ("none (all)", &AcceptAll as &dyn MessageFilter),
+        ("TAG `TagA`", &tag),
+        ("SQL92 `region = 'east' AND a > 5`", &sql),
+    ] {
         let mut best: Option<Outcome> = None;
         for _ in 0..3 {
             let o = drain(&store, filter);

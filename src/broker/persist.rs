@@ -140,62 +140,15 @@ fn read_optional(path: &Path) -> Result<Option<String>, PersistError> {
 
 /// Java's fastjson writes integer map keys unquoted (`{0:120,1:98}`), which is not JSON.
 /// This rewrites such keys to quoted ones outside of strings so serde_json can read files the
-/// Java broker wrote. Valid JSON passes through unchanged.
+/// Java broker wrote. Valid JSON passes through unchanged. (One implementation, shared with the
+/// name server's lenient body parsing.)
 pub fn quote_bare_integer_keys(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out: Vec<u8> = Vec::with_capacity(text.len() + 16);
-    let mut i = 0;
-    let mut in_string = false;
-    // True right after `{` or `,` (ignoring whitespace): a key may start here.
-    let mut key_position = false;
-    while i < bytes.len() {
-        let c = bytes[i];
-        if in_string {
-            out.push(c);
-            if c == b'\\' && i + 1 < bytes.len() {
-                out.push(bytes[i + 1]);
-                i += 2;
-                continue;
-            }
-            if c == b'"' {
-                in_string = false;
-            }
-            i += 1;
-            continue;
-        }
-        if key_position && (c == b'-' || c.is_ascii_digit()) {
-            let start = i;
-            let mut j = i + 1;
-            while j < bytes.len() && bytes[j].is_ascii_digit() {
-                j += 1;
-            }
-            let mut k = j;
-            while k < bytes.len() && bytes[k].is_ascii_whitespace() {
-                k += 1;
-            }
-            if k < bytes.len() && bytes[k] == b':' {
-                out.push(b'"');
-                out.extend_from_slice(&bytes[start..j]);
-                out.push(b'"');
-                i = j;
-                key_position = false;
-                continue;
-            }
-        }
-        match c {
-            b'"' => {
-                in_string = true;
-                key_position = false;
-            }
-            b'{' | b',' => key_position = true,
-            c if c.is_ascii_whitespace() => {}
-            _ => key_position = false,
-        }
-        out.push(c);
-        i += 1;
+    match crate::broker::namesrv::json::quote_bare_integer_keys(text.as_bytes()) {
+        std::borrow::Cow::Borrowed(_) => text.to_string(),
+        // Only ASCII quotes are inserted between whole UTF-8 sequences.
+        std::borrow::Cow::Owned(bytes) => String::from_utf8(bytes)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
     }
-    // Only ASCII quotes were inserted between whole UTF-8 sequences, so the bytes stay UTF-8.
-    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 #[cfg(test)]

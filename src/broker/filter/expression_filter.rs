@@ -120,8 +120,8 @@ impl MessageFilter for ExpressionMessageFilter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::broker::filter::properties::tests::MESSAGE_MAGIC_CODE_V1;
     use crate::broker::filter::properties::tests::{build_record, encode_properties};
-    use crate::broker::filter::properties::MESSAGE_MAGIC_CODE_V1;
     use crate::broker::filter::tag::java_string_hash_code;
 
     fn record(pairs: &[(&str, &str)]) -> Vec<u8> {

@@ -9,133 +9,15 @@
 use std::borrow::Cow;
 
 use super::sql92::PropertyLookup;
+use crate::store::format;
 
-/// MAGICCODE of a v1 record (1-byte topic length).
-pub const MESSAGE_MAGIC_CODE_V1: u32 = 0xDAA3_20A7;
-/// MAGICCODE of a v2 record (2-byte topic length, 5.x, topics longer than 127 bytes).
-pub const MESSAGE_MAGIC_CODE_V2: u32 = 0xDAA3_20AB;
-/// MessageSysFlag BORNHOST_V6_FLAG: born host is a 16-byte IPv6 address.
-pub const BORNHOST_V6_FLAG: u32 = 0x10;
-/// MessageSysFlag STOREHOSTADDRESS_V6_FLAG: store host is a 16-byte IPv6 address.
-pub const STOREHOSTADDRESS_V6_FLAG: u32 = 0x20;
-
-/// Separates a property's name from its value.
-pub const NAME_VALUE_SEPARATOR: u8 = 0x01;
-/// Ends each property.
-pub const PROPERTY_SEPARATOR: u8 = 0x02;
-
-const MAGIC_CODE_POSITION: usize = 4;
-const SYSFLAG_POSITION: usize = 36;
-/// BORNHOST starts after TOTALSIZE, MAGICCODE, BODYCRC, QUEUEID, FLAG (4 each), QUEUEOFFSET,
-/// PHYSICALOFFSET (8 each), SYSFLAG (4) and BORNTIMESTAMP (8).
-const BORNHOST_POSITION: usize = 48;
-/// IPv4 address + port; IPv6 is 16 + 4.
-const HOST_IPV4_LENGTH: usize = 8;
-const HOST_IPV6_LENGTH: usize = 20;
-/// STORETIMESTAMP, between the two hosts.
-const STORE_TIMESTAMP_LENGTH: usize = 8;
-/// RECONSUMETIMES (4) + PREPARED_TX_OFFSET (8), between the store host and BODYLEN.
-const AFTER_STORE_HOST_LENGTH: usize = 12;
-
-/// Why a record's properties could not be located.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum RecordError {
-    #[error("record too short: {field} needs {needed_bytes} bytes, record has {available_bytes}")]
-    Truncated {
-        field: &'static str,
-        needed_bytes: usize,
-        available_bytes: usize,
-    },
-    #[error("not a message record: magic code {magic_code:#010x}")]
-    UnknownMagicCode { magic_code: u32 },
-    #[error("record field {field} has negative length {length}")]
-    NegativeLength { field: &'static str, length: i32 },
-}
-
-fn read_array<const N: usize>(
-    record: &[u8],
-    position: usize,
-    field: &'static str,
-) -> Result<[u8; N], RecordError> {
-    let end = position.saturating_add(N);
-    record
-        .get(position..end)
-        .and_then(|bytes| bytes.try_into().ok())
-        .ok_or(RecordError::Truncated {
-            field,
-            needed_bytes: end,
-            available_bytes: record.len(),
-        })
-}
-
-/// Java reads lengths as signed big-endian integers; a negative one is corruption.
-fn to_length(field: &'static str, length: i32) -> Result<usize, RecordError> {
-    usize::try_from(length).map_err(|_| RecordError::NegativeLength { field, length })
-}
-
-fn i32_length_at(
-    record: &[u8],
-    position: usize,
-    field: &'static str,
-) -> Result<usize, RecordError> {
-    to_length(
-        field,
-        i32::from_be_bytes(read_array(record, position, field)?),
-    )
-}
+pub use crate::store::format::FormatError as RecordError;
 
 /// The properties bytes of a stored record (empty if it has none). `record` must start at the
-/// record's TOTALSIZE; bytes past TOTALSIZE are ignored.
+/// record's TOTALSIZE. The walk is the store's record decoder (`store::format`), which borrows
+/// every field in place: nothing is copied.
 pub fn record_properties(record: &[u8]) -> Result<&[u8], RecordError> {
-    let total_size = i32_length_at(record, 0, "TOTALSIZE")?;
-    let record = record.get(..total_size).ok_or(RecordError::Truncated {
-        field: "TOTALSIZE",
-        needed_bytes: total_size,
-        available_bytes: record.len(),
-    })?;
-    let magic_code = u32::from_be_bytes(read_array(record, MAGIC_CODE_POSITION, "MAGICCODE")?);
-    let topic_length_size = match magic_code {
-        MESSAGE_MAGIC_CODE_V1 => 1,
-        MESSAGE_MAGIC_CODE_V2 => 2,
-        _ => return Err(RecordError::UnknownMagicCode { magic_code }),
-    };
-    let sys_flag = u32::from_be_bytes(read_array(record, SYSFLAG_POSITION, "SYSFLAG")?);
-    let host_length = |v6_flag: u32| {
-        if sys_flag & v6_flag == 0 {
-            HOST_IPV4_LENGTH
-        } else {
-            HOST_IPV6_LENGTH
-        }
-    };
-    let body_length_position = BORNHOST_POSITION
-        + host_length(BORNHOST_V6_FLAG)
-        + STORE_TIMESTAMP_LENGTH
-        + host_length(STOREHOSTADDRESS_V6_FLAG)
-        + AFTER_STORE_HOST_LENGTH;
-    let body_length = i32_length_at(record, body_length_position, "BODYLEN")?;
-    let topic_length_position = body_length_position + 4 + body_length;
-    let topic_length = if topic_length_size == 1 {
-        // v1: a signed byte, so a v1 topic is at most 127 bytes.
-        let [length] = read_array::<1>(record, topic_length_position, "TOPICLEN")?;
-        to_length("TOPICLEN", i32::from(i8::from_be_bytes([length])))?
-    } else {
-        let length = read_array::<2>(record, topic_length_position, "TOPICLEN")?;
-        to_length("TOPICLEN", i32::from(i16::from_be_bytes(length)))?
-    };
-    let properties_length_position = topic_length_position + topic_length_size + topic_length;
-    let properties_length: [u8; 2] =
-        read_array(record, properties_length_position, "PROPERTIESLEN")?;
-    // Java skips properties whose (signed) length is not positive.
-    let Ok(properties_length) = usize::try_from(i16::from_be_bytes(properties_length)) else {
-        return Ok(&[]);
-    };
-    let start = properties_length_position + 2;
-    let end = start + properties_length;
-    record.get(start..end).ok_or(RecordError::Truncated {
-        field: "PROPERTIES",
-        needed_bytes: end,
-        available_bytes: record.len(),
-    })
+    format::decode_record(record).map(|r| r.properties)
 }
 
 /// A message's encoded properties, read in place.
@@ -147,18 +29,7 @@ impl<'a> RawProperties<'a> {
     /// a pair counts only if its first `\x01` leaves a non-empty name and a non-empty value;
     /// when a name repeats, the last pair wins (Java builds a HashMap).
     pub fn get_bytes(&self, name: &str) -> Option<&'a [u8]> {
-        let name = name.as_bytes();
-        let mut found = None;
-        for pair in self.0.split(|&byte| byte == PROPERTY_SEPARATOR) {
-            let Some(separator) = pair.iter().position(|&byte| byte == NAME_VALUE_SEPARATOR) else {
-                continue;
-            };
-            let (pair_name, value) = (&pair[..separator], &pair[separator + 1..]);
-            if !pair_name.is_empty() && !value.is_empty() && pair_name == name {
-                found = Some(value);
-            }
-        }
-        found
+        format::property_value(self.0, name.as_bytes())
     }
 
     /// The value of `name` as text. Java decodes properties as UTF-8 replacing malformed
@@ -177,6 +48,14 @@ impl PropertyLookup for RawProperties<'_> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    // Layout constants for building records by hand, independent of the store's encoder.
+    pub(crate) const MESSAGE_MAGIC_CODE_V1: u32 = 0xDAA3_20A7;
+    pub(crate) const MESSAGE_MAGIC_CODE_V2: u32 = 0xDAA3_20AB;
+    pub(crate) const BORNHOST_V6_FLAG: u32 = 0x10;
+    pub(crate) const STOREHOSTADDRESS_V6_FLAG: u32 = 0x20;
+    const NAME_VALUE_SEPARATOR: u8 = 0x01;
+    const PROPERTY_SEPARATOR: u8 = 0x02;
 
     /// Builds a record in the CommitLog layout (§5.1), as the store writes it.
     pub(crate) fn build_record(
@@ -299,50 +178,24 @@ pub(crate) mod tests {
         let record = build_record(MESSAGE_MAGIC_CODE_V1, 0, b"body", b"T", &properties);
         // Every truncation of the buffer.
         for cut in 0..record.len() {
-            assert!(
-                matches!(
-                    record_properties(&record[..cut]),
-                    Err(RecordError::Truncated { .. })
-                ),
-                "cut at {cut}"
-            );
+            assert!(record_properties(&record[..cut]).is_err(), "cut at {cut}");
         }
         let mut blank = record.clone();
         blank[4..8].copy_from_slice(&0xCBD4_3194u32.to_be_bytes());
-        assert_eq!(
-            record_properties(&blank),
-            Err(RecordError::UnknownMagicCode {
-                magic_code: 0xCBD4_3194
-            })
-        );
+        assert!(record_properties(&blank).is_err());
         let mut negative_body = record.clone();
         negative_body[84..88].copy_from_slice(&(-5i32).to_be_bytes());
-        assert!(matches!(
-            record_properties(&negative_body),
-            Err(RecordError::NegativeLength {
-                field: "BODYLEN",
-                ..
-            })
-        ));
+        assert!(record_properties(&negative_body).is_err());
         let mut huge_body = record.clone();
         huge_body[84..88].copy_from_slice(&i32::MAX.to_be_bytes());
-        assert!(matches!(
-            record_properties(&huge_body),
-            Err(RecordError::Truncated { .. })
-        ));
+        assert!(record_properties(&huge_body).is_err());
         // A TOTALSIZE that lies about the length is caught too.
         let mut short_total = record.clone();
         short_total[..4].copy_from_slice(&90u32.to_be_bytes());
         assert!(record_properties(&short_total).is_err());
         let mut negative_total = record;
         negative_total[..4].copy_from_slice(&(-1i32).to_be_bytes());
-        assert!(matches!(
-            record_properties(&negative_total),
-            Err(RecordError::NegativeLength {
-                field: "TOTALSIZE",
-                ..
-            })
-        ));
+        assert!(record_properties(&negative_total).is_err());
     }
 
     #[test]

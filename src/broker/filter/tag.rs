@@ -5,13 +5,9 @@ use std::collections::HashSet;
 /// Subscribes to every tag (Java `SubscriptionData.SUB_ALL`).
 pub const SUB_ALL: &str = "*";
 
-/// Java `String.hashCode()`: `h = 31 * h + c` over the UTF-16 code units, wrapping. This is the
-/// `tagsCode` stored in each ConsumeQueue unit.
-pub fn java_string_hash_code(text: &str) -> i32 {
-    text.encode_utf16().fold(0i32, |hash, unit| {
-        hash.wrapping_mul(31).wrapping_add(i32::from(unit))
-    })
-}
+/// Java `String.hashCode()`, the `tagsCode` stored in each ConsumeQueue unit (one definition,
+/// in the store's format module).
+pub use crate::store::format::java_string_hash_code;
 
 /// Java `String.trim()`: strips every character `<= ' '` (not Unicode whitespace).
 fn java_trim(text: &str) -> &str {
