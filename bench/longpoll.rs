@@ -9,7 +9,8 @@
 //! PULL_MESSAGE requests through `pull::process_request`.
 //!
 //! Latency = from just before `put_message` is called to the moment the bench thread finds the
-//! response in the connection's queue (it polls the queue with `try_recv`, spinning).
+//! response in the connection's queue (it polls the queue with `try_recv`, calling
+//! `sched_yield` between polls so it never keeps the pull-wake thread off a CPU).
 //!
 //! Layouts:
 //! - `spread`: every parked pull waits on its own queue (topics of 1000 queues); an append wakes
@@ -107,8 +108,6 @@ const ONE_QUEUE_LATENCIES: f64 = 10_000.0;
 const ONE_QUEUE_ROUNDS_MAX: usize = 1_000;
 /// Largest latency the histograms hold (60 s, in ns).
 const HIST_MAX_NS: u64 = 60_000_000_000;
-/// Spin this long on an empty queue before yielding the CPU between polls.
-const SPIN_BEFORE_YIELD: Duration = Duration::from_micros(200);
 /// A response not seen after this long means the pipeline lost it: the bench fails.
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
 const GROUP: &str = "bench_longpoll_group";
@@ -266,13 +265,12 @@ fn wait_response(rx: &mut mpsc::Receiver<Outbound>, opaque: i32) {
         match rx.try_recv() {
             Ok(frame) => return check_response(frame, opaque),
             Err(mpsc::error::TryRecvError::Empty) => {
-                let waited = started.elapsed();
-                assert!(waited < RESPONSE_TIMEOUT, "no response for opaque {opaque}");
-                if waited > SPIN_BEFORE_YIELD {
-                    std::thread::yield_now();
-                } else {
-                    std::hint::spin_loop();
-                }
+                assert!(
+                    started.elapsed() < RESPONSE_TIMEOUT,
+                    "no response for opaque {opaque}"
+                );
+                // Give the CPU to the pipeline's threads if they wait for it (2 cores).
+                std::thread::yield_now();
             }
             Err(e) => panic!("connection queue broke: {e}"),
         }
@@ -297,6 +295,32 @@ fn check_response(frame: Outbound, opaque: i32) {
     }
 }
 
+/// (ns on a CPU, ns waiting on a run queue) of the pull-wake thread, from
+/// `/proc/self/task/<tid>/schedstat`; `None` when the kernel does not provide it.
+fn pull_wake_schedstat() -> Option<(u64, u64)> {
+    for entry in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let comm = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
+        // Thread names are cut to 15 bytes: "ringmq-pull-wake" shows as "ringmq-pull-wak".
+        if comm.trim_end().starts_with("ringmq-pull-wak") {
+            let stat = std::fs::read_to_string(entry.path().join("schedstat")).ok()?;
+            let mut fields = stat.split_whitespace().map(|f| f.parse::<u64>().ok());
+            return Some((fields.next()??, fields.next()??));
+        }
+    }
+    None
+}
+
+/// Per woken pull: (CPU ns, run-queue wait ns) of the pull-wake thread between two readings.
+fn per_wake(before: Option<(u64, u64)>, woken: usize) -> (f64, f64) {
+    match (before, pull_wake_schedstat()) {
+        (Some((c0, w0)), Some((c1, w1))) if woken > 0 => (
+            (c1 - c0) as f64 / woken as f64,
+            (w1 - w0) as f64 / woken as f64,
+        ),
+        _ => (f64::NAN, f64::NAN),
+    }
+}
+
 fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, HIST_MAX_NS, 3).expect("histogram bounds")
 }
@@ -314,8 +338,10 @@ struct Repeat {
     put: Histogram<u64>,
     /// Per append: time until the last woken pull's response was queued.
     last: Histogram<u64>,
-    /// Pull re-executions per second while draining (one-queue layout).
-    reexec_per_second: f64,
+    /// Pull-wake thread CPU ns per woken pull (re-execution + send + its own wake-up).
+    wake_cpu_ns: f64,
+    /// Pull-wake thread ns spent runnable but waiting for a CPU, per woken pull.
+    wake_wait_ns: f64,
 }
 
 fn run_spread(parked: usize, pulls_per_connection: usize, samples: usize) -> Repeat {
@@ -343,9 +369,11 @@ fn run_spread(parked: usize, pulls_per_connection: usize, samples: usize) -> Rep
         latency: histogram(),
         put: histogram(),
         last: histogram(),
-        reexec_per_second: 0.0,
+        wake_cpu_ns: f64::NAN,
+        wake_wait_ns: f64::NAN,
     };
     let mut rng = Rng::new(0xB0BA + parked as u64);
+    let sched_before = pull_wake_schedstat();
     for _ in 0..samples {
         let i = hot[rng.below(hot.len())];
         let (topic, q) = spread_topic(i);
@@ -362,6 +390,7 @@ fn run_spread(parked: usize, pulls_per_connection: usize, samples: usize) -> Rep
         opaque[i] = bench.park(conn, &topic, q, hot_offset[i]);
         debug_assert_eq!(bench.ctrl.hold_table.len(), parked);
     }
+    (rep.wake_cpu_ns, rep.wake_wait_ns) = per_wake(sched_before, samples);
     bench.close();
     rep
 }
@@ -377,9 +406,10 @@ fn run_one_queue(parked: usize, pulls_per_connection: usize, rounds: usize) -> R
         latency: histogram(),
         put: histogram(),
         last: histogram(),
-        reexec_per_second: 0.0,
+        wake_cpu_ns: f64::NAN,
+        wake_wait_ns: f64::NAN,
     };
-    let mut reexec_rates = Vec::new();
+    let (mut cpu, mut wait) = (Vec::new(), Vec::new());
     let conn_count = bench.conns.len();
     let mut pending = vec![0usize; conn_count];
     for _ in 0..rounds {
@@ -391,10 +421,10 @@ fn run_one_queue(parked: usize, pulls_per_connection: usize, rounds: usize) -> R
             *p = (parked - c * pulls_per_connection).min(pulls_per_connection);
         }
         let mut remaining = parked;
+        let sched_before = pull_wake_schedstat();
         let started = Instant::now();
         bench.append(TOPIC, 0);
         rep.put.saturating_record(started.elapsed().as_nanos() as u64);
-        let mut first_ns = None;
         while remaining > 0 {
             let mut got_any = false;
             for c in 0..conn_count {
@@ -404,7 +434,6 @@ fn run_one_queue(parked: usize, pulls_per_connection: usize, rounds: usize) -> R
                 while let Ok(frame) = bench.conns[c].rx.try_recv() {
                     let ns = started.elapsed().as_nanos() as u64;
                     check_response(frame, -1);
-                    first_ns.get_or_insert(ns);
                     rep.latency.saturating_record(ns);
                     pending[c] -= 1;
                     remaining -= 1;
@@ -416,22 +445,18 @@ fn run_one_queue(parked: usize, pulls_per_connection: usize, rounds: usize) -> R
                     started.elapsed() < RESPONSE_TIMEOUT,
                     "{remaining} woken pulls never answered"
                 );
-                std::hint::spin_loop();
+                std::thread::yield_now();
             }
         }
         let last_ns = started.elapsed().as_nanos() as u64;
         rep.last.saturating_record(last_ns);
-        if parked > 1 {
-            let span_s = (last_ns - first_ns.unwrap_or(0)) as f64 * 1e-9;
-            reexec_rates.push((parked - 1) as f64 / span_s.max(1e-9));
-        }
+        let (c, w) = per_wake(sched_before, parked);
+        cpu.push(c);
+        wait.push(w);
         offset += 1;
     }
-    rep.reexec_per_second = if reexec_rates.is_empty() {
-        0.0
-    } else {
-        median(&reexec_rates)
-    };
+    rep.wake_cpu_ns = median(&cpu);
+    rep.wake_wait_ns = median(&wait);
     bench.close();
     rep
 }
@@ -519,6 +544,10 @@ fn measure_memory(layout: Shape, n: usize) -> (f64, f64) {
     (v[1] as f64 / v[0] as f64, v[2] as f64 / v[0] as f64)
 }
 
+fn median_of(reps: &[Repeat], f: impl Fn(&Repeat) -> f64) -> f64 {
+    median(&reps.iter().map(f).collect::<Vec<_>>())
+}
+
 fn us(ns: u64) -> String {
     format!("{:.1}", ns as f64 / 1000.0)
 }
@@ -554,7 +583,8 @@ fn main() {
         "best p99 µs",
         "put_message p50 µs",
         "last response per append, median µs",
-        "re-executions/s",
+        "pull-wake CPU µs per woken pull",
+        "pull-wake run-queue wait µs per woken pull",
     ]);
     for layout in [Shape::Spread, Shape::OneQueue] {
         for &n in &sizes {
@@ -593,13 +623,8 @@ fn main() {
                 us(common::min(&p99s) as u64),
                 us(q(&|r| r.put.value_at_quantile(0.5)) as u64),
                 us(q(&|r| r.last.value_at_quantile(0.5)) as u64),
-                match layout {
-                    Shape::Spread => "-".to_string(),
-                    Shape::OneQueue if n > 1 => common::grouped(median(
-                        &reps.iter().map(|r| r.reexec_per_second).collect::<Vec<_>>(),
-                    )),
-                    Shape::OneQueue => "-".to_string(),
-                },
+                format!("{:.1}", median_of(&reps, |r| r.wake_cpu_ns) / 1000.0),
+                format!("{:.1}", median_of(&reps, |r| r.wake_wait_ns) / 1000.0),
             ]);
         }
     }

@@ -4,7 +4,7 @@
 //! Run: `cargo bench --bench store`. Knobs: `RINGMQ_BENCH_SCALE` (multiplies every timed run,
 //! default 1), `RINGMQ_BENCH_REPEATS` (default 3), `RINGMQ_BENCH_DIR` (where the temporary
 //! stores live, default the system temp dir), `RINGMQ_BENCH_SYNC_THREADS` (comma list, default
-//! `1,4,16`). Default total time is about 45 s.
+//! `1,4,16,64`). Default total time is about 40 s.
 //!
 //! fsyncs per append: this binary defines `fdatasync` and `fsync` itself, counting each call and
 //! forwarding it to the kernel with `syscall(2)`. The executable's definitions take precedence
@@ -212,7 +212,7 @@ fn main() {
         tmp.path().display()
     );
     let sync_threads: Vec<usize> = std::env::var("RINGMQ_BENCH_SYNC_THREADS")
-        .unwrap_or_else(|_| "1,4,16".to_string())
+        .unwrap_or_else(|_| "1,4,16,64".to_string())
         .split(',')
         .map(|t| t.trim().parse().expect("RINGMQ_BENCH_SYNC_THREADS: comma list"))
         .collect();
