@@ -142,10 +142,9 @@ pub fn machine_facts() -> String {
         });
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .map_or("unknown".to_string(), |k| k.trim().to_string());
-    let load = std::fs::read_to_string("/proc/loadavg")
-        .map_or("unknown".to_string(), |l| {
-            l.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
-        });
+    let load = std::fs::read_to_string("/proc/loadavg").map_or("unknown".to_string(), |l| {
+        l.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+    });
     let mut out = String::new();
     let _ = write!(
         out,

@@ -178,7 +178,8 @@ impl Bench {
         let conns = (0..conn_count)
             .map(|i| {
                 let remote = SocketAddr::new(addr.ip(), 20_000 + (i % 40_000) as u16);
-                let (ctx, rx) = ConnectionContext::detached(i as u64, remote, addr, write_queue_max);
+                let (ctx, rx) =
+                    ConnectionContext::detached(i as u64, remote, addr, write_queue_max);
                 Conn { ctx, rx }
             })
             .collect();
@@ -424,7 +425,8 @@ fn run_one_queue(parked: usize, pulls_per_connection: usize, rounds: usize) -> R
         let sched_before = pull_wake_schedstat();
         let started = Instant::now();
         bench.append(TOPIC, 0);
-        rep.put.saturating_record(started.elapsed().as_nanos() as u64);
+        rep.put
+            .saturating_record(started.elapsed().as_nanos() as u64);
         while remaining > 0 {
             let mut got_any = false;
             for c in 0..conn_count {
@@ -557,7 +559,10 @@ fn main() {
         memory_child(&spec);
         return;
     }
-    println!("# ringmq long-polling bench\n\n{}\n", common::machine_facts());
+    println!(
+        "# ringmq long-polling bench\n\n{}\n",
+        common::machine_facts()
+    );
     let repeats = common::repeats();
     let scale = common::env_f64("RINGMQ_BENCH_SCALE", 1.0);
     let per_conn = common::env_usize("RINGMQ_LONGPOLL_PULLS_PER_CONNECTION", 100).max(1);

@@ -134,7 +134,10 @@ fn run(
 }
 
 fn main() {
-    println!("# ringmq offset-commit bench\n\n{}\n", common::machine_facts());
+    println!(
+        "# ringmq offset-commit bench\n\n{}\n",
+        common::machine_facts()
+    );
     let repeats = common::repeats();
     let duration = common::run_duration(RUN_SECS);
     let tmp = tempfile::tempdir().expect("temp dir");
@@ -169,7 +172,14 @@ fn main() {
         for threads in [1usize, 2] {
             let (mut s, mut b, mut ratio) = (Vec::new(), Vec::new(), Vec::new());
             for _ in 0..repeats {
-                let sr = run(Impl::Sharded, &sharded, &single, &workload, threads, duration);
+                let sr = run(
+                    Impl::Sharded,
+                    &sharded,
+                    &single,
+                    &workload,
+                    threads,
+                    duration,
+                );
                 let br = run(
                     Impl::SingleRwLock,
                     &sharded,

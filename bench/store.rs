@@ -214,7 +214,11 @@ fn main() {
     let sync_threads: Vec<usize> = std::env::var("RINGMQ_BENCH_SYNC_THREADS")
         .unwrap_or_else(|_| "1,4,16,64".to_string())
         .split(',')
-        .map(|t| t.trim().parse().expect("RINGMQ_BENCH_SYNC_THREADS: comma list"))
+        .map(|t| {
+            t.trim()
+                .parse()
+                .expect("RINGMQ_BENCH_SYNC_THREADS: comma list")
+        })
         .collect();
 
     // Check the fsync counter sees the store's fsyncs before relying on it.

@@ -420,7 +420,11 @@ mod tests {
         let t = HoldTable::new(10);
         t.park("T", 0, pull(1, 0, 15_000, &[])).unwrap();
         let slot = t.slot("T", 0).unwrap();
-        assert_eq!(slot.lock().capacity(), 1, "one parked pull, one element of room");
+        assert_eq!(
+            slot.lock().capacity(),
+            1,
+            "one parked pull, one element of room"
+        );
         t.park("T", 0, pull(2, 0, 15_000, &[])).unwrap();
         assert_eq!(slot.lock().capacity(), 2);
         t.notify_message_arriving("T", 0, 1, 0, b"");
