@@ -429,15 +429,15 @@ fn run_one_queue(parked: usize, pulls_per_connection: usize, rounds: usize) -> R
             .saturating_record(started.elapsed().as_nanos() as u64);
         while remaining > 0 {
             let mut got_any = false;
-            for c in 0..conn_count {
-                if pending[c] == 0 {
+            for (conn, left) in bench.conns.iter_mut().zip(pending.iter_mut()) {
+                if *left == 0 {
                     continue;
                 }
-                while let Ok(frame) = bench.conns[c].rx.try_recv() {
+                while let Ok(frame) = conn.rx.try_recv() {
                     let ns = started.elapsed().as_nanos() as u64;
                     check_response(frame, -1);
                     rep.latency.saturating_record(ns);
-                    pending[c] -= 1;
+                    *left -= 1;
                     remaining -= 1;
                     got_any = true;
                 }
@@ -634,7 +634,12 @@ fn main() {
         }
     }
     println!("## Wake-up latency (append → response in the parked connection's queue)\n");
-    println!("Figures are the median over repeats of each repeat's percentile.\n");
+    println!(
+        "Figures are the median over repeats of each repeat's percentile. The last two columns \
+         come from the pull-wake thread's /proc schedstat: CPU time it used, and time it was \
+         runnable but waiting for a CPU (other processes on this shared machine), per woken \
+         pull.\n"
+    );
     table.print();
 
     let mem_n = *sizes.iter().max().unwrap_or(&100_000);

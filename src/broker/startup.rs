@@ -372,11 +372,12 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
     } = build_controller(config)?;
     let shutdown = ShutdownSignal::new();
     let stop = StopFlag::new();
-    let mut threads = Vec::new();
-    threads.push(start_pull_wake(&ctrl, wake_rx, &stop)?);
-    threads.push(start_offset_flusher(&ctrl, &stop)?);
-    threads.push(start_housekeeping(&ctrl, &stop)?);
-    threads.push(schedule::start(&ctrl, &stop)?);
+    let mut threads = vec![
+        start_pull_wake(&ctrl, wake_rx, &stop)?,
+        start_offset_flusher(&ctrl, &stop)?,
+        start_housekeeping(&ctrl, &stop)?,
+        schedule::start(&ctrl, &stop)?,
+    ];
     let main_addr = SocketAddr::new(
         ip(&ctrl.config.broker.bind_ip, "RINGMQ_BROKER_BIND_IP")?,
         ctrl.config.broker.listen_port,
