@@ -6,13 +6,20 @@
 //! - The table maps (topic, queueId) to a [`QueueSlot`] through [`HOLD_SHARDS`] shards. A shard's
 //!   `RwLock` is taken for writing only the first time a queue is ever seen; parking and waking
 //!   take it shared, so they never wait on each other.
-//! - Each slot keeps its parked pulls in a lock-free `crossbeam::queue::SegQueue`, plus the
-//!   highest offset that has arrived (`AtomicI64`). Parking is one push; a wake-up drains the
-//!   queue, hands back every pull whose offset is now readable and whose filter matches the new
-//!   message, and pushes the rest back.
-//! - Lost wake-up guard: the arrival path stores the new max offset *then* drains; the parking
-//!   path pushes *then* reads the max offset and drains itself if a message slipped in between
-//!   the pull's store lookup and its push (SeqCst on both sides, the Dekker pattern).
+//! - Each slot keeps its parked pulls in a `Vec` behind its own mutex, plus the highest offset
+//!   that has arrived (`AtomicI64`). Parking is one push under the slot's lock; a wake-up takes
+//!   the whole vector out under the lock, decides outside it (filters may be costly), hands back
+//!   every pull whose offset is now readable and whose filter matches the new message, and puts
+//!   the rest back. Only pulls of the same queue ever share a lock, each for a push or a swap.
+//! - Memory: a slot costs its `Vec` buffer, sized to the pulls it holds (grown one element
+//!   at a time from empty, not to the usual minimum of four). A lock-free segment queue was
+//!   used before; its first segment holds 31 pulls, so a queue with one parked pull cost
+//!   ~8.8 KB, which missed the 1 KiB-per-parked-pull budget when pulls are spread over many
+//!   queues (see `docs/BENCHMARKS.md`).
+//! - Lost wake-up guard: the arrival path stores the new max offset *then* looks at the slot;
+//!   the parking path pushes *then* reads the max offset and drains itself if a message slipped
+//!   in between the pull's store lookup and its push (SeqCst on both sides, the Dekker pattern;
+//!   the slot lock orders the push against the arrival's look).
 //! - The periodic check ([`HoldTable::check_expired`], every 5 s by default) answers pulls whose
 //!   time is up, drops pulls whose connection closed, and catches anything missed.
 //! - The number of parked pulls is bounded: [`HoldTable::park`] refuses when the table holds
@@ -23,9 +30,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock};
-
-use crossbeam::queue::SegQueue;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 /// Shards of the (topic, queue) → slot map.
 pub const HOLD_SHARDS: usize = 64;
@@ -60,10 +65,34 @@ pub enum WakeReason {
 pub struct TableFull<P>(pub P);
 
 struct QueueSlot<P> {
-    parked: SegQueue<P>,
+    parked: Mutex<Vec<P>>,
     /// Highest "next offset" announced by arrivals (max offset of the queue).
     max_offset: AtomicI64,
 }
+
+impl<P> QueueSlot<P> {
+    fn lock(&self) -> MutexGuard<'_, Vec<P>> {
+        // A panic while holding the lock (only in a push or a swap) leaves the vector whole.
+        self.parked.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn push(&self, pull: P) {
+        let mut parked = self.lock();
+        if parked.capacity() == parked.len() && parked.len() < SLOT_GROW_EXACT_BELOW {
+            // Grow one by one while small: most queues hold one or a few pulls.
+            parked.reserve_exact(1);
+        }
+        parked.push(pull);
+    }
+
+    fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+}
+
+/// Below this many parked pulls a slot's vector grows by exactly one element; above it, by
+/// doubling (amortised O(1) pushes when many pulls wait on one queue).
+const SLOT_GROW_EXACT_BELOW: usize = 4;
 
 /// topic → queueId → slot, nested so it can be probed with `&str` (no allocation per lookup).
 type SlotMap<P> = HashMap<String, HashMap<i32, Arc<QueueSlot<P>>>>;
@@ -122,7 +151,7 @@ impl<P: ParkedPull> HoldTable<P> {
             .entry(queue_id)
             .or_insert_with(|| {
                 Arc::new(QueueSlot {
-                    parked: SegQueue::new(),
+                    parked: Mutex::new(Vec::new()),
                     max_offset: AtomicI64::new(-1),
                 })
             })
@@ -146,7 +175,7 @@ impl<P: ParkedPull> HoldTable<P> {
         }
         let slot = self.slot_or_insert(topic, queue_id);
         let offset = pull.request_offset();
-        slot.parked.push(pull);
+        slot.push(pull);
         std::sync::atomic::fence(Ordering::SeqCst);
         if slot.max_offset.load(Ordering::SeqCst) > offset {
             return Ok(self.drain(&slot, |p| {
@@ -173,7 +202,7 @@ impl<P: ParkedPull> HoldTable<P> {
         };
         slot.max_offset.fetch_max(max_offset, Ordering::SeqCst);
         std::sync::atomic::fence(Ordering::SeqCst);
-        if slot.parked.is_empty() {
+        if slot.is_empty() {
             return Vec::new();
         }
         self.drain(&slot, |p| {
@@ -197,7 +226,7 @@ impl<P: ParkedPull> HoldTable<P> {
                 slots.extend(
                     queues
                         .iter()
-                        .filter(|(_, s)| !s.parked.is_empty())
+                        .filter(|(_, s)| !s.is_empty())
                         .map(|(q, s)| (topic.clone(), *q, s.clone())),
                 );
             }
@@ -220,20 +249,17 @@ impl<P: ParkedPull> HoldTable<P> {
     }
 
     /// Takes every parked pull out of `slot`, returns those `decide` picks (and drops cancelled
-    /// ones), and pushes the rest back.
+    /// ones), and puts the rest back.
     fn drain(
         &self,
         slot: &QueueSlot<P>,
         mut decide: impl FnMut(&P) -> Option<WakeReason>,
     ) -> Vec<(P, WakeReason)> {
+        // Swap the vector out so parkers of this queue wait only for the swap, not the filters.
+        let taken = std::mem::take(&mut *slot.lock());
         let mut woken = Vec::new();
         let mut keep = Vec::new();
-        // Bound the drain by the length seen at the start, so concurrent parkers cannot keep
-        // this loop running forever.
-        let mut budget = slot.parked.len();
-        while budget > 0 {
-            budget -= 1;
-            let Some(p) = slot.parked.pop() else { break };
+        for p in taken {
             if p.is_cancelled() {
                 self.parked_count.fetch_sub(1, Ordering::AcqRel);
                 continue;
@@ -246,8 +272,14 @@ impl<P: ParkedPull> HoldTable<P> {
                 None => keep.push(p),
             }
         }
-        for p in keep {
-            slot.parked.push(p);
+        if !keep.is_empty() {
+            let mut parked = slot.lock();
+            if parked.is_empty() {
+                // Nobody parked meanwhile: hand the kept vector back as it is.
+                *parked = keep;
+            } else {
+                parked.append(&mut keep);
+            }
         }
         woken
     }
@@ -381,6 +413,22 @@ mod tests {
         assert_eq!(t.len(), 1, "the cancelled pull is gone, the other stays");
         let woken = t.notify_message_arriving("T", 0, 1, 0, b"");
         assert_eq!(ids(&woken), vec![(2, WakeReason::Arrived)]);
+    }
+
+    #[test]
+    fn a_slot_holds_room_for_its_pulls_only() {
+        let t = HoldTable::new(10);
+        t.park("T", 0, pull(1, 0, 15_000, &[])).unwrap();
+        let slot = t.slot("T", 0).unwrap();
+        assert_eq!(
+            slot.lock().capacity(),
+            1,
+            "one parked pull, one element of room"
+        );
+        t.park("T", 0, pull(2, 0, 15_000, &[])).unwrap();
+        assert_eq!(slot.lock().capacity(), 2);
+        t.notify_message_arriving("T", 0, 1, 0, b"");
+        assert_eq!(slot.lock().capacity(), 0, "a drained slot keeps no buffer");
     }
 
     #[test]

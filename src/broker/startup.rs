@@ -12,7 +12,7 @@ use crate::broker::controller::BrokerController;
 use crate::broker::dispatch::BrokerRequestHandler;
 use crate::broker::filter_cache::FilterCache;
 use crate::broker::longpoll::HoldTable;
-use crate::broker::longpoll_service::{self, ArrivalNotifier};
+use crate::broker::longpoll_service::{self, ArrivalNotifier, WakeItem};
 use crate::broker::namesrv::{build_register_broker_request, NamesrvProcessor, RouteInfoManager};
 use crate::broker::offset::ConsumerOffsetManager;
 use crate::broker::processor::now_ms;
@@ -245,27 +245,24 @@ pub fn io_engine(config: &Config) -> Result<IoEngine, StartupError> {
     Ok(IoEngine::new(io)?)
 }
 
-/// Starts the broker (and, without RINGMQ_NAMESRV_ADDR, an embedded name server first).
-pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
+/// A broker controller over a configuration, with its store open (recovered) and the arrival
+/// listener installed, but no thread started and no socket bound.
+pub struct ControllerParts {
+    pub ctrl: Arc<BrokerController>,
+    /// Pulls woken by arrivals, for the pull-wake thread ([`start_pull_wake`]).
+    pub wake_rx: crossbeam::channel::Receiver<WakeItem>,
+    /// Topic-table change notifications, for the name server registration thread.
+    pub topic_changes_rx: crossbeam::channel::Receiver<()>,
+}
+
+/// Builds the controller [`start_broker`] runs: opens the store, loads topics, groups and
+/// offsets, and connects store arrivals to the hold table. Starts no thread and binds no
+/// socket, so benches and tests can drive the processors and long polling directly (start the
+/// pull-wake thread with [`start_pull_wake`]).
+pub fn build_controller(config: Config) -> Result<ControllerParts, StartupError> {
     let delay_levels_ms = config
         .delay_levels_ms()
         .map_err(|e| StartupError::Config(e.to_string()))?;
-    let namesrv = if config.namesrv.addr.trim().is_empty() {
-        Some(start_namesrv(&config)?)
-    } else {
-        None
-    };
-    let namesrv_addrs: Vec<String> = match &namesrv {
-        Some(n) => vec![n.server.local_addrs()[0].to_string()],
-        None => config
-            .namesrv
-            .addr
-            .split(';')
-            .map(str::trim)
-            .filter(|a| !a.is_empty())
-            .map(String::from)
-            .collect(),
-    };
     let io = Arc::new(io_engine(&config)?);
     tracing::info!(mode = ?io.mode(), "store read engine ready");
     let store_cfg = store_config(&config)?;
@@ -294,7 +291,7 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
         }
     }
     let (wake_tx, wake_rx) = crossbeam::channel::unbounded();
-    let (topic_tx, topic_rx) = crossbeam::channel::bounded(1);
+    let (topic_tx, topic_changes_rx) = crossbeam::channel::bounded(1);
     let broker_addr = format!(
         "{}:{}",
         config.broker.advertised_ip, config.broker.listen_port
@@ -320,22 +317,67 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
     ctrl.store.set_arrival_listener(Arc::new(ArrivalNotifier {
         ctrl: Arc::downgrade(&ctrl),
     }));
-    let shutdown = ShutdownSignal::new();
-    let stop = StopFlag::new();
-    let mut threads = Vec::new();
+    Ok(ControllerParts {
+        ctrl,
+        wake_rx,
+        topic_changes_rx,
+    })
+}
+
+/// Starts the pull-wake thread: re-executes woken pulls and runs the hold table's periodic
+/// check (every `check_interval_ms`, or `short_polling_time_ms` with long polling off).
+pub fn start_pull_wake(
+    ctrl: &Arc<BrokerController>,
+    wake_rx: crossbeam::channel::Receiver<WakeItem>,
+    stop: &StopFlag,
+) -> Result<JoinHandle<()>, StartupError> {
     let check_ms = if ctrl.config.longpoll.enabled {
         ctrl.config.longpoll.check_interval_ms
     } else {
         ctrl.config.longpoll.short_polling_time_ms
     };
-    let weak = Arc::downgrade(&ctrl);
+    let weak = Arc::downgrade(ctrl);
     let wake_stop = stop.clone();
-    threads.push(spawn("ringmq-pull-wake", move || {
+    spawn("ringmq-pull-wake", move || {
         longpoll_service::run(weak, wake_rx, check_ms, wake_stop)
-    })?);
-    threads.push(start_offset_flusher(&ctrl, &stop)?);
-    threads.push(start_housekeeping(&ctrl, &stop)?);
-    threads.push(schedule::start(&ctrl, &stop)?);
+    })
+}
+
+/// Starts the broker (and, without RINGMQ_NAMESRV_ADDR, an embedded name server first).
+pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
+    // Checked before anything starts; `build_controller` computes the levels again.
+    config
+        .delay_levels_ms()
+        .map_err(|e| StartupError::Config(e.to_string()))?;
+    let namesrv = if config.namesrv.addr.trim().is_empty() {
+        Some(start_namesrv(&config)?)
+    } else {
+        None
+    };
+    let namesrv_addrs: Vec<String> = match &namesrv {
+        Some(n) => vec![n.server.local_addrs()[0].to_string()],
+        None => config
+            .namesrv
+            .addr
+            .split(';')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .map(String::from)
+            .collect(),
+    };
+    let ControllerParts {
+        ctrl,
+        wake_rx,
+        topic_changes_rx: topic_rx,
+    } = build_controller(config)?;
+    let shutdown = ShutdownSignal::new();
+    let stop = StopFlag::new();
+    let mut threads = vec![
+        start_pull_wake(&ctrl, wake_rx, &stop)?,
+        start_offset_flusher(&ctrl, &stop)?,
+        start_housekeeping(&ctrl, &stop)?,
+        schedule::start(&ctrl, &stop)?,
+    ];
     let main_addr = SocketAddr::new(
         ip(&ctrl.config.broker.bind_ip, "RINGMQ_BROKER_BIND_IP")?,
         ctrl.config.broker.listen_port,
