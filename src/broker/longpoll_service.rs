@@ -2,9 +2,10 @@
 //! re-executes parked pulls that an arrival woke, and every `check_interval_ms` runs the hold
 //! table's check, which answers pulls whose time is up and catches missed wake-ups.
 //!
-//! The store calls [`ArrivalNotifier::arriving`] on the appending thread; that only touches the
-//! hold table (lock-free queues) and hands woken pulls to this thread through a channel, so
-//! the append path never runs a pull.
+//! The store calls [`ArrivalNotifier::arriving`] on the appending thread. That only asks the
+//! hold table whether anything is parked on the queue (an atomic load after a shard lookup)
+//! and, if so, hands the arrival to this thread; the filters, the drain and the re-executed
+//! pulls all run here. So a send costs the same whether 0 or 100,000 pulls wait on its queue.
 
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -19,19 +20,34 @@ use crate::broker::server::Outbound;
 use crate::broker::stop::StopFlag;
 use crate::store::ArrivalListener;
 
-/// A parked pull to re-execute now.
-pub struct WakeItem {
-    pub pull: ParkedPullRequest,
-    pub reason: WakeReason,
+/// Work for the pull-wake thread.
+pub enum WakeItem {
+    /// A parked pull to re-execute now.
+    Pull {
+        pull: ParkedPullRequest,
+        reason: WakeReason,
+    },
+    /// A message arrived on a queue with parked pulls: wake those it satisfies.
+    Arrival {
+        topic: String,
+        queue_id: i32,
+        max_offset: i64,
+        tags_code: i64,
+        properties: Vec<u8>,
+    },
 }
 
 impl BrokerController {
     /// Queues a woken pull for re-execution.
     pub fn wake(&self, pull: ParkedPullRequest, reason: WakeReason) {
-        // The channel is unbounded but its length is bounded by the hold table's bound: only
-        // pulls taken out of the table are queued here.
-        if self.wake_queue.send(WakeItem { pull, reason }).is_err() {
-            tracing::debug!("pull-wake service stopped; dropping a woken pull");
+        self.send_wake_item(WakeItem::Pull { pull, reason });
+    }
+
+    fn send_wake_item(&self, item: WakeItem) {
+        // The channel is unbounded, but what enters it is bounded: pulls taken out of the
+        // bounded hold table, and arrivals only for queues that have parked pulls.
+        if self.wake_queue.send(item).is_err() {
+            tracing::debug!("pull-wake service stopped; dropping a wake-up");
         }
     }
 }
@@ -54,25 +70,50 @@ impl ArrivalListener for ArrivalNotifier {
         let Some(ctrl) = self.ctrl.upgrade() else {
             return;
         };
-        if ctrl.hold_table.is_empty() {
+        if ctrl.hold_table.is_empty() || !ctrl.hold_table.has_parked(topic, queue_id) {
             return;
         }
-        let woken = ctrl.hold_table.notify_message_arriving(
+        ctrl.send_wake_item(WakeItem::Arrival {
+            topic: topic.to_string(),
+            queue_id,
+            max_offset: logic_offset_max_next,
+            tags_code,
+            properties: properties.to_vec(),
+        });
+    }
+}
+
+/// Runs one wake item on the pull-wake thread.
+fn handle(ctrl: &Arc<BrokerController>, item: WakeItem) {
+    match item {
+        WakeItem::Pull { pull, reason } => execute_when_wakeup(ctrl, pull, reason),
+        WakeItem::Arrival {
             topic,
             queue_id,
-            logic_offset_max_next,
+            max_offset,
             tags_code,
             properties,
-        );
-        for (pull, reason) in woken {
-            ctrl.wake(pull, reason);
+        } => {
+            let woken = ctrl.hold_table.notify_message_arriving(
+                &topic,
+                queue_id,
+                max_offset,
+                tags_code,
+                &properties,
+            );
+            for (pull, reason) in woken {
+                execute_when_wakeup(ctrl, pull, reason);
+            }
         }
     }
 }
 
 /// Re-executes one woken pull and sends its response on the pull's connection.
-pub fn execute_when_wakeup(ctrl: &Arc<BrokerController>, item: WakeItem) {
-    let WakeItem { pull, reason } = item;
+pub fn execute_when_wakeup(
+    ctrl: &Arc<BrokerController>,
+    pull: ParkedPullRequest,
+    reason: WakeReason,
+) {
     let ParkedPullRequest {
         header,
         context,
@@ -118,10 +159,10 @@ pub fn run(
         match wake_rx.recv_timeout(timeout) {
             Ok(item) => {
                 let Some(ctrl) = ctrl.upgrade() else { return };
-                execute_when_wakeup(&ctrl, item);
+                handle(&ctrl, item);
                 // Drain what is already queued without re-checking the clock each time.
                 while let Ok(item) = wake_rx.try_recv() {
-                    execute_when_wakeup(&ctrl, item);
+                    handle(&ctrl, item);
                 }
             }
             Err(RecvTimeoutError::Timeout) => {}
@@ -134,7 +175,7 @@ pub fn run(
                 store.max_offset_in_queue(topic, queue_id)
             });
             for (pull, reason) in due {
-                execute_when_wakeup(&ctrl, WakeItem { pull, reason });
+                execute_when_wakeup(&ctrl, pull, reason);
             }
             next_check = Instant::now() + interval;
         }

@@ -430,7 +430,10 @@ fn finish(
         sender: sender.clone(),
         deadline_ms: now_ms() + hold_ms as i64,
     };
-    match ctrl.hold_table.park(&topic, queue_id, parked) {
+    let store = &ctrl.store;
+    match ctrl.hold_table.park(&topic, queue_id, parked, || {
+        store.max_offset_in_queue(&topic, queue_id)
+    }) {
         Ok(ready) => {
             for (pull, reason) in ready {
                 ctrl.wake(pull, reason);
