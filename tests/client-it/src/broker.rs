@@ -47,8 +47,9 @@ pub const ENV_LOG: &str = "RINGMQ_LOG";
 /// Default tracing filter for the broker under test.
 pub const DEFAULT_BROKER_LOG_FILTER: &str = "info";
 
-/// Errors of the broker harness.
-#[derive(Debug, thiserror::Error)]
+/// Errors of the broker harness. `Debug` shows the `Display` text so that `expect()` in tests
+/// prints the broker log tail readably.
+#[derive(thiserror::Error)]
 pub enum HarnessError {
     #[error("i/o error while {context}: {source}")]
     Io {
@@ -79,6 +80,12 @@ pub enum HarnessError {
     StopTimeout { timeout_ms: u128 },
     #[error("the broker process is not running")]
     NotRunning,
+}
+
+impl std::fmt::Debug for HarnessError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
 }
 
 fn io_err(context: impl Into<String>) -> impl FnOnce(io::Error) -> HarnessError {
@@ -312,7 +319,13 @@ impl BrokerProcess {
                     broker.ports = pick_ports()?;
                     attempt += 1;
                 }
-                Err(error) => return Err(error),
+                Err(error) => {
+                    // Keep the data dir and log of a broker that failed to start.
+                    if let Some(dir) = broker.temp_dir.take() {
+                        eprintln!("[client-it] broker data dir kept at {:?}", dir.keep());
+                    }
+                    return Err(error);
+                }
             }
         }
     }

@@ -50,7 +50,7 @@ struct Deliveries {
 }
 
 fn should_fail_first(seq: u64) -> bool {
-    seq % FAIL_EVERY == 0
+    seq.is_multiple_of(FAIL_EVERY)
 }
 
 #[test]
