@@ -197,7 +197,7 @@ fn locate_or_build_binary() -> Result<PathBuf, HarnessError> {
     command
         .current_dir(workspace_root())
         .env("CARGO_TARGET_DIR", &target_dir)
-        .args(["build", "-p", "ringmq", "--bin", "ringmq"]);
+        .args(["build", "--workspace", "--bin", "ringmq"]);
     if release {
         command.arg("--release");
     }

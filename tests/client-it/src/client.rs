@@ -263,7 +263,8 @@ where
         .build()
         .expect("building the test's Tokio runtime");
     let started = Instant::now();
-    let outcome = runtime.block_on(tokio::time::timeout(timeout, body));
+    // The timer must be created inside the runtime.
+    let outcome = runtime.block_on(async { tokio::time::timeout(timeout, body).await });
     runtime.shutdown_timeout(Duration::from_secs(5));
     assert!(
         outcome.is_ok(),
