@@ -11,7 +11,11 @@
 #   start               install if needed, create the netns, start name server + broker, wait
 #   stop                stop both servers and delete the netns
 #   status              show the processes and ports
-#   exec CMD [ARGS..]   run CMD inside the netns (with RINGMQ_IT_EXTERNAL_NAMESRV exported)
+#   kill-broker         SIGKILL the broker (the name server keeps running)
+#   restart-broker      start the broker again on the same store and wait until it listens
+#   exec CMD [ARGS..]   run CMD inside the netns, exporting RINGMQ_IT_EXTERNAL_NAMESRV and
+#                       RINGMQ_IT_EXTERNAL_KILL_CMD / _RESTART_CMD (this script's kill-broker
+#                       and restart-broker), so the client tests can kill and restart the peer
 #   run CMD [ARGS..]    start, exec CMD, then stop (also on failure or Ctrl-C); exit with CMD's code
 #
 # Environment (defaults in brackets):
@@ -122,16 +126,38 @@ start_peer() {
     >"$RUN_DIR/namesrv.log" 2>&1 </dev/null &
   echo $! >"$RUN_DIR/namesrv.pid"
   wait_port "$NAMESRV_PORT" namesrv "$RUN_DIR/namesrv.pid"
+  start_broker
+  log "ready: name server $NAMESRV_ADDR, broker 127.0.0.1:$BROKER_PORT (logs in $RUN_DIR)"
+}
+
+start_broker() {
   log "starting broker on 127.0.0.1:$BROKER_PORT"
   HOME=$RUN_DIR/home ROCKETMQ_HOME=$RUN_DIR/home ROCKETMQ_SECURITY_PROFILE=development-insecure-loopback \
     ip netns exec "$NETNS" "$BROKER_BIN" -c "$RUN_DIR/broker.toml" -n "$NAMESRV_ADDR" \
-    >"$RUN_DIR/broker.log" 2>&1 </dev/null &
+    >>"$RUN_DIR/broker.log" 2>&1 </dev/null &
   echo $! >"$RUN_DIR/broker.pid"
   wait_port "$BROKER_PORT" broker "$RUN_DIR/broker.pid"
   # The broker registers with the name server right after its listeners are up; give the
   # first REGISTER_BROKER a moment so clients find the TBW102 route.
   sleep "${PEER_REGISTER_WAIT_S:-3}"
-  log "ready: name server $NAMESRV_ADDR, broker 127.0.0.1:$BROKER_PORT (logs in $RUN_DIR)"
+}
+
+kill_broker() {
+  pid_alive "$RUN_DIR/broker.pid" || die "broker not running"
+  local pid waited=0
+  pid=$(cat "$RUN_DIR/broker.pid")
+  kill -KILL "$pid"
+  while kill -0 "$pid" 2>/dev/null && ((waited++ < 50)); do sleep 0.2; done
+  rm -f "$RUN_DIR/broker.pid"
+  log "broker (pid $pid) killed with SIGKILL"
+}
+
+restart_broker() {
+  pid_alive "$RUN_DIR/broker.pid" && die "broker still running"
+  netns_exists || die "netns $NETNS does not exist (start first)"
+  # Same config, same store: the broker recovers its CommitLog and queues.
+  start_broker
+  log "broker restarted"
 }
 
 stop_pidfile() {
@@ -175,7 +201,13 @@ status_peer() {
 exec_in_ns() {
   [[ $# -gt 0 ]] || die "exec needs a command"
   netns_exists || die "netns $NETNS does not exist (start first)"
-  RINGMQ_IT_EXTERNAL_NAMESRV=$NAMESRV_ADDR ip netns exec "$NETNS" "$@"
+  local self
+  self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
+  PEER_CACHE_DIR=$CACHE_DIR PEER_NETNS=$NETNS PEER_NAMESRV_PORT=$NAMESRV_PORT PEER_BROKER_PORT=$BROKER_PORT \
+    RINGMQ_IT_EXTERNAL_NAMESRV=$NAMESRV_ADDR \
+    RINGMQ_IT_EXTERNAL_KILL_CMD="$self kill-broker" \
+    RINGMQ_IT_EXTERNAL_RESTART_CMD="$self restart-broker" \
+    ip netns exec "$NETNS" "$@"
 }
 
 cmd=${1:-}
@@ -185,6 +217,8 @@ case $cmd in
   start) start_peer ;;
   stop) stop_peer ;;
   status) status_peer ;;
+  kill-broker) kill_broker ;;
+  restart-broker) restart_broker ;;
   exec) exec_in_ns "$@" ;;
   run)
     trap stop_peer EXIT
@@ -196,5 +230,5 @@ case $cmd in
     set -e
     exit $rc
     ;;
-  *) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 2 ;;
 esac

@@ -57,6 +57,7 @@ pub enum HarnessError {
         #[source]
         source: io::Error,
     },
+    /// A helper command (cargo build, external kill/restart) failed.
     #[error("`{command}` failed: {status}")]
     Build { command: String, status: String },
     #[error("no free port pair (p, p-{FAST_PORT_OFFSET}) after {attempts} attempts")]
@@ -78,7 +79,7 @@ pub enum HarnessError {
     },
     #[error("broker did not exit within {timeout_ms} ms of SIGTERM; killed it")]
     StopTimeout { timeout_ms: u128 },
-    #[error("the broker process is not running")]
+    #[error("the broker process is not running (or cannot be controlled)")]
     NotRunning,
 }
 
@@ -574,18 +575,67 @@ impl Drop for BrokerProcess {
     }
 }
 
+/// Env var: shell command that SIGKILLs the external broker (enables kill/restart tests).
+pub const ENV_EXTERNAL_KILL_CMD: &str = "RINGMQ_IT_EXTERNAL_KILL_CMD";
+/// Env var: shell command that restarts the external broker on its data and waits until ready.
+pub const ENV_EXTERNAL_RESTART_CMD: &str = "RINGMQ_IT_EXTERNAL_RESTART_CMD";
+/// Bound on one external control command.
+pub const EXTERNAL_CMD_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Shell commands that kill and restart an external broker (e.g. the peer broker through
+/// `scripts/peer-broker.sh kill-broker` / `restart-broker`).
+#[derive(Debug, Clone)]
+pub struct ExternalControl {
+    pub kill_cmd: String,
+    pub restart_cmd: String,
+}
+
 /// The broker a test talks to: one started by the harness, or an external one named by
 /// `RINGMQ_IT_EXTERNAL_NAMESRV` (e.g. the peer broker run by `scripts/peer-broker.sh`).
 pub enum TestBroker {
     Local(BrokerProcess),
-    External { namesrv_addr: String },
+    External {
+        namesrv_addr: String,
+        /// Present when both `RINGMQ_IT_EXTERNAL_KILL_CMD` and `..._RESTART_CMD` are set.
+        control: Option<ExternalControl>,
+    },
 }
 
 /// `RINGMQ_IT_EXTERNAL_NAMESRV`, when set and not empty.
 pub fn external_namesrv_addr() -> Option<String> {
-    std::env::var(ENV_EXTERNAL_NAMESRV)
+    non_empty_env(ENV_EXTERNAL_NAMESRV)
+}
+
+fn non_empty_env(name: &str) -> Option<String> {
+    std::env::var(name)
         .ok()
-        .filter(|addr| !addr.trim().is_empty())
+        .filter(|value| !value.trim().is_empty())
+}
+
+fn run_shell(command: &str) -> Result<(), HarnessError> {
+    let mut child = Command::new("sh")
+        .args(["-c", command])
+        .stdin(Stdio::null())
+        .spawn()
+        .map_err(io_err(format!("spawning `{command}`")))?;
+    match wait_with_timeout(&mut child, EXTERNAL_CMD_TIMEOUT)
+        .map_err(io_err(format!("waiting for `{command}`")))?
+    {
+        Some(status) if status.success() => Ok(()),
+        Some(status) => Err(HarnessError::Build {
+            command: command.to_string(),
+            status: status.to_string(),
+        }),
+        None => {
+            // Best effort: the command is abandoned either way.
+            let _ = child.kill();
+            let _ = child.wait();
+            Err(HarnessError::Build {
+                command: command.to_string(),
+                status: format!("timed out after {} s", EXTERNAL_CMD_TIMEOUT.as_secs()),
+            })
+        }
+    }
 }
 
 impl TestBroker {
@@ -594,8 +644,24 @@ impl TestBroker {
     pub fn start(env_overrides: &[(&str, &str)]) -> Result<Self, HarnessError> {
         match external_namesrv_addr() {
             Some(namesrv_addr) => {
-                eprintln!("[client-it] using external broker via name server {namesrv_addr}");
-                Ok(TestBroker::External { namesrv_addr })
+                let control = match (
+                    non_empty_env(ENV_EXTERNAL_KILL_CMD),
+                    non_empty_env(ENV_EXTERNAL_RESTART_CMD),
+                ) {
+                    (Some(kill_cmd), Some(restart_cmd)) => Some(ExternalControl {
+                        kill_cmd,
+                        restart_cmd,
+                    }),
+                    _ => None,
+                };
+                eprintln!(
+                    "[client-it] using external broker via name server {namesrv_addr} \
+                     (control: {control:?}; env overrides {env_overrides:?} not applied)"
+                );
+                Ok(TestBroker::External {
+                    namesrv_addr,
+                    control,
+                })
             }
             None => Ok(TestBroker::Local(BrokerProcess::start(env_overrides)?)),
         }
@@ -604,7 +670,7 @@ impl TestBroker {
     pub fn namesrv_addr(&self) -> String {
         match self {
             TestBroker::Local(process) => process.namesrv_addr(),
-            TestBroker::External { namesrv_addr } => namesrv_addr.clone(),
+            TestBroker::External { namesrv_addr, .. } => namesrv_addr.clone(),
         }
     }
 
@@ -612,28 +678,59 @@ impl TestBroker {
         matches!(self, TestBroker::External { .. })
     }
 
-    /// The process, when the harness started it (kill/restart tests need one).
+    /// The process, when the harness started it.
     pub fn local_mut(&mut self) -> Option<&mut BrokerProcess> {
         match self {
             TestBroker::Local(process) => Some(process),
             TestBroker::External { .. } => None,
         }
     }
+
+    /// Whether [`kill_hard`](Self::kill_hard) and [`restart`](Self::restart) are available.
+    pub fn can_kill_and_restart(&self) -> bool {
+        match self {
+            TestBroker::Local(_) => true,
+            TestBroker::External { control, .. } => control.is_some(),
+        }
+    }
+
+    /// SIGKILLs the broker (the local process, or through the external kill command).
+    pub fn kill_hard(&mut self) -> Result<(), HarnessError> {
+        match self {
+            TestBroker::Local(process) => process.kill_hard().map(|_| ()),
+            TestBroker::External {
+                control: Some(control),
+                ..
+            } => run_shell(&control.kill_cmd),
+            TestBroker::External { control: None, .. } => Err(HarnessError::NotRunning),
+        }
+    }
+
+    /// Restarts the broker on the same data and ports and waits until it is ready.
+    pub fn restart(&mut self) -> Result<(), HarnessError> {
+        match self {
+            TestBroker::Local(process) => process.restart(),
+            TestBroker::External {
+                control: Some(control),
+                ..
+            } => run_shell(&control.restart_cmd),
+            TestBroker::External { control: None, .. } => Err(HarnessError::NotRunning),
+        }
+    }
 }
 
-/// For tests that must control the broker process: returns true (and prints why) when they
-/// have to be skipped because an external broker is targeted.
-pub fn skip_if_external(test_name: &str, why_needs_process: &str) -> bool {
-    match external_namesrv_addr() {
-        Some(addr) => {
-            eprintln!(
-                "[client-it] SKIPPED {test_name}: {ENV_EXTERNAL_NAMESRV}={addr} targets an \
-                 external broker, but this test {why_needs_process}"
-            );
-            true
-        }
-        None => false,
+/// For tests that kill and restart the broker: returns true (and prints why) when they have to
+/// be skipped because an external broker without kill/restart commands is targeted.
+pub fn skip_unless_restartable(broker: &TestBroker, test_name: &str) -> bool {
+    if broker.can_kill_and_restart() {
+        return false;
     }
+    eprintln!(
+        "[client-it] SKIPPED {test_name}: it kills and restarts the broker, but \
+         {ENV_EXTERNAL_NAMESRV} targets an external broker and {ENV_EXTERNAL_KILL_CMD} / \
+         {ENV_EXTERNAL_RESTART_CMD} are not both set"
+    );
+    true
 }
 
 #[cfg(test)]

@@ -21,8 +21,8 @@ pub mod messages;
 pub mod scenarios;
 
 pub use broker::{
-    external_namesrv_addr, pick_ports, ringmq_binary, skip_if_external, BrokerPorts, BrokerProcess,
-    HarnessError, TestBroker,
+    external_namesrv_addr, pick_ports, ringmq_binary, skip_unless_restartable, BrokerPorts,
+    BrokerProcess, ExternalControl, HarnessError, TestBroker,
 };
 pub use client::{
     create_topic, ensure_topic, header_encoding, run_bounded, shutdown_lite_pull_consumer,
