@@ -25,6 +25,8 @@
 #   PEER_BROKER_PORT   broker port [10911] (HA port is +1)
 #   PEER_KEEP_STORE    1 keeps the broker's store across starts [0: fresh store each start]
 #   PEER_READY_TIMEOUT_S  seconds to wait for the servers [60]
+#   PEER_BROKER_EXTRA_TOML  extra lines for the broker's [broker] table, e.g.
+#                      'longPollingEnable = false' (camelCase keys, as in the Java config)
 #
 # Example (client integration tests against the peer):
 #   scripts/peer-broker.sh run env CARGO_TARGET_DIR=$PWD/target \
@@ -85,6 +87,7 @@ write_broker_config() {
   local store=$RUN_DIR/store-a
   cat >"$RUN_DIR/broker.toml" <<EOF
 [broker]
+${PEER_BROKER_EXTRA_TOML:-}
 namesrvAddr = "$NAMESRV_ADDR"
 brokerIp1 = "127.0.0.1"
 brokerIp2 = "127.0.0.1"
