@@ -128,6 +128,7 @@ start_peer() {
     ip netns exec "$NETNS" "$NAMESRV_BIN" --bindAddress 127.0.0.1 --listenPort "$NAMESRV_PORT" \
     >"$RUN_DIR/namesrv.log" 2>&1 </dev/null &
   echo $! >"$RUN_DIR/namesrv.pid"
+  disown
   wait_port "$NAMESRV_PORT" namesrv "$RUN_DIR/namesrv.pid"
   start_broker
   log "ready: name server $NAMESRV_ADDR, broker 127.0.0.1:$BROKER_PORT (logs in $RUN_DIR)"
@@ -139,6 +140,7 @@ start_broker() {
     ip netns exec "$NETNS" "$BROKER_BIN" -c "$RUN_DIR/broker.toml" -n "$NAMESRV_ADDR" \
     >>"$RUN_DIR/broker.log" 2>&1 </dev/null &
   echo $! >"$RUN_DIR/broker.pid"
+  disown
   wait_port "$BROKER_PORT" broker "$RUN_DIR/broker.pid"
   # The broker registers with the name server right after its listeners are up; give the
   # first REGISTER_BROKER a moment so clients find the TBW102 route.

@@ -287,7 +287,15 @@ impl BrokerProcess {
     /// (e.g. `("RINGMQ_STORE_FLUSH_POLICY", "sync")`). Must be called from the thread that
     /// owns the broker for its lifetime (the broker gets SIGKILL when that thread exits).
     pub fn start(env_overrides: &[(&str, &str)]) -> Result<Self, HarnessError> {
-        let binary = ringmq_binary()?;
+        Self::start_with_binary(ringmq_binary()?, env_overrides)
+    }
+
+    /// [`start`](Self::start) with an explicit broker binary (the harness's own tests use a
+    /// fake one).
+    pub fn start_with_binary(
+        binary: PathBuf,
+        env_overrides: &[(&str, &str)],
+    ) -> Result<Self, HarnessError> {
         let temp_dir = tempfile::Builder::new()
             .prefix("ringmq-it-")
             .tempdir()
@@ -320,13 +328,8 @@ impl BrokerProcess {
                     broker.ports = pick_ports()?;
                     attempt += 1;
                 }
-                Err(error) => {
-                    // Keep the data dir and log of a broker that failed to start.
-                    if let Some(dir) = broker.temp_dir.take() {
-                        eprintln!("[client-it] broker data dir kept at {:?}", dir.keep());
-                    }
-                    return Err(error);
-                }
+                // The error carries the log tail; the temp dir goes with `broker`.
+                Err(error) => return Err(error),
             }
         }
     }
