@@ -1,10 +1,8 @@
 //! Test 5 (issue 4, long polling): an idle push consumer gets a new message within 50 ms of the
 //! send returning.
 //!
-//! IGNORED BY DEFAULT: it passes only once the broker suspends PULL_MESSAGE requests and wakes
-//! them on message arrival (long polling, issue 4). Run it with
-//! `cargo test -p ringmq-client-it --test long_polling -- --include-ignored`, and remove the
-//! `#[ignore]` when long polling lands.
+//! It passes only because the broker suspends PULL_MESSAGE requests and wakes them on message
+//! arrival: with `RINGMQ_LONGPOLL_ENABLED=false` (short polling) it fails.
 //!
 //! Method: a push consumer drains a warm-up message, then the consumer is left idle for 10 s
 //! (its pull requests are parked in the broker). Then 20 messages are sent 200 ms apart; for
@@ -37,7 +35,6 @@ const TEST_TIMEOUT: Duration = Duration::from_secs(180);
 const WAIT_POLL_INTERVAL: Duration = Duration::from_millis(5);
 
 #[test]
-#[ignore = "needs broker long polling (issue 4); run with --include-ignored"]
 fn idle_push_consumer_receives_new_message_within_50ms() {
     let broker = TestBroker::start(&[]).expect("start broker");
     run_bounded(
