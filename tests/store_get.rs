@@ -318,3 +318,43 @@ async fn sync_flush_group_commit_acknowledges_after_fsync() {
     store.shutdown().unwrap();
     assert!(!dir.path().join("abort").exists());
 }
+
+#[test]
+fn pulls_racing_appends_never_skip_a_message() {
+    // Regression: the CommitLog head was read before the ConsumeQueue units, so a unit written
+    // in between looked like a removed message and was skipped while nextBeginOffset moved on.
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(open(big_config(dir.path())));
+    let total = 20_000i64;
+    let writer = {
+        let store = store.clone();
+        std::thread::spawn(move || {
+            for _ in 0..total {
+                store.put_message(&msg("Race", 0, b"payload", "A")).unwrap();
+            }
+        })
+    };
+    let mut next = 0i64;
+    let mut seen = 0i64;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while seen < total {
+        assert!(std::time::Instant::now() < deadline, "stalled at {next}");
+        let got = store
+            .get_message("g", "Race", 0, next, 32, &AcceptAll)
+            .unwrap();
+        assert_ne!(
+            got.status,
+            GetMessageStatus::MessageWasRemoving,
+            "at offset {next}"
+        );
+        for (i, queue_offset) in got.queue_offsets.iter().enumerate() {
+            assert_eq!(*queue_offset, next + i as i64, "no gap");
+        }
+        if got.status == GetMessageStatus::Found {
+            seen += got.message_count as i64;
+            next = got.next_begin_offset;
+            assert_eq!(next, seen);
+        }
+    }
+    writer.join().unwrap();
+}

@@ -839,7 +839,6 @@ impl Inner {
         max_pull_bytes: usize,
         filter: &dyn MessageFilter,
     ) -> Result<GetMessageResult, StoreError> {
-        let max_offset_py = self.commit_log.max_offset();
         let Some(cq) = self.find_queue(topic, queue_id) else {
             let next = self.correct_offset(offset, 0);
             return Ok(GetMessageResult::empty(
@@ -870,15 +869,8 @@ impl Inner {
                 self.correct_offset(offset, max),
             )
         } else {
-            let mut result = self.scan_queue(
-                &cq,
-                offset,
-                max,
-                max_msg_nums,
-                max_pull_bytes,
-                max_offset_py,
-                filter,
-            )?;
+            let mut result =
+                self.scan_queue(&cq, offset, max, max_msg_nums, max_pull_bytes, filter)?;
             result.min_offset = min;
             result.max_offset = max;
             return Ok(result);
@@ -930,7 +922,6 @@ impl Inner {
         max: i64,
         max_msg_nums: i32,
         max_pull: usize,
-        max_offset_py: i64,
         filter: &dyn MessageFilter,
     ) -> Result<GetMessageResult, StoreError> {
         let max_msg_nums = i64::from(max_msg_nums);
@@ -948,6 +939,11 @@ impl Inner {
                 next,
             ));
         }
+        // Read the CommitLog head only now, after the units: the writer publishes the CommitLog
+        // max before the queue max, so every unit just read has its record below this head. A
+        // head read before the units could miss records appended meanwhile, and they would be
+        // skipped as MESSAGE_WAS_REMOVING while nextBeginOffset moved past them.
+        let max_offset_py = self.commit_log.max_offset();
         let memory_window = self.config.memory_window_bytes();
         let cl_segments = self.commit_log.segments().snapshot();
         let cl_min = cl_segments
