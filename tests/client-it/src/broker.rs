@@ -43,7 +43,7 @@ pub const ENV_BIN: &str = "RINGMQ_BIN";
 /// Env var: name server address of an already running broker; the harness then starts nothing.
 pub const ENV_EXTERNAL_NAMESRV: &str = "RINGMQ_IT_EXTERNAL_NAMESRV";
 /// Env var passed to the broker: tracing filter. Taken from the test's environment if set.
-pub const ENV_LOG: &str = "RINGMQ_LOG";
+pub const ENV_LOG: &str = "RINGMQ_LOG_LEVEL";
 /// Default tracing filter for the broker under test.
 pub const DEFAULT_BROKER_LOG_FILTER: &str = "info";
 
