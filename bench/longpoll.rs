@@ -21,13 +21,13 @@
 //!   connections round-robin, so each latency carries up to one sweep of polling delay.
 //!
 //! Memory per parked pull: a child process (this binary re-run with
-//! `RINGMQ_LONGPOLL_MEMORY_CHILD=<layout>:<n>`) builds a broker and the connections, then parks
+//! `RINGMQ_BENCH_LONGPOLL_MEMORY_CHILD=<layout>:<n>`) builds a broker and the connections, then parks
 //! `n` pulls; it reports the RSS delta (`/proc/self/statm`) and the delta of live heap bytes (a
 //! counting global allocator, switched on only in the child), each divided by `n`.
 //!
 //! Run: `cargo bench --bench longpoll`. Knobs: `RINGMQ_BENCH_REPEATS` (default 3),
-//! `RINGMQ_BENCH_SCALE` (multiplies the samples, default 1), `RINGMQ_LONGPOLL_SIZES` (comma list
-//! of parked-pull counts, default `1,1000,100000`), `RINGMQ_LONGPOLL_PULLS_PER_CONNECTION`
+//! `RINGMQ_BENCH_SCALE` (multiplies the samples, default 1), `RINGMQ_BENCH_LONGPOLL_SIZES` (comma list
+//! of parked-pull counts, default `1,1000,100000`), `RINGMQ_BENCH_LONGPOLL_PULLS_PER_CONNECTION`
 //! (default 100). Default total time is about 30 s.
 
 #[path = "common.rs"]
@@ -469,7 +469,7 @@ fn memory_child(spec: &str) {
     let (layout, n) = spec.split_once(':').expect("layout:n");
     let layout = Shape::parse(layout);
     let n: usize = n.parse().expect("pull count");
-    let per_conn = common::env_usize("RINGMQ_LONGPOLL_PULLS_PER_CONNECTION", 100);
+    let per_conn = common::env_usize("RINGMQ_BENCH_LONGPOLL_PULLS_PER_CONNECTION", 100);
     let mut bench = Bench::new(n, per_conn);
     match layout {
         Shape::Spread => {
@@ -523,7 +523,7 @@ fn measure_memory(layout: Shape, n: usize) -> (f64, f64) {
     let exe = std::env::current_exe().expect("current exe");
     let out = std::process::Command::new(exe)
         .env(
-            "RINGMQ_LONGPOLL_MEMORY_CHILD",
+            "RINGMQ_BENCH_LONGPOLL_MEMORY_CHILD",
             format!("{}:{n}", layout.arg()),
         )
         .output()
@@ -555,7 +555,7 @@ fn us(ns: u64) -> String {
 }
 
 fn main() {
-    if let Ok(spec) = std::env::var("RINGMQ_LONGPOLL_MEMORY_CHILD") {
+    if let Ok(spec) = std::env::var("RINGMQ_BENCH_LONGPOLL_MEMORY_CHILD") {
         memory_child(&spec);
         return;
     }
@@ -565,11 +565,11 @@ fn main() {
     );
     let repeats = common::repeats();
     let scale = common::env_f64("RINGMQ_BENCH_SCALE", 1.0);
-    let per_conn = common::env_usize("RINGMQ_LONGPOLL_PULLS_PER_CONNECTION", 100).max(1);
-    let sizes: Vec<usize> = std::env::var("RINGMQ_LONGPOLL_SIZES")
+    let per_conn = common::env_usize("RINGMQ_BENCH_LONGPOLL_PULLS_PER_CONNECTION", 100).max(1);
+    let sizes: Vec<usize> = std::env::var("RINGMQ_BENCH_LONGPOLL_SIZES")
         .unwrap_or_else(|_| "1,1000,100000".to_string())
         .split(',')
-        .map(|s| s.trim().parse().expect("RINGMQ_LONGPOLL_SIZES: comma list"))
+        .map(|s| s.trim().parse().expect("RINGMQ_BENCH_LONGPOLL_SIZES: comma list"))
         .collect();
     println!(
         "{repeats} repeats per cell (each on a fresh broker); {per_conn} parked pulls per \

@@ -761,7 +761,8 @@ impl Config {
                         });
                     }
                 }
-                None if RESERVED_VARS.contains(&name.as_str()) => {}
+                None if RESERVED_VARS.contains(&name.as_str())
+                    || RESERVED_PREFIXES.iter().any(|p| name.starts_with(p)) => {}
                 None => errors.push(ConfigError {
                     var: name,
                     value,
