@@ -158,6 +158,8 @@ pub struct Args {
     pub echo_queues: i32,
     pub progress: bool,
     pub label: Option<String>,
+    /// `summary` output: Markdown table (false) or tab-separated values (true).
+    pub tsv: bool,
     /// Positional arguments (report paths for `summary`).
     pub inputs: Vec<PathBuf>,
 }
@@ -322,6 +324,7 @@ const FLAGS: &[FlagSpec] = &[
         "print a progress line every second: true|false [true]",
     ),
     flag(None, "label", true, "free text stored in the report"),
+    flag(None, "format", true, "summary output: md|tsv [md]"),
     flag(Some("h"), "help", false, "this help"),
 ];
 
@@ -564,6 +567,16 @@ where
         )? as i32,
         progress: bool_flag(get("progress"), "--progress", true)?,
         label: get("label").map(str::to_owned),
+        tsv: match get("format").unwrap_or("md") {
+            "md" => false,
+            "tsv" => true,
+            v => {
+                return Err(BenchError::flag(
+                    "--format",
+                    format!("`{v}` is not md or tsv"),
+                ))
+            }
+        },
         inputs,
     };
     Ok(Parsed::Run(Box::new(args)))

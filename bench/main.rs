@@ -54,7 +54,7 @@ fn run(args: &Args) -> Result<bool, BenchError> {
     let outcome = match args.kind {
         Kind::EchoServer => return kinds::run_echo(args).map(|()| true),
         Kind::Summary => {
-            print!("{}", report::summary_table(&args.inputs)?);
+            print!("{}", report::summary_table(&args.inputs, args.tsv)?);
             return Ok(true);
         }
         Kind::Producer => kinds::run_producer(args)?,

@@ -448,12 +448,18 @@ fn throughput_panel(svg: &mut String, x0: f64, y0: f64, timeline: &[TimelinePoin
     }
 }
 
-/// A Markdown table with one row per report and meter.
-pub fn summary_table(paths: &[std::path::PathBuf]) -> Result<String, BenchError> {
-    let mut out = String::from(
-        "| report | kind | meter | msg/s | MB/s | failures | p50 | p99 | p99.9 | max |\n\
-         |---|---|---|---:|---:|---:|---:|---:|---:|---:|\n",
-    );
+/// One row per report and meter: a Markdown table, or tab-separated values for scripts
+/// (`label kind meter msg/s MB/s failures p50_us p99_us p99_9_us max_us`, latencies in µs,
+/// `-` when nothing was measured).
+pub fn summary_table(paths: &[std::path::PathBuf], tsv: bool) -> Result<String, BenchError> {
+    let mut out = if tsv {
+        String::new()
+    } else {
+        String::from(
+            "| report | kind | meter | msg/s | MB/s | failures | p50 | p99 | p99.9 | max |\n\
+             |---|---|---|---:|---:|---:|---:|---:|---:|---:|\n",
+        )
+    };
     for path in paths {
         let text = std::fs::read_to_string(path).map_err(|source| BenchError::Report {
             path: path.display().to_string(),
@@ -479,27 +485,37 @@ pub fn summary_table(paths: &[std::path::PathBuf]) -> Result<String, BenchError>
             });
         };
         for (meter, r) in results {
+            let measured = r["latency_us"]["count"].as_u64().unwrap_or(0) > 0;
             let lat = |k: &str| {
-                r["latency_us"][k]
-                    .as_u64()
-                    .filter(|_| r["latency_us"]["count"].as_u64().unwrap_or(0) > 0)
-                    .map(format_us)
-                    .unwrap_or_else(|| "-".into())
+                let value = r["latency_us"][k].as_u64().filter(|_| measured);
+                match (value, tsv) {
+                    (Some(us), true) => us.to_string(),
+                    (Some(us), false) => format_us(us),
+                    (None, _) => "-".into(),
+                }
             };
-            let _ = writeln!(
-                out,
-                "| {} | {} | {} | {:.0} | {:.2} | {} | {} | {} | {} | {} |",
-                name,
-                kind,
-                meter,
+            let (rate, mb, failures) = (
                 r["messages_per_s"].as_f64().unwrap_or(0.0),
                 r["mb_per_s"].as_f64().unwrap_or(0.0),
                 r["failures"].as_u64().unwrap_or(0),
+            );
+            let cells = [
+                name.clone(),
+                kind.to_owned(),
+                meter.clone(),
+                format!("{rate:.0}"),
+                format!("{mb:.2}"),
+                failures.to_string(),
                 lat("p50"),
                 lat("p99"),
                 lat("p99_9"),
                 lat("max"),
-            );
+            ];
+            if tsv {
+                let _ = writeln!(out, "{}", cells.join("\t"));
+            } else {
+                let _ = writeln!(out, "| {} |", cells.join(" | "));
+            }
         }
     }
     Ok(out)
@@ -656,12 +672,16 @@ pub mod tests {
             None,
         );
         write_file(&path, &report.to_string()).expect("writes");
-        let table = summary_table(&[path]).expect("table");
+        let table = summary_table(std::slice::from_ref(&path), false).expect("table");
         assert!(
             table.contains("| W1 | producer | send | 5000 | 0.64 | 1 |"),
             "{table}"
         );
-        assert!(summary_table(&[dir.path().join("missing.json")]).is_err());
+        let tsv = summary_table(&[path], true).expect("tsv");
+        let cells: Vec<&str> = tsv.trim_end().split('\t').collect();
+        assert_eq!(cells[..6], ["W1", "producer", "send", "5000", "0.64", "1"]);
+        assert_eq!(cells[7], "99007", "p99 in µs");
+        assert!(summary_table(&[dir.path().join("missing.json")], false).is_err());
     }
 
     #[test]
