@@ -116,14 +116,24 @@ pub struct QueueTask {
     conn: Arc<Connection>,
     recorder: Arc<Recorder>,
     next_offset: AtomicI64,
+    start_offset: i64,
     /// Catch-up: stop at this offset.
     end_offset: Option<i64>,
     done: AtomicBool,
+    /// Records received (consumed or filtered) from this queue.
+    consumed: AtomicI64,
 }
 
 impl QueueTask {
     pub fn next_offset(&self) -> i64 {
         self.next_offset.load(Ordering::Relaxed)
+    }
+
+    /// Offsets this queue moved over since the start: should equal the messages consumed from
+    /// it (plus filtered ones); a gap means a broker answered a pull with fewer records than
+    /// its nextBeginOffset skipped.
+    pub fn advanced(&self) -> i64 {
+        self.next_offset() - self.start_offset
     }
 
     /// Catch-up end offset.
@@ -147,6 +157,10 @@ pub struct ConsumerCtx {
     in_flight: AtomicUsize,
     done_queues: AtomicUsize,
     filtered: AtomicI64,
+    /// Pull requests sent, and answers that carried no message (hold expired, not found,
+    /// retry, offset moved). Many empty answers per second mean the broker is not holding.
+    pulls: AtomicI64,
+    empty_pulls: AtomicI64,
     pub tasks: Mutex<Vec<Arc<QueueTask>>>,
 }
 
@@ -187,6 +201,8 @@ impl ConsumerCtx {
             in_flight: AtomicUsize::new(0),
             done_queues: AtomicUsize::new(0),
             filtered: AtomicI64::new(0),
+            pulls: AtomicI64::new(0),
+            empty_pulls: AtomicI64::new(0),
             tasks: Mutex::new(Vec::new()),
         })
     }
@@ -199,6 +215,40 @@ impl ConsumerCtx {
     pub fn all_done(&self) -> bool {
         let total = self.tasks.lock().unwrap_or_else(|e| e.into_inner()).len();
         total > 0 && self.done_queues.load(Ordering::Relaxed) >= total
+    }
+
+    /// Sum of [`QueueTask::advanced`] over all queues.
+    pub fn advanced(&self) -> i64 {
+        let tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
+        tasks.iter().map(|t| t.advanced()).sum()
+    }
+
+    /// Queues whose offset moved over more messages than were consumed from them, as
+    /// `topic:queue advanced/consumed` (at most 16).
+    pub fn gaps(&self) -> Vec<String> {
+        let tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
+        tasks
+            .iter()
+            .filter(|t| t.advanced() != t.consumed.load(Ordering::Relaxed))
+            .take(16)
+            .map(|t| {
+                format!(
+                    "{}:{} advanced {} consumed {}",
+                    t.queue.topic,
+                    t.queue.queue_id,
+                    t.advanced(),
+                    t.consumed.load(Ordering::Relaxed)
+                )
+            })
+            .collect()
+    }
+
+    /// `(pull requests sent, answers without messages)`.
+    pub fn pull_counts(&self) -> (i64, i64) {
+        (
+            self.pulls.load(Ordering::Relaxed),
+            self.empty_pulls.load(Ordering::Relaxed),
+        )
     }
 
     /// Messages dropped by the client-side tag re-check.
@@ -426,8 +476,10 @@ pub fn prepare(
             conn,
             recorder,
             next_offset: AtomicI64::new(start),
+            start_offset: start,
             end_offset: end,
             done: AtomicBool::new(false),
+            consumed: AtomicI64::new(0),
         }));
     }
     *ctx.tasks.lock().unwrap_or_else(|e| e.into_inner()) = tasks;
@@ -481,6 +533,7 @@ fn issue_pull(ctx: &Arc<ConsumerCtx>, task: Arc<QueueTask>) {
     header.encode(&mut cmd);
     let sent_at = Instant::now();
     ctx.in_flight.fetch_add(1, Ordering::Relaxed);
+    ctx.pulls.fetch_add(1, Ordering::Relaxed);
     let ctx2 = Arc::clone(ctx);
     let conn = Arc::clone(&task.conn);
     conn.send_async(
@@ -530,6 +583,7 @@ fn on_pull(
         ) => {
             // Nothing new (the hold expired), nothing matched, or the offset was out of range:
             // adopt nextBeginOffset and pull again at once, like the Java client.
+            ctx.empty_pulls.fetch_add(1, Ordering::Relaxed);
             task.next_offset
                 .store(header.next_begin_offset, Ordering::Relaxed);
             if task.end_offset.is_some() && response.code == response_code::PULL_NOT_FOUND {
@@ -555,7 +609,7 @@ fn on_pull(
 fn consume_batch(ctx: &ConsumerCtx, task: &QueueTask, body: &[u8], sent_at: Instant) {
     let now_us = epoch_us();
     let rtt_us = u64::try_from(sent_at.elapsed().as_micros()).unwrap_or(u64::MAX);
-    let (mut messages, mut bytes) = (0u64, 0u64);
+    let (mut messages, mut bytes, mut received) = (0u64, 0u64, 0i64);
     for record in records(body) {
         let record = match record {
             Ok(record) => record,
@@ -564,6 +618,7 @@ fn consume_batch(ctx: &ConsumerCtx, task: &QueueTask, body: &[u8], sent_at: Inst
                 break;
             }
         };
+        received += 1;
         if let Some(tags) = &ctx.tag_filter {
             // Java re-checks tag strings on the client (tag codes can collide).
             if !record.property("TAGS").is_some_and(|t| tags.contains(t)) {
@@ -581,6 +636,7 @@ fn consume_batch(ctx: &ConsumerCtx, task: &QueueTask, body: &[u8], sent_at: Inst
     if ctx.latency == LatencyMode::PullRoundTrip && messages > 0 {
         task.recorder.record_us(rtt_us);
     }
+    task.consumed.fetch_add(received, Ordering::Relaxed);
     ctx.meter.add(messages, bytes);
 }
 

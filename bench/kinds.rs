@@ -158,7 +158,14 @@ pub fn run_consumer(args: &Args) -> Result<Outcome, BenchError> {
     Ok(Outcome {
         results: vec![MeterResult::from_meter(&meter, elapsed)],
         timeline: progress.timeline,
-        extra: json!({"queues": queue_count, "filtered_by_client": ctx.filtered()}),
+        extra: json!({
+            "queues": queue_count,
+            "filtered_by_client": ctx.filtered(),
+            "pull_requests": ctx.pull_counts().0,
+            "empty_pulls": ctx.pull_counts().1,
+            "offsets_advanced": ctx.advanced(),
+            "offset_gaps": ctx.gaps(),
+        }),
         error: take_fatal(&fatal),
     })
 }
@@ -259,19 +266,28 @@ pub fn run_e2e(args: &Args) -> Result<Outcome, BenchError> {
     running.join();
     let send_elapsed = progress.elapsed();
     // Let the consumers take what was sent (bounded).
+    // The e2e window ends with the last message consumed (not with the drain timeout).
     let sent = send_meter.counts().messages;
+    let drain_start = Instant::now();
+    let mut last_count = e2e_meter.counts().messages;
+    let mut last_change = Duration::ZERO;
     control_loop(&mut progress, E2E_DRAIN_WAIT, &consumer_stop, || {
         ctx.run_delayed();
-        e2e_meter.counts().messages >= sent
+        let count = e2e_meter.counts().messages;
+        if count != last_count {
+            last_count = count;
+            last_change = drain_start.elapsed();
+        }
+        count >= sent
     });
-    let total_elapsed = progress.elapsed();
+    let e2e_elapsed = send_elapsed + last_change;
     consumer::finish(&ctx, &pull_pool);
     send_pool.close_all();
     let consumed = e2e_meter.counts().messages;
     Ok(Outcome {
         results: vec![
             MeterResult::from_meter(&send_meter, send_elapsed),
-            MeterResult::from_meter(&e2e_meter, total_elapsed),
+            MeterResult::from_meter(&e2e_meter, e2e_elapsed),
         ],
         timeline: progress.timeline,
         extra: json!({
@@ -281,6 +297,10 @@ pub fn run_e2e(args: &Args) -> Result<Outcome, BenchError> {
             "consumed": consumed,
             "not_consumed": sent.saturating_sub(consumed),
             "filtered_by_client": ctx.filtered(),
+            "pull_requests": ctx.pull_counts().0,
+            "empty_pulls": ctx.pull_counts().1,
+            "offsets_advanced": ctx.advanced(),
+            "offset_gaps": ctx.gaps(),
             "target_rate": args.rate,
         }),
         error: take_fatal(&fatal),
@@ -337,7 +357,6 @@ pub fn run_catchup(args: &Args) -> Result<Outcome, BenchError> {
         pool.close_all();
         let fill = MeterResult::from_meter(&meter, elapsed);
         fill_extra = json!({"target_messages": count, "complete": fill.messages >= count});
-        eprintln!("{}", fill.summary());
         results.push(fill);
         if let Some(error) = take_fatal(&fatal) {
             return Ok(Outcome {
@@ -400,6 +419,10 @@ pub fn run_catchup(args: &Args) -> Result<Outcome, BenchError> {
             "queues": queue_count,
             "backlog_messages": backlog_messages,
             "complete": complete,
+            "pull_requests": ctx.pull_counts().0,
+            "empty_pulls": ctx.pull_counts().1,
+            "offsets_advanced": ctx.advanced(),
+            "offset_gaps": ctx.gaps(),
             "fill": fill_extra,
             "latency_meaning": "pull round trip of each non-empty batch",
         }),

@@ -71,6 +71,15 @@ fn finish(args: &Args, outcome: &kinds::Outcome) -> Result<(), BenchError> {
     for result in &outcome.results {
         println!("{}", result.summary());
     }
+    if let Some(gaps) = outcome.extra["offset_gaps"]
+        .as_array()
+        .filter(|g| !g.is_empty())
+    {
+        eprintln!(
+            "ringmq-bench: warning: {} queue(s) advanced past records never received: {gaps:?}",
+            gaps.len()
+        );
+    }
     if let Some(error) = &outcome.error {
         eprintln!("ringmq-bench: run stopped early: {error}");
     }

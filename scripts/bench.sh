@@ -21,6 +21,7 @@
 #   BENCH_SKIP_BUILD     1 = use the existing target/release binaries [0]
 #   BENCH_SERIALIZE      header encoding of the bench client, json|rocketmq [rocketmq]
 #   BENCH_READY_TIMEOUT_S  seconds to wait for a broker to listen [60]
+#   RINGMQ_BIN, RINGMQ_BENCH_BIN  binaries to use [target/release/ringmq, target/release/ringmq-bench]
 #
 # Output: $BENCH_OUT_DIR/<W>.json (+ .svg) per workload, $BENCH_OUT_DIR/BENCH.md with the table,
 # the command lines and the machine. Everything talks to 127.0.0.1 only.
@@ -34,8 +35,8 @@ BENCH_W5_RATE=${BENCH_W5_RATE:-0}
 BENCH_THREADS=${BENCH_THREADS:-64}
 BENCH_SERIALIZE=${BENCH_SERIALIZE:-rocketmq}
 BENCH_READY_TIMEOUT_S=${BENCH_READY_TIMEOUT_S:-60}
-BENCH_BIN=$BENCH_ROOT/target/release/ringmq-bench
-RINGMQ_BIN=$BENCH_ROOT/target/release/ringmq
+BENCH_BIN=${RINGMQ_BENCH_BIN:-$BENCH_ROOT/target/release/ringmq-bench}
+RINGMQ_BIN=${RINGMQ_BIN:-$BENCH_ROOT/target/release/ringmq}
 ALL_WORKLOADS=(W1 W2 W3 W4 W5)
 
 blog() { printf '[bench] %s\n' "$*" >&2; }
