@@ -75,9 +75,12 @@ fn finish(args: &Args, outcome: &kinds::Outcome) -> Result<(), BenchError> {
         .as_array()
         .filter(|g| !g.is_empty())
     {
+        let gaps: Vec<&str> = gaps.iter().filter_map(|g| g.as_str()).collect();
         eprintln!(
-            "ringmq-bench: warning: {} queue(s) advanced past records never received: {gaps:?}",
-            gaps.len()
+            "ringmq-bench: warning: the broker's nextBeginOffset skipped records it never sent \
+             ({} queue(s)): {}",
+            gaps.len(),
+            gaps.join("; ")
         );
     }
     if let Some(error) = &outcome.error {
