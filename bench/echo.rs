@@ -79,7 +79,8 @@ struct EchoState {
     offsets: Mutex<HashMap<(String, String, i32), i64>>,
     held_count: AtomicUsize,
     stop: AtomicBool,
-    connections: Mutex<Vec<TcpStream>>,
+    /// Open connections by id (a clone of each socket, to shut them down at the end).
+    connections: Mutex<HashMap<u64, TcpStream>>,
     connection_count: AtomicUsize,
 }
 
@@ -125,7 +126,7 @@ impl EchoServer {
             offsets: Mutex::new(HashMap::new()),
             held_count: AtomicUsize::new(0),
             stop: AtomicBool::new(false),
-            connections: Mutex::new(Vec::new()),
+            connections: Mutex::new(HashMap::new()),
             connection_count: AtomicUsize::new(0),
         });
         let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
@@ -153,25 +154,26 @@ impl EchoServer {
         self.state.addr
     }
 
-    /// Stops accepting, closes every connection and joins the server threads.
+    /// Stops accepting, joins the server threads and closes every connection (their threads
+    /// then see end-of-stream and exit).
     pub fn shutdown(self) {
         self.state.stop.store(true, Ordering::Relaxed);
-        for conn in self
+        for thread in self.threads {
+            let _ = thread.join();
+        }
+        let connections = self
             .state
             .connections
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-        {
+            .unwrap_or_else(|e| e.into_inner());
+        for conn in connections.values() {
             let _ = conn.shutdown(Shutdown::Both);
-        }
-        for thread in self.threads {
-            let _ = thread.join();
         }
     }
 }
 
 fn accept_loop(listener: TcpListener, state: Arc<EchoState>) {
+    let mut next_id: u64 = 0;
     while !state.stop.load(Ordering::Relaxed) {
         match listener.accept() {
             Ok((stream, peer)) => {
@@ -188,21 +190,34 @@ fn accept_loop(listener: TcpListener, state: Arc<EchoState>) {
                 else {
                     continue;
                 };
+                next_id += 1;
+                let id = next_id;
                 state
                     .connections
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .push(keep);
+                    .insert(id, keep);
                 state.connection_count.fetch_add(1, Ordering::Relaxed);
                 let conn_state = Arc::clone(&state);
                 let spawned = std::thread::Builder::new()
                     .name(format!("echo-conn-{peer}"))
                     .spawn(move || {
                         serve(read, Arc::new(Mutex::new(write)), &conn_state);
+                        conn_state
+                            .connections
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .remove(&id);
                         conn_state.connection_count.fetch_sub(1, Ordering::Relaxed);
                     });
                 if spawned.is_err() {
                     let _ = stream.shutdown(Shutdown::Both);
+                    state
+                        .connections
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(&id);
+                    state.connection_count.fetch_sub(1, Ordering::Relaxed);
                 }
             }
             Err(e) if e.kind() == ErrorKind::WouldBlock => {
