@@ -449,8 +449,9 @@ fn throughput_panel(svg: &mut String, x0: f64, y0: f64, timeline: &[TimelinePoin
 }
 
 /// One row per report and meter: a Markdown table, or tab-separated values for scripts
-/// (`label kind meter msg/s MB/s failures p50_us p99_us p99_9_us max_us`, latencies in µs,
-/// `-` when nothing was measured).
+/// (`label kind meter msg/s MB/s failures p50_us p99_us p99_9_us max_us not_consumed`,
+/// latencies in µs, `-` when nothing was measured; `not_consumed` = messages an e2e run sent
+/// but did not consume, on the `e2e` row only).
 pub fn summary_table(paths: &[std::path::PathBuf], tsv: bool) -> Result<String, BenchError> {
     let mut out = if tsv {
         String::new()
@@ -512,7 +513,11 @@ pub fn summary_table(paths: &[std::path::PathBuf], tsv: bool) -> Result<String, 
                 lat("max"),
             ];
             if tsv {
-                let _ = writeln!(out, "{}", cells.join("\t"));
+                let not_consumed = value["extra"]["not_consumed"]
+                    .as_u64()
+                    .filter(|_| meter == "e2e")
+                    .map_or_else(|| "-".to_owned(), |n| n.to_string());
+                let _ = writeln!(out, "{}\t{not_consumed}", cells.join("\t"));
             } else {
                 let _ = writeln!(out, "| {} |", cells.join(" | "));
             }

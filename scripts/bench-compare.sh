@@ -187,7 +187,8 @@ main_meter() {
   esac
 }
 
-# Field $3 (tsv column: 4 msg/s, 5 MB/s, 6 failures, 8 p99 µs) of meter $2 in report $1, or "-".
+# Field $3 (tsv column: 4 msg/s, 5 MB/s, 6 failures, 8 p99 µs, 11 e2e not consumed) of meter $2
+# in report $1, or "-".
 metric() {
   local report=$1 meter=$2 col=$3
   [[ -f $report ]] || { echo -; return; }
@@ -232,12 +233,13 @@ compare_main() {
 |---|---|---:|---:|---:|---:|---:|"
   for w in "${workloads[@]}"; do
     meter=$(main_meter "$w")
-    for target in msgs mb p99 failures; do
+    for target in msgs mb p99 failures lost; do
       case $target in
         msgs) col=4 ;;
         mb) col=5 ;;
         p99) col=8 ;;
         failures) col=6 ;;
+        lost) [[ $meter == e2e ]] || continue; col=11 ;;
       esac
       r=$(metric "$OUT_DIR/$w-ringmq.json" "$meter" $col)
       p=$(metric "$OUT_DIR/$w-peer.json" "$meter" $col)
@@ -247,6 +249,7 @@ compare_main() {
         mb) row="| $w | $meter MB/s | $r | $p | $e | $(ratio "$r" "$p") | $(ratio "$r" "$e") |" ;;
         p99) row="| $w | $meter p99 | $(fmt_us "$r") | $(fmt_us "$p") | $(fmt_us "$e") | $(ratio "$r" "$p") | $(ratio "$r" "$e") |" ;;
         failures) row="| $w | failures | $r | $p | $e | | |" ;;
+        lost) row="| $w | sent, not consumed | $r | $p | $e | | |" ;;
       esac
       table+=$'\n'"$row"
     done
