@@ -151,6 +151,8 @@ pub struct Args {
     pub pull_batch: i32,
     pub backlog_bytes: u64,
     pub skip_fill: bool,
+    /// Catch-up: the pre-fill stops after this long even if the backlog is not complete.
+    pub fill_duration_s: u64,
     pub report: Option<PathBuf>,
     pub svg: Option<PathBuf>,
     pub serialize: SerializeType,
@@ -554,6 +556,13 @@ where
             BACKLOG_MAX_BYTES,
         )?,
         skip_fill: bool_flag(get("skip-fill"), "--skip-fill", false)?,
+        fill_duration_s: num(
+            get("fill-duration"),
+            "--fill-duration",
+            DURATION_MAX_S,
+            1,
+            DURATION_MAX_S,
+        )?,
         report,
         svg,
         serialize,
@@ -622,6 +631,7 @@ impl Args {
             "pull_batch": self.pull_batch,
             "backlog_bytes": self.backlog_bytes,
             "skip_fill": self.skip_fill,
+            "fill_duration_s": self.fill_duration_s,
             "serialize": self.serialize.name(),
             "label": self.label,
         })

@@ -347,7 +347,7 @@ pub fn run_catchup(args: &Args) -> Result<Outcome, BenchError> {
         progress.reset();
         control_loop(
             &mut progress,
-            Duration::from_secs(DURATION_MAX_S),
+            Duration::from_secs(args.fill_duration_s),
             &stop,
             || running.finished(),
         );
@@ -445,7 +445,7 @@ pub fn run_echo(args: &Args) -> Result<(), BenchError> {
     let run_for = if args.duration_explicit {
         duration(args)
     } else {
-        Duration::from_secs(DURATION_MAX_S)
+        Duration::from_secs(args.fill_duration_s)
     };
     std::thread::sleep(run_for);
     server.shutdown();

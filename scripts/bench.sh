@@ -16,6 +16,7 @@
 #   BENCH_E2E_RATE       W3 target rate [10000]
 #   BENCH_BACKLOG_BYTES  W4 backlog [1073741824]; e.g. 104857600 for a quick run
 #   BENCH_W5_RATE        W5 target rate, 0 = as fast as possible [0]
+#   BENCH_FILL_DURATION_S  W4: longest pre-fill before consuming what is there [180]
 #   BENCH_THREADS        producer threads for W1/W2 [64]
 #   BENCH_OUT_DIR        where reports go [target/bench/<timestamp>]
 #   BENCH_SKIP_BUILD     1 = use the existing target/release binaries [0]
@@ -32,6 +33,7 @@ BENCH_DURATION_S=${BENCH_DURATION_S:-20}
 BENCH_E2E_RATE=${BENCH_E2E_RATE:-10000}
 BENCH_BACKLOG_BYTES=${BENCH_BACKLOG_BYTES:-1073741824}
 BENCH_W5_RATE=${BENCH_W5_RATE:-0}
+BENCH_FILL_DURATION_S=${BENCH_FILL_DURATION_S:-180}
 BENCH_THREADS=${BENCH_THREADS:-64}
 BENCH_SERIALIZE=${BENCH_SERIALIZE:-rocketmq}
 BENCH_READY_TIMEOUT_S=${BENCH_READY_TIMEOUT_S:-60}
@@ -80,7 +82,7 @@ workload_args() {
     W1) echo "producer -t BenchW1 -s 128 -w $BENCH_THREADS -d $d" ;;
     W2) echo "producer -t BenchW2 -s 1024 -w $BENCH_THREADS -d $d" ;;
     W3) echo "e2e -t BenchW3 -s 1024 -r $BENCH_E2E_RATE -w 32 -d $d" ;;
-    W4) echo "catchup -t BenchW4 -s 1024 -y true -c 2 --backlog-bytes $BENCH_BACKLOG_BYTES -d $d" ;;
+    W4) echo "catchup -t BenchW4 -s 1024 -y true -c 2 --backlog-bytes $BENCH_BACKLOG_BYTES --fill-duration $BENCH_FILL_DURATION_S -d $d" ;;
     W5) echo "e2e -t BenchW5 --topics 256 --queues 8 -s 1024 -r $BENCH_W5_RATE -w 32 -d $d" ;;
     *) bdie "unknown workload $1 (W1..W5)" ;;
   esac
