@@ -445,7 +445,7 @@ pub fn run_echo(args: &Args) -> Result<(), BenchError> {
     let run_for = if args.duration_explicit {
         duration(args)
     } else {
-        Duration::from_secs(args.fill_duration_s)
+        Duration::from_secs(DURATION_MAX_S)
     };
     std::thread::sleep(run_for);
     server.shutdown();
