@@ -18,6 +18,7 @@
 #   PEER_CACHE_DIR      where the peer binaries are installed [/work/peer-cache]
 #   COMPARE_DOC         Markdown file to update [docs/BENCHMARKS.md]; empty = do not write
 #   COMPARE_ECHO_QUEUES queues per topic the echo route announces [8]
+#   COMPARE_NOTE        a sentence added to the table's header (e.g. which ringmq build ran)
 set -euo pipefail
 
 # shellcheck source=scripts/bench.sh
@@ -259,7 +260,8 @@ compare_main() {
   header="Run: \`scripts/bench-compare.sh ${workloads[*]}\` (BENCH_DURATION_S=$BENCH_DURATION_S, BENCH_E2E_RATE=$BENCH_E2E_RATE, BENCH_BACKLOG_BYTES=$BENCH_BACKLOG_BYTES, BENCH_W5_RATE=$BENCH_W5_RATE, COMPARE_PEER=$COMPARE_PEER) at git $(cd "$BENCH_ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown) on $(date -u +%Y-%m-%d).
 Machine: $(machine_line). All processes on one machine, loopback only$([[ -n $NS_PREFIX ]] && echo ", inside a loopback-only network namespace").
 Commands: $(for w in "${workloads[@]}"; do printf '%s `ringmq-bench %s`; ' "$w" "$(workload_args "$w")"; done)
-Reports: $OUT_DIR."
+Reports: $OUT_DIR.${COMPARE_NOTE:+
+$COMPARE_NOTE}"
   printf '%s\n\n%s\n' "$header" "$table" | tee "$OUT_DIR/COMPARE.md"
   {
     echo
