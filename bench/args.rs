@@ -290,6 +290,12 @@ const FLAGS: &[FlagSpec] = &[
     ),
     flag(
         None,
+        "fill-duration",
+        true,
+        "catchup: longest pre-fill in seconds, at most 600 [600]",
+    ),
+    flag(
+        None,
         "skip-fill",
         false,
         "catchup: consume the existing backlog, do not pre-fill",
@@ -728,6 +734,30 @@ mod tests {
         assert_eq!(args.count, 100);
         assert_eq!(args.duration_s, 5);
         assert_eq!(args.svg, Some(PathBuf::from("/tmp/r.svg")));
+    }
+
+    /// Every flag the parser reads has a spec (otherwise it would be rejected as unknown).
+    #[test]
+    fn every_flag_read_is_declared() {
+        let source = include_str!("args.rs");
+        let mut names = Vec::new();
+        for part in source.split("get(\"").skip(1) {
+            if let Some(name) = part.split('"').next() {
+                if !name.is_empty() && name.chars().all(|c| c.is_ascii_lowercase() || c == '-') {
+                    names.push(name);
+                }
+            }
+        }
+        assert!(names.len() > 30, "found {names:?}");
+        for name in names {
+            assert!(
+                find_spec(&format!("--{name}")).is_some(),
+                "--{name} has no FLAGS entry"
+            );
+        }
+        let args = run(&["catchup", "--fill-duration", "30", "--skip-fill"]);
+        assert_eq!(args.fill_duration_s, 30);
+        assert!(args.skip_fill);
     }
 
     #[test]
