@@ -367,6 +367,10 @@ pub fn run_catchup(args: &Args) -> Result<Outcome, BenchError> {
             });
         }
     }
+    // A fresh connection: name servers close idle connections (Java after 120 s), and the
+    // pre-fill may have taken longer than that.
+    namesrv.close();
+    let namesrv = Connection::connect(&args.namesrv, args.serialize)?;
     let queues = consumer::resolve_read_queues(&namesrv, &topics)?;
     namesrv.close();
     let group = format!("{}_catchup_{}", args.group, crate::stats::epoch_us() / 1000);
