@@ -144,13 +144,10 @@ pub fn run_consumer(args: &Args) -> Result<Outcome, BenchError> {
     )?;
     let mut progress = Progress::new(vec![Arc::clone(&meter)], args.progress);
     consumer::start_pulls(&ctx);
-    let mut last_heartbeat = Instant::now();
+    let mut heartbeats = Heartbeats::new(&pool, &topics, args.from);
     control_loop(&mut progress, duration(args), &stop, || {
         ctx.run_delayed();
-        if last_heartbeat.elapsed() >= HEARTBEAT_INTERVAL {
-            last_heartbeat = Instant::now();
-            heartbeat_all(&ctx, &pool, &topics, &subscription, args.from);
-        }
+        heartbeats.tick(&ctx);
         args.count > 0 && meter.counts().messages >= args.count
     });
     let elapsed = progress.elapsed();
@@ -170,21 +167,46 @@ pub fn run_consumer(args: &Args) -> Result<Outcome, BenchError> {
     })
 }
 
-fn heartbeat_all(
-    ctx: &ConsumerCtx,
-    pool: &ConnectionPool,
-    topics: &[String],
-    sub: &Subscription,
+/// Repeats the consumer heartbeat every [`HEARTBEAT_INTERVAL`], as Java clients do: brokers
+/// drop consumer channels that stay silent for 120 s (`channelExpiredTimeout`).
+struct Heartbeats<'a> {
+    last: Instant,
+    pool: &'a ConnectionPool,
+    topics: &'a [String],
     from: StartFrom,
-) {
-    let tasks = ctx.tasks.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    let mut brokers: Vec<&str> = tasks.iter().map(|t| t.queue.broker_addr.as_str()).collect();
-    brokers.sort_unstable();
-    brokers.dedup();
-    for addr in brokers {
-        if let Ok(conns) = pool.all(addr) {
-            if let Err(error) = consumer::heartbeat(&conns[0], &ctx.group, topics, sub, from) {
-                ctx.meter.fail(|| format!("heartbeat: {error}"));
+}
+
+impl<'a> Heartbeats<'a> {
+    fn new(pool: &'a ConnectionPool, topics: &'a [String], from: StartFrom) -> Self {
+        Heartbeats {
+            last: Instant::now(),
+            pool,
+            topics,
+            from,
+        }
+    }
+
+    fn tick(&mut self, ctx: &ConsumerCtx) {
+        if self.last.elapsed() < HEARTBEAT_INTERVAL {
+            return;
+        }
+        self.last = Instant::now();
+        let tasks = ctx.tasks.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let mut brokers: Vec<&str> = tasks.iter().map(|t| t.queue.broker_addr.as_str()).collect();
+        brokers.sort_unstable();
+        brokers.dedup();
+        for addr in brokers {
+            if let Ok(conns) = self.pool.all(addr) {
+                let sent = consumer::heartbeat(
+                    &conns[0],
+                    &ctx.group,
+                    self.topics,
+                    &ctx.subscription,
+                    self.from,
+                );
+                if let Err(error) = sent {
+                    ctx.meter.fail(|| format!("heartbeat: {error}"));
+                }
             }
         }
     }
@@ -258,8 +280,10 @@ pub fn run_e2e(args: &Args) -> Result<Outcome, BenchError> {
         timeout_ms: args.send_timeout_ms,
     })?;
     progress.reset();
+    let mut heartbeats = Heartbeats::new(&pull_pool, &topics, StartFrom::Last);
     control_loop(&mut progress, duration(args), &consumer_stop, || {
         ctx.run_delayed();
+        heartbeats.tick(&ctx);
         running.finished() || producer_stop.load(Ordering::Relaxed)
     });
     producer_stop.store(true, Ordering::Relaxed);
@@ -407,8 +431,10 @@ pub fn run_catchup(args: &Args) -> Result<Outcome, BenchError> {
         .sum();
     let mut progress = Progress::new(vec![Arc::clone(&meter)], args.progress);
     consumer::start_pulls(&ctx);
+    let mut heartbeats = Heartbeats::new(&pool, &topics, StartFrom::First);
     control_loop(&mut progress, duration(args), &stop, || {
         ctx.run_delayed();
+        heartbeats.tick(&ctx);
         ctx.all_done()
     });
     let elapsed = progress.elapsed();
