@@ -414,9 +414,14 @@ fn throughput_panel(svg: &mut String, x0: f64, y0: f64, timeline: &[TimelinePoin
     for i in 0..=4 {
         let r = rate_max * f64::from(i) / 4.0;
         let t = t_max * f64::from(i) / 4.0;
+        let t_label = if t_max < 10.0 {
+            format!("{t:.1}")
+        } else {
+            format!("{t:.0}")
+        };
         let _ = write!(
             svg,
-            r##"<line x1="{x0}" y1="{y:.1}" x2="{}" y2="{y:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{r:.0}</text><text x="{:.1}" y="{}" text-anchor="middle">{t:.0}</text>"##,
+            r##"<line x1="{x0}" y1="{y:.1}" x2="{}" y2="{y:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{r:.0}</text><text x="{:.1}" y="{}" text-anchor="middle">{t_label}</text>"##,
             x0 + PANEL_WIDTH,
             x0 - 4.0,
             y_of(r) + 4.0,

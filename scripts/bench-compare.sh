@@ -210,6 +210,7 @@ compare_main() {
   for w in "${workloads[@]}"; do workload_args "$w" >/dev/null; done
   OUT_DIR=${BENCH_OUT_DIR:-$BENCH_ROOT/target/bench/compare-$(date +%Y%m%d-%H%M%S)}
   mkdir -p "$OUT_DIR"
+  BENCH_LOG_DIR=$OUT_DIR
   build_release
   [[ $COMPARE_PEER == 1 ]] && install_peer
   trap cleanup EXIT

@@ -101,6 +101,8 @@ workload_title() {
 RINGMQ_PID=
 RINGMQ_STORE=
 RINGMQ_NAMESRV=
+# Broker logs are moved here when a broker stops (set by the main functions).
+BENCH_LOG_DIR=
 
 # Starts a fresh ringmq broker (embedded name server) with flush policy $1; sets RINGMQ_PID and
 # RINGMQ_NAMESRV. Optional $2: a command prefix (e.g. `ip netns exec NS`) to run it under.
@@ -141,8 +143,15 @@ stop_ringmq() {
     wait "$RINGMQ_PID" 2>/dev/null || true
   fi
   RINGMQ_PID=
-  if [[ -n $RINGMQ_STORE && -d $RINGMQ_STORE ]]; then
+  if [[ -n $RINGMQ_STORE ]]; then
     rm -rf "$RINGMQ_STORE"
+    if [[ -f $RINGMQ_STORE.log ]]; then
+      if [[ -n $BENCH_LOG_DIR ]]; then
+        mv "$RINGMQ_STORE.log" "$BENCH_LOG_DIR/ringmq-${RINGMQ_STORE##*.}.log"
+      else
+        rm -f "$RINGMQ_STORE.log"
+      fi
+    fi
   fi
   RINGMQ_STORE=
 }
@@ -170,6 +179,7 @@ bench_main() {
   ((${#workloads[@]})) || workloads=("${ALL_WORKLOADS[@]}")
   out_dir=${BENCH_OUT_DIR:-$BENCH_ROOT/target/bench/$(date +%Y%m%d-%H%M%S)}
   mkdir -p "$out_dir"
+  BENCH_LOG_DIR=$out_dir
   build_release
   trap stop_ringmq EXIT
   trap 'exit 130' INT TERM
