@@ -1,0 +1,483 @@
+//! The benchmark kinds: how each one sets up, runs under the progress loop, and ends.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::args::{Args, StartFrom, DURATION_MAX_S};
+use crate::client::{Connection, ConnectionPool};
+use crate::consumer::{
+    self, ConsumerConfig, ConsumerCtx, LatencyMode, StartPolicy, Subscription, HEARTBEAT_INTERVAL,
+};
+use crate::echo::EchoServer;
+use crate::error::BenchError;
+use crate::producer::{self, MessageFactory, SendPlan};
+use crate::report::MeterResult;
+use crate::stats::{Meter, Progress, TimelinePoint};
+
+/// Control loop period: delayed pulls, completion checks.
+pub const CONTROL_TICK: Duration = Duration::from_millis(10);
+/// Progress line period.
+pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
+/// e2e: how long consumers may keep draining after the producers stop.
+pub const E2E_DRAIN_WAIT: Duration = Duration::from_secs(5);
+/// e2e: pause between starting the pulls and starting the producers, so the first pulls are
+/// parked at the broker.
+pub const E2E_SETTLE: Duration = Duration::from_millis(300);
+
+/// What a run produced.
+pub struct Outcome {
+    pub results: Vec<MeterResult>,
+    pub timeline: Vec<TimelinePoint>,
+    pub extra: Value,
+    pub error: Option<String>,
+}
+
+/// Runs `step` every [`CONTROL_TICK`] and the progress line every second until `duration`
+/// passes, `stop` is set, or `step` returns true.
+fn control_loop(
+    progress: &mut Progress,
+    duration: Duration,
+    stop: &AtomicBool,
+    mut step: impl FnMut() -> bool,
+) {
+    let mut next_progress = Instant::now() + PROGRESS_INTERVAL;
+    let end = Instant::now() + duration;
+    loop {
+        if step() || stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let now = Instant::now();
+        if now >= next_progress {
+            progress.tick();
+            next_progress += PROGRESS_INTERVAL;
+        }
+        if now >= end {
+            break;
+        }
+        std::thread::sleep(CONTROL_TICK.min(end.saturating_duration_since(now)));
+    }
+}
+
+fn take_fatal(fatal: &Mutex<Option<String>>) -> Option<String> {
+    fatal.lock().unwrap_or_else(|e| e.into_inner()).take()
+}
+
+fn duration(args: &Args) -> Duration {
+    Duration::from_secs(args.duration_s)
+}
+
+/// `producer`.
+pub fn run_producer(args: &Args) -> Result<Outcome, BenchError> {
+    let namesrv = Connection::connect(&args.namesrv, args.serialize)?;
+    let pool = Arc::new(ConnectionPool::new(args.serialize, args.connections));
+    let factory = Arc::new(MessageFactory::new(args));
+    let topics = args.topic_names();
+    let (queues, missing) =
+        producer::resolve_publish_queues(&namesrv, &topics, args.queues_per_topic)?;
+    namesrv.close();
+    let meter = Meter::new("send");
+    let stop = Arc::new(AtomicBool::new(false));
+    let fatal = Arc::new(Mutex::new(None));
+    let mut progress = Progress::new(vec![Arc::clone(&meter)], args.progress);
+    let running = producer::start(SendPlan {
+        queues: Arc::new(queues.clone()),
+        pool: Arc::clone(&pool),
+        factory,
+        meter: Arc::clone(&meter),
+        stop: Arc::clone(&stop),
+        fatal: Arc::clone(&fatal),
+        count: args.count,
+        rate: args.rate,
+        threads: args.threads,
+        async_send: args.async_send,
+        inflight_per_connection: args.inflight,
+        timeout_ms: args.send_timeout_ms,
+    })?;
+    progress.reset();
+    control_loop(&mut progress, duration(args), &stop, || running.finished());
+    stop.store(true, Ordering::Relaxed);
+    running.join();
+    let elapsed = progress.elapsed();
+    pool.close_all();
+    Ok(Outcome {
+        results: vec![MeterResult::from_meter(&meter, elapsed)],
+        timeline: progress.timeline,
+        extra: json!({"queues": queues.len(), "auto_created_topics": missing.len()}),
+        error: take_fatal(&fatal),
+    })
+}
+
+/// `consumer`.
+pub fn run_consumer(args: &Args) -> Result<Outcome, BenchError> {
+    let namesrv = Connection::connect(&args.namesrv, args.serialize)?;
+    let topics = args.topic_names();
+    let queues = consumer::resolve_read_queues(&namesrv, &topics)?;
+    namesrv.close();
+    let pool = ConnectionPool::new(args.serialize, args.connections);
+    let meter = Meter::new("consume");
+    let stop = Arc::new(AtomicBool::new(false));
+    let fatal = Arc::new(Mutex::new(None));
+    let subscription = Subscription::new(args.filter_type, &args.expression);
+    let ctx = ConsumerCtx::new(
+        ConsumerConfig {
+            group: args.group.clone(),
+            subscription: subscription.clone(),
+            pull_batch: args.pull_batch,
+            commit: args.commit,
+            latency: LatencyMode::FromBorn,
+        },
+        Arc::clone(&meter),
+        Arc::clone(&stop),
+        Arc::clone(&fatal),
+    );
+    let queue_count = queues.len();
+    consumer::prepare(
+        &ctx,
+        &pool,
+        &topics,
+        queues,
+        StartPolicy::Committed(args.from),
+        args.from,
+    )?;
+    let mut progress = Progress::new(vec![Arc::clone(&meter)], args.progress);
+    consumer::start_pulls(&ctx);
+    let mut heartbeats = Heartbeats::new(&pool, &topics, args.from);
+    control_loop(&mut progress, duration(args), &stop, || {
+        ctx.run_delayed();
+        heartbeats.tick(&ctx);
+        args.count > 0 && meter.counts().messages >= args.count
+    });
+    let elapsed = progress.elapsed();
+    consumer::finish(&ctx, &pool);
+    Ok(Outcome {
+        results: vec![MeterResult::from_meter(&meter, elapsed)],
+        timeline: progress.timeline,
+        extra: json!({
+            "queues": queue_count,
+            "filtered_by_client": ctx.filtered(),
+            "pull_requests": ctx.pull_counts().0,
+            "empty_pulls": ctx.pull_counts().1,
+            "offsets_advanced": ctx.advanced(),
+            "offset_gaps": ctx.gaps(),
+        }),
+        error: take_fatal(&fatal),
+    })
+}
+
+/// Repeats the consumer heartbeat every [`HEARTBEAT_INTERVAL`], as Java clients do: brokers
+/// drop consumer channels that stay silent for 120 s (`channelExpiredTimeout`).
+struct Heartbeats<'a> {
+    last: Instant,
+    pool: &'a ConnectionPool,
+    topics: &'a [String],
+    from: StartFrom,
+}
+
+impl<'a> Heartbeats<'a> {
+    fn new(pool: &'a ConnectionPool, topics: &'a [String], from: StartFrom) -> Self {
+        Heartbeats {
+            last: Instant::now(),
+            pool,
+            topics,
+            from,
+        }
+    }
+
+    fn tick(&mut self, ctx: &ConsumerCtx) {
+        if self.last.elapsed() < HEARTBEAT_INTERVAL {
+            return;
+        }
+        self.last = Instant::now();
+        let tasks = ctx.tasks.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let mut brokers: Vec<&str> = tasks.iter().map(|t| t.queue.broker_addr.as_str()).collect();
+        brokers.sort_unstable();
+        brokers.dedup();
+        for addr in brokers {
+            if let Ok(conns) = self.pool.all(addr) {
+                let sent = consumer::heartbeat(
+                    &conns[0],
+                    &ctx.group,
+                    self.topics,
+                    &ctx.subscription,
+                    self.from,
+                );
+                if let Err(error) = sent {
+                    ctx.meter.fail(|| format!("heartbeat: {error}"));
+                }
+            }
+        }
+    }
+}
+
+/// `e2e`: producers at a fixed rate plus consumers; latency = consume time − intended send
+/// time stamped in the message.
+pub fn run_e2e(args: &Args) -> Result<Outcome, BenchError> {
+    let namesrv = Connection::connect(&args.namesrv, args.serialize)?;
+    let topics = args.topic_names();
+    let send_pool = Arc::new(ConnectionPool::new(args.serialize, args.connections));
+    let pull_pool = ConnectionPool::new(args.serialize, args.connections);
+    let factory = Arc::new(MessageFactory::new(args));
+    let publish = producer::ensure_topics(
+        &namesrv,
+        &send_pool,
+        &factory,
+        &topics,
+        args.queues_per_topic,
+        args.send_timeout_ms,
+    )?;
+    let read_queues = consumer::resolve_read_queues(&namesrv, &topics)?;
+    namesrv.close();
+
+    let send_meter = Meter::new("send");
+    let e2e_meter = Meter::new("e2e");
+    let producer_stop = Arc::new(AtomicBool::new(false));
+    let consumer_stop = Arc::new(AtomicBool::new(false));
+    let fatal = Arc::new(Mutex::new(None));
+    let subscription = Subscription::new(args.filter_type, &args.expression);
+    let ctx = ConsumerCtx::new(
+        ConsumerConfig {
+            group: args.group.clone(),
+            subscription,
+            pull_batch: args.pull_batch,
+            commit: args.commit,
+            latency: LatencyMode::FromBorn,
+        },
+        Arc::clone(&e2e_meter),
+        Arc::clone(&consumer_stop),
+        Arc::clone(&fatal),
+    );
+    let read_count = read_queues.len();
+    consumer::prepare(
+        &ctx,
+        &pull_pool,
+        &topics,
+        read_queues,
+        StartPolicy::Latest,
+        StartFrom::Last,
+    )?;
+    consumer::start_pulls(&ctx);
+    std::thread::sleep(E2E_SETTLE);
+
+    let mut progress = Progress::new(
+        vec![Arc::clone(&send_meter), Arc::clone(&e2e_meter)],
+        args.progress,
+    );
+    let running = producer::start(SendPlan {
+        queues: Arc::new(publish.clone()),
+        pool: Arc::clone(&send_pool),
+        factory,
+        meter: Arc::clone(&send_meter),
+        stop: Arc::clone(&producer_stop),
+        fatal: Arc::clone(&fatal),
+        count: args.count,
+        rate: args.rate,
+        threads: args.threads,
+        async_send: args.async_send,
+        inflight_per_connection: args.inflight,
+        timeout_ms: args.send_timeout_ms,
+    })?;
+    progress.reset();
+    let mut heartbeats = Heartbeats::new(&pull_pool, &topics, StartFrom::Last);
+    control_loop(&mut progress, duration(args), &consumer_stop, || {
+        ctx.run_delayed();
+        heartbeats.tick(&ctx);
+        running.finished() || producer_stop.load(Ordering::Relaxed)
+    });
+    producer_stop.store(true, Ordering::Relaxed);
+    running.join();
+    let send_elapsed = progress.elapsed();
+    // Let the consumers take what was sent (bounded).
+    // The e2e window ends with the last message consumed (not with the drain timeout).
+    let sent = send_meter.counts().messages;
+    let drain_start = Instant::now();
+    let mut last_count = e2e_meter.counts().messages;
+    let mut last_change = Duration::ZERO;
+    control_loop(&mut progress, E2E_DRAIN_WAIT, &consumer_stop, || {
+        ctx.run_delayed();
+        let count = e2e_meter.counts().messages;
+        if count != last_count {
+            last_count = count;
+            last_change = drain_start.elapsed();
+        }
+        count >= sent
+    });
+    let e2e_elapsed = send_elapsed + last_change;
+    consumer::finish(&ctx, &pull_pool);
+    send_pool.close_all();
+    let consumed = e2e_meter.counts().messages;
+    Ok(Outcome {
+        results: vec![
+            MeterResult::from_meter(&send_meter, send_elapsed),
+            MeterResult::from_meter(&e2e_meter, e2e_elapsed),
+        ],
+        timeline: progress.timeline,
+        extra: json!({
+            "publish_queues": publish.len(),
+            "read_queues": read_count,
+            "sent": sent,
+            "consumed": consumed,
+            "not_consumed": sent.saturating_sub(consumed),
+            "filtered_by_client": ctx.filtered(),
+            "pull_requests": ctx.pull_counts().0,
+            "empty_pulls": ctx.pull_counts().1,
+            "offsets_advanced": ctx.advanced(),
+            "offset_gaps": ctx.gaps(),
+            "target_rate": args.rate,
+        }),
+        error: take_fatal(&fatal),
+    })
+}
+
+/// `catchup`: pre-fill a backlog (unless `--skip-fill`), then consume it from the first offset
+/// as fast as possible with a fresh group.
+pub fn run_catchup(args: &Args) -> Result<Outcome, BenchError> {
+    let namesrv = Connection::connect(&args.namesrv, args.serialize)?;
+    let topics = args.topic_names();
+    let fatal = Arc::new(Mutex::new(None));
+    let mut results = Vec::new();
+    let mut fill_extra = Value::Null;
+    if !args.skip_fill {
+        let pool = Arc::new(ConnectionPool::new(args.serialize, args.connections));
+        let factory = Arc::new(MessageFactory::new(args));
+        let publish = producer::ensure_topics(
+            &namesrv,
+            &pool,
+            &factory,
+            &topics,
+            args.queues_per_topic,
+            args.send_timeout_ms,
+        )?;
+        let count = args.backlog_bytes.div_ceil(args.body_size_bytes as u64);
+        let meter = Meter::new("fill");
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut progress = Progress::new(vec![Arc::clone(&meter)], args.progress);
+        let running = producer::start(SendPlan {
+            queues: Arc::new(publish),
+            pool: Arc::clone(&pool),
+            factory,
+            meter: Arc::clone(&meter),
+            stop: Arc::clone(&stop),
+            fatal: Arc::clone(&fatal),
+            count,
+            rate: 0,
+            threads: args.threads,
+            async_send: args.async_send,
+            inflight_per_connection: args.inflight,
+            timeout_ms: args.send_timeout_ms,
+        })?;
+        progress.reset();
+        control_loop(
+            &mut progress,
+            Duration::from_secs(args.fill_duration_s),
+            &stop,
+            || running.finished(),
+        );
+        stop.store(true, Ordering::Relaxed);
+        running.join();
+        let elapsed = progress.elapsed();
+        pool.close_all();
+        let fill = MeterResult::from_meter(&meter, elapsed);
+        fill_extra = json!({"target_messages": count, "complete": fill.messages >= count});
+        results.push(fill);
+        if let Some(error) = take_fatal(&fatal) {
+            return Ok(Outcome {
+                results,
+                timeline: progress.timeline,
+                extra: json!({"fill": fill_extra}),
+                error: Some(error),
+            });
+        }
+    }
+    // A fresh connection: name servers close idle connections (Java after 120 s), and the
+    // pre-fill may have taken longer than that.
+    namesrv.close();
+    let namesrv = Connection::connect(&args.namesrv, args.serialize)?;
+    let queues = consumer::resolve_read_queues(&namesrv, &topics)?;
+    namesrv.close();
+    let group = format!("{}_catchup_{}", args.group, crate::stats::epoch_us() / 1000);
+    let pool = ConnectionPool::new(args.serialize, args.connections);
+    let meter = Meter::new("catchup");
+    let stop = Arc::new(AtomicBool::new(false));
+    let ctx = ConsumerCtx::new(
+        ConsumerConfig {
+            group: group.clone(),
+            subscription: Subscription::new(args.filter_type, &args.expression),
+            pull_batch: args.pull_batch,
+            commit: args.commit,
+            latency: LatencyMode::PullRoundTrip,
+        },
+        Arc::clone(&meter),
+        Arc::clone(&stop),
+        Arc::clone(&fatal),
+    );
+    let queue_count = queues.len();
+    consumer::prepare(
+        &ctx,
+        &pool,
+        &topics,
+        queues,
+        StartPolicy::BacklogToEnd,
+        StartFrom::First,
+    )?;
+    let backlog_messages: i64 = ctx
+        .tasks
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .map(|t| t.end_offset().unwrap_or(0) - t.next_offset())
+        .sum();
+    let mut progress = Progress::new(vec![Arc::clone(&meter)], args.progress);
+    consumer::start_pulls(&ctx);
+    let mut heartbeats = Heartbeats::new(&pool, &topics, StartFrom::First);
+    control_loop(&mut progress, duration(args), &stop, || {
+        ctx.run_delayed();
+        heartbeats.tick(&ctx);
+        ctx.all_done()
+    });
+    let elapsed = progress.elapsed();
+    let complete = ctx.all_done();
+    consumer::finish(&ctx, &pool);
+    results.push(MeterResult::from_meter(&meter, elapsed));
+    Ok(Outcome {
+        results,
+        timeline: progress.timeline,
+        extra: json!({
+            "group": group,
+            "queues": queue_count,
+            "backlog_messages": backlog_messages,
+            "complete": complete,
+            "pull_requests": ctx.pull_counts().0,
+            "empty_pulls": ctx.pull_counts().1,
+            "offsets_advanced": ctx.advanced(),
+            "offset_gaps": ctx.gaps(),
+            "fill": fill_extra,
+            "latency_meaning": "pull round trip of each non-empty batch",
+        }),
+        error: take_fatal(&fatal),
+    })
+}
+
+/// `echo-server`: serves until the duration ends (600 s unless `-d` says otherwise).
+pub fn run_echo(args: &Args) -> Result<(), BenchError> {
+    let server = EchoServer::start(&args.listen, args.echo_queues)?;
+    // Scripts wait for this line to learn the port.
+    println!(
+        "ringmq-bench echo-server listening on {}",
+        server.local_addr()
+    );
+    eprintln!(
+        "ringmq-bench echo-server listening on {}",
+        server.local_addr()
+    );
+    let run_for = if args.duration_explicit {
+        duration(args)
+    } else {
+        Duration::from_secs(DURATION_MAX_S)
+    };
+    std::thread::sleep(run_for);
+    server.shutdown();
+    Ok(())
+}

@@ -1,0 +1,295 @@
+#!/usr/bin/env bash
+# Side-by-side benchmark: the canonical workloads of scripts/bench.sh, in one run, against
+#   1. ringmq (fresh store per workload),
+#   2. the peer broker: rocketmq-rust 1.0.0 name server + broker from crates.io,
+#   3. the echo ceiling: `ringmq-bench echo-server`, which acknowledges sends without storing
+#      (the most any broker could reach with this client on this machine).
+# Prints each figure and the ratios ringmq/peer and ringmq/ceiling, and writes the table into
+# docs/BENCHMARKS.md between the bench-compare markers.
+#
+# Usage: scripts/bench-compare.sh [W1 W2 ...]     (default: all of W1..W5)
+#
+# The peer servers detect the machine's non-loopback address and dial it, so every server and
+# the bench client run inside a network namespace that has only `lo` (needs root and `ip`).
+#
+# Environment (besides the BENCH_* variables of scripts/bench.sh):
+#   COMPARE_PEER        0 skips the peer broker [1]
+#   COMPARE_NETNS       network namespace name [ringmq-bench]
+#   PEER_CACHE_DIR      where the peer binaries are installed [/work/peer-cache]
+#   COMPARE_DOC         Markdown file to update [docs/BENCHMARKS.md]; empty = do not write
+#   COMPARE_ECHO_QUEUES queues per topic the echo route announces [8]
+#   COMPARE_NOTE        a sentence added to the table's header (e.g. which ringmq build ran)
+set -euo pipefail
+
+# shellcheck source=scripts/bench.sh
+source "$(dirname "${BASH_SOURCE[0]}")/bench.sh"
+
+COMPARE_PEER=${COMPARE_PEER:-1}
+COMPARE_NETNS=${COMPARE_NETNS:-ringmq-bench}
+PEER_CACHE_DIR=${PEER_CACHE_DIR:-/work/peer-cache}
+COMPARE_DOC=${COMPARE_DOC-$BENCH_ROOT/docs/BENCHMARKS.md}
+COMPARE_ECHO_QUEUES=${COMPARE_ECHO_QUEUES:-8}
+PEER_VERSION=1.0.0
+PEER_NAMESRV_BIN=$PEER_CACHE_DIR/bin/rocketmq-namesrv-rust
+PEER_BROKER_BIN=$PEER_CACHE_DIR/bin/rocketmq-broker-rust
+PEER_RUN_DIR=
+PEER_PIDS=()
+ECHO_PID=
+NS_PREFIX=
+# The peer's ports inside the private namespace (nothing else listens there).
+PEER_NAMESRV_PORT=9876
+PEER_BROKER_PORT=10911
+
+install_peer() {
+  if [[ -x $PEER_NAMESRV_BIN && -x $PEER_BROKER_BIN ]]; then
+    return
+  fi
+  if [[ -x $BENCH_ROOT/scripts/peer-broker.sh ]]; then
+    PEER_CACHE_DIR=$PEER_CACHE_DIR "$BENCH_ROOT/scripts/peer-broker.sh" install
+    return
+  fi
+  # Same steps as scripts/peer-broker.sh (shared target dir so the broker reuses the name
+  # server's dependencies); about 7 minutes on 2 cores.
+  mkdir -p "$PEER_CACHE_DIR"
+  blog "installing rocketmq-namesrv@$PEER_VERSION and rocketmq-broker@$PEER_VERSION into $PEER_CACHE_DIR"
+  CARGO_TARGET_DIR=$PEER_CACHE_DIR/target nice -n 10 cargo install --root "$PEER_CACHE_DIR" "rocketmq-namesrv@$PEER_VERSION"
+  CARGO_TARGET_DIR=$PEER_CACHE_DIR/target nice -n 10 cargo install --root "$PEER_CACHE_DIR" "rocketmq-broker@$PEER_VERSION"
+}
+
+setup_netns() {
+  if [[ $(id -u) != 0 ]] || ! command -v ip >/dev/null; then
+    if [[ $COMPARE_PEER == 1 ]]; then
+      bdie "the peer broker must run in a loopback-only network namespace: run as root with iproute2, or set COMPARE_PEER=0"
+    fi
+    blog "not root: running ringmq and the echo server on the host loopback"
+    NS_PREFIX=
+    return
+  fi
+  if ! ip netns list | awk '{print $1}' | grep -qx "$COMPARE_NETNS"; then
+    ip netns add "$COMPARE_NETNS"
+  fi
+  ip netns exec "$COMPARE_NETNS" ip link set lo up
+  NS_PREFIX="ip netns exec $COMPARE_NETNS"
+}
+
+teardown_netns() {
+  if [[ -n $NS_PREFIX ]]; then
+    ip netns delete "$COMPARE_NETNS" 2>/dev/null || true
+  fi
+}
+
+ns_port_open() { $NS_PREFIX bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null; }
+
+wait_ns_port() {
+  local port=$1 pid=$2 log=$3 waited=0
+  until ns_port_open "$port"; do
+    kill -0 "$pid" 2>/dev/null || { tail -n 30 "$log" >&2 || true; bdie "process for port $port exited (log $log)"; }
+    ((waited++ < BENCH_READY_TIMEOUT_S * 10)) || { tail -n 30 "$log" >&2; bdie "nothing listens on $port"; }
+    sleep 0.1
+  done
+}
+
+# Starts the peer name server and broker with flush policy $1 (async|sync).
+start_peer() {
+  local flush=$1 flush_type=ASYNC_FLUSH store
+  [[ $flush == sync ]] && flush_type=SYNC_FLUSH
+  PEER_RUN_DIR=$(mktemp -d "${TMPDIR:-/tmp}/ringmq-bench-peer.XXXXXX")
+  store=$PEER_RUN_DIR/store-a
+  mkdir -p "$PEER_RUN_DIR/home"
+  cat >"$PEER_RUN_DIR/broker.toml" <<EOF
+[broker]
+namesrvAddr = "127.0.0.1:$PEER_NAMESRV_PORT"
+brokerIp1 = "127.0.0.1"
+brokerIp2 = "127.0.0.1"
+listenPort = $PEER_BROKER_PORT
+storePathRootDir = "$store"
+[broker.brokerServerConfig]
+bindAddress = "127.0.0.1"
+[broker.brokerIdentity]
+brokerName = "broker-a"
+brokerClusterName = "DefaultCluster"
+brokerId = 0
+[store]
+storeType = "LocalFile"
+brokerRole = "ASYNC_MASTER"
+flushDiskType = "$flush_type"
+storePathRootDir = "$store"
+haListenAddress = "127.0.0.1"
+haListenPort = $((PEER_BROKER_PORT + 1))
+EOF
+  HOME=$PEER_RUN_DIR/home ROCKETMQ_HOME=$PEER_RUN_DIR/home \
+    $NS_PREFIX "$PEER_NAMESRV_BIN" --bindAddress 127.0.0.1 --listenPort "$PEER_NAMESRV_PORT" \
+    >"$PEER_RUN_DIR/namesrv.log" 2>&1 </dev/null &
+  PEER_PIDS=($!)
+  wait_ns_port "$PEER_NAMESRV_PORT" "${PEER_PIDS[0]}" "$PEER_RUN_DIR/namesrv.log"
+  HOME=$PEER_RUN_DIR/home ROCKETMQ_HOME=$PEER_RUN_DIR/home ROCKETMQ_SECURITY_PROFILE=development-insecure-loopback \
+    $NS_PREFIX "$PEER_BROKER_BIN" -c "$PEER_RUN_DIR/broker.toml" -n "127.0.0.1:$PEER_NAMESRV_PORT" \
+    >"$PEER_RUN_DIR/broker.log" 2>&1 </dev/null &
+  PEER_PIDS+=($!)
+  wait_ns_port "$PEER_BROKER_PORT" "${PEER_PIDS[1]}" "$PEER_RUN_DIR/broker.log"
+  # Let the first REGISTER_BROKER reach the name server so the TBW102 route exists.
+  sleep "${PEER_REGISTER_WAIT_S:-3}"
+  blog "peer ($flush_type) up in $PEER_RUN_DIR"
+}
+
+stop_pid() {
+  local pid=$1 waited=0
+  kill -0 "$pid" 2>/dev/null || return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  while kill -0 "$pid" 2>/dev/null && ((waited++ < 100)); do sleep 0.1; done
+  kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+
+stop_peer() {
+  local i
+  for ((i = ${#PEER_PIDS[@]} - 1; i >= 0; i--)); do stop_pid "${PEER_PIDS[i]}"; done
+  PEER_PIDS=()
+  if [[ -n $PEER_RUN_DIR ]]; then
+    cp "$PEER_RUN_DIR"/*.log "$OUT_DIR/" 2>/dev/null || true
+    rm -rf "$PEER_RUN_DIR"
+  fi
+  PEER_RUN_DIR=
+}
+
+ECHO_ADDR=
+start_echo() {
+  local log=$OUT_DIR/echo.log waited=0 port
+  port=$(free_port)
+  $NS_PREFIX "$BENCH_BIN" echo-server --listen "127.0.0.1:$port" -d 600 \
+    --echo-queues "$COMPARE_ECHO_QUEUES" >"$log" 2>&1 </dev/null &
+  ECHO_PID=$!
+  until grep -q "echo-server listening" "$log" 2>/dev/null; do
+    kill -0 "$ECHO_PID" 2>/dev/null || { cat "$log" >&2; bdie "echo-server exited"; }
+    ((waited++ < 100)) || bdie "echo-server did not start"
+    sleep 0.1
+  done
+  ECHO_ADDR=127.0.0.1:$port
+}
+
+stop_echo() {
+  [[ -n $ECHO_PID ]] && stop_pid "$ECHO_PID"
+  ECHO_PID=
+}
+
+cleanup() {
+  stop_ringmq
+  stop_peer
+  stop_echo
+  teardown_netns
+}
+
+# The meter that carries a workload's headline figures.
+main_meter() {
+  case $1 in
+    W1 | W2) echo send ;;
+    W3 | W5) echo e2e ;;
+    W4) echo catchup ;;
+  esac
+}
+
+# Field $3 (tsv column: 4 msg/s, 5 MB/s, 6 failures, 8 p99 µs, 11 e2e not consumed) of meter $2
+# in report $1, or "-".
+metric() {
+  local report=$1 meter=$2 col=$3
+  [[ -f $report ]] || { echo -; return; }
+  "$BENCH_BIN" summary --format tsv "$report" | awk -F'\t' -v m="$meter" -v c="$col" '$3 == m {print $c; found=1} END {if (!found) print "-"}'
+}
+
+ratio() {
+  awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b + 0 == 0) print "-"; else printf "%.2f", a / b }'
+}
+
+fmt_us() {
+  awk -v v="$1" 'BEGIN { if (v == "-") print "-"; else if (v < 1000) printf "%d µs", v; else printf "%.2f ms", v / 1000 }'
+}
+
+compare_main() {
+  local workloads=("$@") w target report
+  ((${#workloads[@]})) || workloads=("${ALL_WORKLOADS[@]}")
+  for w in "${workloads[@]}"; do workload_args "$w" >/dev/null; done
+  OUT_DIR=${BENCH_OUT_DIR:-$BENCH_ROOT/target/bench/compare-$(date +%Y%m%d-%H%M%S)}
+  mkdir -p "$OUT_DIR"
+  BENCH_LOG_DIR=$OUT_DIR
+  build_release
+  [[ $COMPARE_PEER == 1 ]] && install_peer
+  trap cleanup EXIT
+  trap 'exit 130' INT TERM
+  setup_netns
+  for w in "${workloads[@]}"; do
+    start_ringmq "$(workload_flush "$w")" "$NS_PREFIX"
+    run_workload "$w" "$RINGMQ_NAMESRV" "$OUT_DIR/$w-ringmq.json" "$w-ringmq" "$NS_PREFIX"
+    stop_ringmq
+    if [[ $COMPARE_PEER == 1 ]]; then
+      start_peer "$(workload_flush "$w")"
+      run_workload "$w" "127.0.0.1:$PEER_NAMESRV_PORT" "$OUT_DIR/$w-peer.json" "$w-peer" "$NS_PREFIX"
+      stop_peer
+    fi
+    start_echo
+    run_workload "$w" "$ECHO_ADDR" "$OUT_DIR/$w-echo.json" "$w-echo" "$NS_PREFIX"
+    stop_echo
+  done
+
+  local table row meter r p e col
+  table="| workload | metric | ringmq | rocketmq-rust 1.0.0 | echo ceiling | ringmq/peer | ringmq/ceiling |
+|---|---|---:|---:|---:|---:|---:|"
+  for w in "${workloads[@]}"; do
+    meter=$(main_meter "$w")
+    for target in msgs mb p99 failures lost; do
+      case $target in
+        msgs) col=4 ;;
+        mb) col=5 ;;
+        p99) col=8 ;;
+        failures) col=6 ;;
+        lost) [[ $meter == e2e ]] || continue; col=11 ;;
+      esac
+      r=$(metric "$OUT_DIR/$w-ringmq.json" "$meter" $col)
+      p=$(metric "$OUT_DIR/$w-peer.json" "$meter" $col)
+      e=$(metric "$OUT_DIR/$w-echo.json" "$meter" $col)
+      case $target in
+        msgs) row="| $w $(workload_title "$w") | $meter msg/s | $r | $p | $e | $(ratio "$r" "$p") | $(ratio "$r" "$e") |" ;;
+        mb) row="| $w | $meter MB/s | $r | $p | $e | $(ratio "$r" "$p") | $(ratio "$r" "$e") |" ;;
+        p99) row="| $w | $meter p99 | $(fmt_us "$r") | $(fmt_us "$p") | $(fmt_us "$e") | $(ratio "$r" "$p") | $(ratio "$r" "$e") |" ;;
+        failures) row="| $w | failures | $r | $p | $e | | |" ;;
+        lost) row="| $w | sent, not consumed | $r | $p | $e | | |" ;;
+      esac
+      table+=$'\n'"$row"
+    done
+  done
+
+  local header
+  header="Run: \`scripts/bench-compare.sh ${workloads[*]}\` (BENCH_DURATION_S=$BENCH_DURATION_S, BENCH_E2E_RATE=$BENCH_E2E_RATE, BENCH_BACKLOG_BYTES=$BENCH_BACKLOG_BYTES, BENCH_W5_RATE=$BENCH_W5_RATE, COMPARE_PEER=$COMPARE_PEER) at git $(cd "$BENCH_ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown) on $(date -u +%Y-%m-%d).
+Machine: $(machine_line). All processes on one machine, loopback only$([[ -n $NS_PREFIX ]] && echo ", inside a loopback-only network namespace").
+Commands: $(for w in "${workloads[@]}"; do printf '%s `ringmq-bench %s`; ' "$w" "$(workload_args "$w")"; done)
+Reports: $OUT_DIR.${COMPARE_NOTE:+
+$COMPARE_NOTE}"
+  printf '%s\n\n%s\n' "$header" "$table" | tee "$OUT_DIR/COMPARE.md"
+  {
+    echo
+    echo "All reports:"
+    echo
+    "$BENCH_BIN" summary "$OUT_DIR"/W*-*.json
+  } >>"$OUT_DIR/COMPARE.md"
+
+  if [[ -n $COMPARE_DOC ]]; then
+    update_doc "$COMPARE_DOC" "$header" "$table"
+    blog "updated $COMPARE_DOC"
+  fi
+}
+
+# Replaces the text between the bench-compare markers of $1 (appends a section if missing).
+update_doc() {
+  local doc=$1 header=$2 table=$3 begin='<!-- bench-compare:begin -->' end='<!-- bench-compare:end -->' block
+  block=$(printf '%s\n%s\n\n%s\n%s' "$begin" "$header" "$table" "$end")
+  if [[ -f $doc ]] && grep -qF "$begin" "$doc"; then
+    BLOCK=$block awk -v b="$begin" -v e="$end" '
+      $0 == b { print ENVIRON["BLOCK"]; skip = 1; next }
+      $0 == e { skip = 0; next }
+      !skip { print }' "$doc" >"$doc.tmp"
+    mv "$doc.tmp" "$doc"
+  else
+    printf '\n## Latest comparison\n\n%s\n' "$block" >>"$doc"
+  fi
+}
+
+compare_main "$@"
