@@ -33,8 +33,8 @@ use crate::store::fs;
 use crate::store::io::{IoEngine, ReadOp};
 use crate::store::segment::Segment;
 use crate::store::types::{
-    ArrivalListener, BatchToStore, BoundaryType, GetMessageResult, GetMessageStatus,
-    MessageToStore, PutMessageResult, PutMessageStatus, RecoveryReport,
+    ArrivalListener, BatchToStore, BoundaryType, FileRegion, GetMessageRegions, GetMessageResult,
+    GetMessageStatus, MessageToStore, PutMessageResult, PutMessageStatus, RecoveryReport,
 };
 
 /// Java `DefaultMessageStore.MAX_PULL_MSG_SIZE`: a pull never returns more bytes than this.
@@ -219,8 +219,74 @@ impl MessageStore {
         filter: &dyn MessageFilter,
     ) -> Result<GetMessageResult, StoreError> {
         let max_pull = max_total_msg_size_bytes.clamp(100, MAX_PULL_MSG_SIZE_BYTES);
+        self.inner.get_message(
+            topic,
+            queue_id,
+            offset,
+            max_msg_nums,
+            max_pull,
+            filter,
+            None,
+        )
+    }
+
+    /// [`MessageStore::get_message_with_max_bytes`] answering with where the records are (file
+    /// regions, for a zero-copy transfer) instead of their bytes. Same planning, limits, status
+    /// and offsets; records that lie back to back in one CommitLog file form one region.
+    ///
+    /// Only layer one of `filter` (`is_matched_by_consume_queue`) is applied: the records are
+    /// not read, so `is_matched_by_commit_log` is never called. Use it only with a filter whose
+    /// layer two accepts every record (a TAG `*` subscription); a pull that must look inside
+    /// records belongs to `get_message`. The head of each record (TOTALSIZE and MAGICCODE, 8
+    /// bytes) is still read, so a ConsumeQueue unit that does not point at a record is the same
+    /// `Corrupted` error as in `get_message`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn get_message_regions(
+        &self,
+        _group: &str,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+        max_msg_nums: i32,
+        max_total_msg_size_bytes: usize,
+        filter: &dyn MessageFilter,
+    ) -> Result<GetMessageRegions, StoreError> {
+        let max_pull = max_total_msg_size_bytes.clamp(100, MAX_PULL_MSG_SIZE_BYTES);
+        let mut regions = Vec::new();
+        let result = self.inner.get_message(
+            topic,
+            queue_id,
+            offset,
+            max_msg_nums,
+            max_pull,
+            filter,
+            Some(&mut regions),
+        )?;
+        Ok(GetMessageRegions { result, regions })
+    }
+
+    /// Reads the bytes of `regions`, in order, appending them to `out` (one `read_batch`): the
+    /// copy path for a pull that was planned as regions.
+    pub fn read_regions(
+        &self,
+        regions: &[FileRegion],
+        out: &mut BytesMut,
+    ) -> Result<(), StoreError> {
+        let ops: Vec<ReadOp<'_>> = regions
+            .iter()
+            .map(|r| ReadOp {
+                file: r.file(),
+                offset_bytes: r.offset_bytes,
+                len_bytes: r.len_bytes,
+            })
+            .collect();
+        out.reserve(regions.iter().map(|r| r.len_bytes).sum());
         self.inner
-            .get_message(topic, queue_id, offset, max_msg_nums, max_pull, filter)
+            .io
+            .read_batch(&ops, &mut |_, bytes| out.extend_from_slice(bytes))
+            .map_err(|e| {
+                StoreError::io("read commit log", self.inner.commit_log.segments().dir(), e)
+            })
     }
 
     /// Next logical offset of the queue (0 when it does not exist).
@@ -830,6 +896,9 @@ impl Inner {
         }
     }
 
+    /// With `regions`, found records are returned as file regions pushed there instead of
+    /// bytes in the result's buffer (see `MessageStore::get_message_regions`).
+    #[allow(clippy::too_many_arguments)]
     fn get_message(
         &self,
         topic: &str,
@@ -838,6 +907,7 @@ impl Inner {
         max_msg_nums: i32,
         max_pull_bytes: usize,
         filter: &dyn MessageFilter,
+        regions: Option<&mut Vec<FileRegion>>,
     ) -> Result<GetMessageResult, StoreError> {
         let max_offset_py = self.commit_log.max_offset();
         let Some(cq) = self.find_queue(topic, queue_id) else {
@@ -878,6 +948,7 @@ impl Inner {
                 max_pull_bytes,
                 max_offset_py,
                 filter,
+                regions,
             )?;
             result.min_offset = min;
             result.max_offset = max;
@@ -932,6 +1003,7 @@ impl Inner {
         max_pull: usize,
         max_offset_py: i64,
         filter: &dyn MessageFilter,
+        mut regions: Option<&mut Vec<FileRegion>>,
     ) -> Result<GetMessageResult, StoreError> {
         let max_msg_nums = i64::from(max_msg_nums);
         // Scan budget (`maxFilterMessageSize`): units whose distance from `offset` is below it.
@@ -1024,16 +1096,30 @@ impl Inner {
                 tentative_count += 1;
                 next_phy_file_start = i64::MIN;
             }
-            let rejected = self.read_candidates(
-                &cl_segments,
-                &candidates,
-                filter,
-                &mut state,
-                &mut buffer,
-                &mut ranges,
-                &mut locations,
-                &mut queue_offsets,
-            )?;
+            let rejected = match regions.as_deref_mut() {
+                Some(regions) => {
+                    self.locate_candidates(
+                        &cl_segments,
+                        &candidates,
+                        &mut state,
+                        regions,
+                        &mut locations,
+                        &mut queue_offsets,
+                    )?;
+                    // Layer two is not applied to regions, so nothing is ever rejected.
+                    false
+                }
+                None => self.read_candidates(
+                    &cl_segments,
+                    &candidates,
+                    filter,
+                    &mut state,
+                    &mut buffer,
+                    &mut ranges,
+                    &mut locations,
+                    &mut queue_offsets,
+                )?,
+            };
             // A rejected candidate made the tentative totals too high: re-plan from the unit
             // where the round stopped, with the real totals.
             if end == RoundEnd::BatchFull && rejected {
@@ -1127,6 +1213,76 @@ impl Inner {
             });
         }
         Ok(rejected)
+    }
+
+    /// The regions counterpart of `read_candidates`: checks each candidate's record head (one
+    /// `read_batch` of 8-byte reads) and appends its location, merging it into the previous
+    /// region when it continues it in the same file.
+    fn locate_candidates(
+        &self,
+        cl_segments: &[Arc<Segment>],
+        candidates: &[Candidate],
+        state: &mut PullState,
+        regions: &mut Vec<FileRegion>,
+        locations: &mut Vec<(i64, i32)>,
+        queue_offsets: &mut Vec<i64>,
+    ) -> Result<(), StoreError> {
+        if candidates.is_empty() {
+            return Ok(());
+        }
+        let ops: Vec<ReadOp<'_>> = candidates
+            .iter()
+            .map(|c| {
+                let seg = &cl_segments[c.segment_index];
+                ReadOp {
+                    file: &seg.file,
+                    offset_bytes: (c.commit_log_offset - seg.start_offset) as u64,
+                    len_bytes: RECORD_HEAD_BYTES.min(c.size as usize),
+                }
+            })
+            .collect();
+        let mut corrupt: Option<usize> = None;
+        self.io
+            .read_batch(&ops, &mut |i, head| {
+                if corrupt.is_none() && !record_head_matches(head, candidates[i].size) {
+                    corrupt = Some(i);
+                }
+            })
+            .map_err(|e| StoreError::io("read commit log", self.commit_log.segments().dir(), e))?;
+        if let Some(i) = corrupt {
+            let c = &candidates[i];
+            return Err(StoreError::Corrupted {
+                path: cl_segments[c.segment_index].path.clone(),
+                offset: c.commit_log_offset,
+                reason: format!(
+                    "ConsumeQueue unit (size {}) does not point at a record",
+                    c.size
+                ),
+            });
+        }
+        for c in candidates {
+            let seg = &cl_segments[c.segment_index];
+            let offset_bytes = (c.commit_log_offset - seg.start_offset) as u64;
+            let len_bytes = c.size as usize;
+            match regions.last_mut() {
+                Some(last)
+                    if Arc::ptr_eq(&last.segment, seg)
+                        && last.offset_bytes + last.len_bytes as u64 == offset_bytes =>
+                {
+                    last.len_bytes += len_bytes;
+                }
+                _ => regions.push(FileRegion {
+                    segment: Arc::clone(seg),
+                    offset_bytes,
+                    len_bytes,
+                }),
+            }
+            locations.push((c.commit_log_offset, c.size));
+            queue_offsets.push(c.queue_offset);
+            state.total_bytes += len_bytes;
+            state.count += 1;
+        }
+        Ok(())
     }
 
     fn look_message_by_offset(&self, phy_offset: i64) -> Result<Option<Bytes>, StoreError> {
@@ -1257,6 +1413,9 @@ pub(crate) fn segment_index(list: &[Arc<Segment>], offset: i64, file_size: i64) 
         .checked_sub(1)?;
     (offset < list[idx].start_offset + file_size).then_some(idx)
 }
+
+/// TOTALSIZE and MAGICCODE: what `record_head_matches` needs.
+const RECORD_HEAD_BYTES: usize = 8;
 
 fn record_head_matches(bytes: &[u8], size: i32) -> bool {
     matches!(
@@ -1694,6 +1853,77 @@ mod tests {
         fn is_matched_by_commit_log(&self, _record: &[u8]) -> bool {
             false
         }
+    }
+
+    #[test]
+    fn regions_carry_the_same_records_as_get_message() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(config(dir.path()));
+        // Two queues interleaved, so queue 0's records are contiguous only in pairs of runs, and
+        // enough data to roll over several 4 KiB files.
+        for i in 0..120 {
+            let q = if i % 3 == 0 { 1 } else { 0 };
+            store
+                .put_message(&msg("T", q, format!("body-{i:04}").as_bytes(), "A"))
+                .unwrap();
+        }
+        assert!(store.max_phy_offset() > 3 * 4096);
+        let mut crossed_files = false;
+        for q in 0..2 {
+            let max = store.max_offset_in_queue("T", q);
+            for offset in (0..max + 3).chain([-1]) {
+                for max_nums in [1, 3, 32] {
+                    let copied = store
+                        .get_message("g", "T", q, offset, max_nums, &AcceptAll)
+                        .unwrap();
+                    let located = store
+                        .get_message_regions(
+                            "g",
+                            "T",
+                            q,
+                            offset,
+                            max_nums,
+                            MAX_PULL_MSG_SIZE_BYTES,
+                            &AcceptAll,
+                        )
+                        .unwrap();
+                    let r = &located.result;
+                    assert_eq!(r.status, copied.status);
+                    assert_eq!(r.next_begin_offset, copied.next_begin_offset);
+                    assert_eq!(
+                        (r.min_offset, r.max_offset),
+                        (copied.min_offset, copied.max_offset)
+                    );
+                    assert_eq!(r.message_locations, copied.message_locations);
+                    assert_eq!(r.queue_offsets, copied.queue_offsets);
+                    assert_eq!(r.buffer_total_size, copied.buffer_total_size);
+                    assert!(r.buffer.is_empty() && r.message_ranges.is_empty());
+                    let mut bytes = BytesMut::new();
+                    store.read_regions(&located.regions, &mut bytes).unwrap();
+                    assert_eq!(&bytes[..], &copied.buffer[..]);
+                    // Regions are maximal: two neighbours never continue each other in one file.
+                    for w in located.regions.windows(2) {
+                        let same_file = Arc::ptr_eq(&w[0].segment, &w[1].segment);
+                        if !same_file {
+                            crossed_files = true;
+                        }
+                        assert!(
+                            !same_file
+                                || w[0].offset_bytes + w[0].len_bytes as u64 != w[1].offset_bytes
+                        );
+                    }
+                    let total: usize = located.regions.iter().map(|r| r.len_bytes).sum();
+                    assert_eq!(total, copied.buffer_total_size);
+                }
+            }
+        }
+        assert!(crossed_files, "some pull spans two CommitLog files");
+        // A layer-one filter applies to regions too.
+        let located = store
+            .get_message_regions("g", "T", 0, 0, 32, MAX_PULL_MSG_SIZE_BYTES, &TagFilter(0))
+            .unwrap();
+        assert_eq!(located.result.status, GetMessageStatus::NoMatchedMessage);
+        assert!(located.regions.is_empty());
     }
 
     #[test]
