@@ -35,6 +35,7 @@ use crate::store::segment::Segment;
 use crate::store::types::{
     ArrivalListener, BatchToStore, BoundaryType, FileRegion, GetMessageRegions, GetMessageResult,
     GetMessageStatus, MessageToStore, PutMessageResult, PutMessageStatus, RecoveryReport,
+    RegionShape,
 };
 
 /// Java `DefaultMessageStore.MAX_PULL_MSG_SIZE`: a pull never returns more bytes than this.
@@ -230,16 +231,18 @@ impl MessageStore {
         )
     }
 
-    /// [`MessageStore::get_message_with_max_bytes`] answering with where the records are (file
-    /// regions, for a zero-copy transfer) instead of their bytes. Same planning, limits, status
-    /// and offsets; records that lie back to back in one CommitLog file form one region.
+    /// [`MessageStore::get_message_with_max_bytes`] that can answer with where the records are
+    /// (file regions, for a zero-copy transfer) instead of their bytes. Same planning, limits,
+    /// status and offsets. Once the records are planned, `choose` sees the pull's shape and
+    /// says whether to answer with regions (`true`) or to read the bytes as `get_message` does
+    /// (`false`); a pull that finds nothing asks nothing and answers with empty regions.
     ///
-    /// Only layer one of `filter` (`is_matched_by_consume_queue`) is applied: the records are
-    /// not read, so `is_matched_by_commit_log` is never called. Use it only with a filter whose
-    /// layer two accepts every record (a TAG `*` subscription); a pull that must look inside
-    /// records belongs to `get_message`. The head of each record (TOTALSIZE and MAGICCODE, 8
-    /// bytes) is still read, so a ConsumeQueue unit that does not point at a record is the same
-    /// `Corrupted` error as in `get_message`.
+    /// With regions only layer one of `filter` (`is_matched_by_consume_queue`) is applied: the
+    /// records are not read, so `is_matched_by_commit_log` is never called. Let `choose` say
+    /// `true` only for a filter whose layer two accepts every record (a TAG `*` subscription).
+    /// The head of each record (TOTALSIZE and MAGICCODE, 8 bytes) is still read, so a
+    /// ConsumeQueue unit that does not point at a record is the same `Corrupted` error as in
+    /// `get_message`.
     #[allow(clippy::too_many_arguments)]
     pub fn get_message_regions(
         &self,
@@ -250,9 +253,14 @@ impl MessageStore {
         max_msg_nums: i32,
         max_total_msg_size_bytes: usize,
         filter: &dyn MessageFilter,
+        choose: &dyn Fn(RegionShape) -> bool,
     ) -> Result<GetMessageRegions, StoreError> {
         let max_pull = max_total_msg_size_bytes.clamp(100, MAX_PULL_MSG_SIZE_BYTES);
-        let mut regions = Vec::new();
+        let mut want = RegionsWanted {
+            out: Vec::new(),
+            choose,
+            chosen: None,
+        };
         let result = self.inner.get_message(
             topic,
             queue_id,
@@ -260,8 +268,9 @@ impl MessageStore {
             max_msg_nums,
             max_pull,
             filter,
-            Some(&mut regions),
+            Some(&mut want),
         )?;
+        let regions = (want.chosen != Some(false)).then_some(want.out);
         Ok(GetMessageRegions { result, regions })
     }
 
@@ -865,6 +874,46 @@ struct Candidate {
     segment_index: usize,
 }
 
+/// The regions side of `get_message_regions`: where regions go and who chooses.
+pub(crate) struct RegionsWanted<'a> {
+    out: Vec<FileRegion>,
+    choose: &'a dyn Fn(RegionShape) -> bool,
+    /// Asked once, at the first round that has candidates; later rounds follow it.
+    chosen: Option<bool>,
+}
+
+impl RegionsWanted<'_> {
+    /// Whether this round's candidates are answered as regions.
+    fn choose_for(&mut self, candidates: &[Candidate]) -> bool {
+        if let Some(chosen) = self.chosen {
+            return chosen;
+        }
+        if candidates.is_empty() {
+            return true;
+        }
+        let mut shape = RegionShape {
+            regions: 0,
+            bytes: 0,
+            messages: candidates.len(),
+        };
+        let mut prev: Option<&Candidate> = None;
+        for c in candidates {
+            let continues = prev.is_some_and(|p| {
+                p.segment_index == c.segment_index
+                    && p.commit_log_offset + i64::from(p.size) == c.commit_log_offset
+            });
+            if !continues {
+                shape.regions += 1;
+            }
+            shape.bytes += c.size as usize;
+            prev = Some(c);
+        }
+        let chosen = (self.choose)(shape);
+        self.chosen = Some(chosen);
+        chosen
+    }
+}
+
 /// Running totals of one pull.
 struct PullState {
     status: GetMessageStatus,
@@ -907,7 +956,7 @@ impl Inner {
         max_msg_nums: i32,
         max_pull_bytes: usize,
         filter: &dyn MessageFilter,
-        regions: Option<&mut Vec<FileRegion>>,
+        regions: Option<&mut RegionsWanted<'_>>,
     ) -> Result<GetMessageResult, StoreError> {
         let max_offset_py = self.commit_log.max_offset();
         let Some(cq) = self.find_queue(topic, queue_id) else {
@@ -1003,7 +1052,7 @@ impl Inner {
         max_pull: usize,
         max_offset_py: i64,
         filter: &dyn MessageFilter,
-        mut regions: Option<&mut Vec<FileRegion>>,
+        mut regions: Option<&mut RegionsWanted<'_>>,
     ) -> Result<GetMessageResult, StoreError> {
         let max_msg_nums = i64::from(max_msg_nums);
         // Scan budget (`maxFilterMessageSize`): units whose distance from `offset` is below it.
@@ -1096,13 +1145,17 @@ impl Inner {
                 tentative_count += 1;
                 next_phy_file_start = i64::MIN;
             }
-            let rejected = match regions.as_deref_mut() {
-                Some(regions) => {
+            let as_regions = match regions.as_deref_mut() {
+                Some(wanted) => wanted.choose_for(&candidates).then_some(wanted),
+                None => None,
+            };
+            let rejected = match as_regions {
+                Some(wanted) => {
                     self.locate_candidates(
                         &cl_segments,
                         &candidates,
                         &mut state,
-                        regions,
+                        &mut wanted.out,
                         &mut locations,
                         &mut queue_offsets,
                     )?;
@@ -1869,6 +1922,7 @@ mod tests {
         }
         assert!(store.max_phy_offset() > 3 * 4096);
         let mut crossed_files = false;
+        let shapes = std::cell::Cell::new(0);
         for q in 0..2 {
             let max = store.max_offset_in_queue("T", q);
             for offset in (0..max + 3).chain([-1]) {
@@ -1885,8 +1939,14 @@ mod tests {
                             max_nums,
                             MAX_PULL_MSG_SIZE_BYTES,
                             &AcceptAll,
+                            &|shape| {
+                                assert!(shape.regions >= 1 && shape.regions <= shape.messages);
+                                shapes.set(shapes.get() + 1);
+                                true
+                            },
                         )
                         .unwrap();
+                    let regions = located.regions.clone().unwrap();
                     let r = &located.result;
                     assert_eq!(r.status, copied.status);
                     assert_eq!(r.next_begin_offset, copied.next_begin_offset);
@@ -1899,10 +1959,10 @@ mod tests {
                     assert_eq!(r.buffer_total_size, copied.buffer_total_size);
                     assert!(r.buffer.is_empty() && r.message_ranges.is_empty());
                     let mut bytes = BytesMut::new();
-                    store.read_regions(&located.regions, &mut bytes).unwrap();
+                    store.read_regions(&regions, &mut bytes).unwrap();
                     assert_eq!(&bytes[..], &copied.buffer[..]);
                     // Regions are maximal: two neighbours never continue each other in one file.
-                    for w in located.regions.windows(2) {
+                    for w in regions.windows(2) {
                         let same_file = Arc::ptr_eq(&w[0].segment, &w[1].segment);
                         if !same_file {
                             crossed_files = true;
@@ -1912,18 +1972,45 @@ mod tests {
                                 || w[0].offset_bytes + w[0].len_bytes as u64 != w[1].offset_bytes
                         );
                     }
-                    let total: usize = located.regions.iter().map(|r| r.len_bytes).sum();
+                    let total: usize = regions.iter().map(|r| r.len_bytes).sum();
                     assert_eq!(total, copied.buffer_total_size);
+                    // Choosing bytes gives exactly get_message's answer.
+                    let as_bytes = store
+                        .get_message_regions(
+                            "g",
+                            "T",
+                            q,
+                            offset,
+                            max_nums,
+                            MAX_PULL_MSG_SIZE_BYTES,
+                            &AcceptAll,
+                            &|_| false,
+                        )
+                        .unwrap();
+                    if copied.message_count > 0 {
+                        assert!(as_bytes.regions.is_none());
+                    }
+                    assert_eq!(as_bytes.result, copied);
                 }
             }
         }
         assert!(crossed_files, "some pull spans two CommitLog files");
-        // A layer-one filter applies to regions too.
+        assert!(shapes.get() > 100);
+        // A layer-one filter applies to regions too; nothing found asks nothing.
         let located = store
-            .get_message_regions("g", "T", 0, 0, 32, MAX_PULL_MSG_SIZE_BYTES, &TagFilter(0))
+            .get_message_regions(
+                "g",
+                "T",
+                0,
+                0,
+                32,
+                MAX_PULL_MSG_SIZE_BYTES,
+                &TagFilter(0),
+                &|_| unreachable!("nothing to choose"),
+            )
             .unwrap();
         assert_eq!(located.result.status, GetMessageStatus::NoMatchedMessage);
-        assert!(located.regions.is_empty());
+        assert!(located.regions.unwrap().is_empty());
     }
 
     #[test]

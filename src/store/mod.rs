@@ -28,4 +28,5 @@ pub use message_store::{MessageStore, MAX_PULL_MSG_SIZE_BYTES};
 pub use types::{
     ArrivalListener, BatchToStore, BoundaryType, FileRegion, GetMessageRegions, GetMessageResult,
     GetMessageStatus, MessageToStore, PutMessageResult, PutMessageStatus, RecoveryReport,
+    RegionShape,
 };

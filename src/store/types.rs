@@ -171,17 +171,28 @@ impl FileRegion {
     }
 }
 
-/// A pull answered with the records' locations instead of their bytes
+/// The shape of a planned pull, for the caller to choose between bytes and regions
+/// ([`crate::store::MessageStore::get_message_regions`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RegionShape {
+    /// Regions the records form (records back to back in one file are one region).
+    pub regions: usize,
+    pub bytes: usize,
+    pub messages: usize,
+}
+
+/// A pull answered either with the records' bytes or with their locations
 /// ([`crate::store::MessageStore::get_message_regions`]).
 #[derive(Debug, Clone)]
 pub struct GetMessageRegions {
     /// Status, offsets, `message_locations`, `queue_offsets`, `buffer_total_size` and
-    /// `message_count` as [`crate::store::MessageStore::get_message`] would return them;
-    /// `buffer` and `message_ranges` are empty.
+    /// `message_count` as [`crate::store::MessageStore::get_message`] would return them. With
+    /// regions, `buffer` and `message_ranges` are empty.
     pub result: GetMessageResult,
-    /// The records in pull order, adjacent records of one file merged into one region. Their
-    /// lengths add up to `result.buffer_total_size`.
-    pub regions: Vec<FileRegion>,
+    /// `Some`: the records in pull order, adjacent records of one file merged into one region;
+    /// their lengths add up to `result.buffer_total_size`. `None`: the bytes are in
+    /// `result.buffer`, as from `get_message`.
+    pub regions: Option<Vec<FileRegion>>,
 }
 
 /// Which side of equal timestamps `offset_by_timestamp` returns (Java `BoundaryType`).

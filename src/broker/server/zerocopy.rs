@@ -1,0 +1,649 @@
+//! Zero-copy file → socket transfer for the connection writer: every splice and io_uring detail
+//! of the network runtime lives here.
+//!
+//! # How a range travels
+//! For each chunk of a [`FileRange`] (at most one pipe's capacity):
+//! 1. `splice(file → pipe)` on the runtime thread. The pipe is empty, so this never waits for the
+//!    pipe; it only moves page-cache page references into the pipe (no byte copy). A page that
+//!    is not cached is read from disk first, exactly as the copy path's store read (which also
+//!    runs on the runtime thread) would.
+//! 2. `splice(pipe → socket)` as an `IORING_OP_SPLICE` on this thread's own small io_uring. The
+//!    socket is a blocking socket shared with tokio-uring (which must not see `O_NONBLOCK`), so a
+//!    direct syscall could block the runtime thread on a full send buffer; io_uring runs the
+//!    splice on a kernel io-wq worker, which may block, and posts a completion. The ring's fd is
+//!    registered with the runtime's reactor (`AsyncFd`), so the writer task just awaits it: no
+//!    busy loop and no blocked runtime thread. Short splices (partial writes) are repeated until
+//!    the pipe is empty.
+//!
+//! # Resources and their bounds
+//! - Pipes are pooled per worker thread: at most [`PIPES_MAX_PER_THREAD`] exist at once, each
+//!   asking for [`PIPE_SIZE_BYTES`]. A transfer holds one pipe; when none is free the transfer
+//!   falls back to read-and-write (`pread` + socket write), so a few peers that stop reading
+//!   cannot stall the other connections of the thread. A pipe goes back to the pool only when
+//!   it is known to be empty; after an error it is closed.
+//!   With 2 worker threads that is at most 2 x 16 pipes x 64 pages = 2048 pages, well below the
+//!   default per-user soft limit (`fs.pipe-user-pages-soft` = 16384 pages); if the kernel refuses
+//!   the larger size the pipe keeps its default size.
+//! - An operation in flight owns (reference counted) everything the kernel resolves when the
+//!   io-wq worker runs it: the pipe and the socket. If the awaiting future is dropped, they stay
+//!   alive until the completion arrives, so a closed-and-reused fd number can never receive
+//!   the bytes. The file being read is only used synchronously (step 1).
+//! - A CommitLog segment deleted by retention mid-transfer stays readable: the range holds the
+//!   open file (`Arc`), and unlinking does not free the pages of an open file.
+//! - A peer that closes mid-transfer makes the socket splice fail (EPIPE / ECONNRESET): the
+//!   error goes back to the writer, which stops the connection as for any failed write.
+
+use std::cell::{Cell, RefCell};
+use std::fmt;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::rc::{Rc, Weak};
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+use io_uring::{opcode, types, IoUring};
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
+use tokio_uring::net::TcpStream;
+
+/// Most pipes one worker thread keeps (in use or idle); also the most zero-copy transfers one
+/// thread runs at once.
+pub const PIPES_MAX_PER_THREAD: usize = 16;
+/// Capacity asked for each pipe (`F_SETPIPE_SZ`). One splice pair moves at most this much; 256
+/// KiB is the default pull batch of in-memory data (`maxTransferBytesOnMessageInMemory`).
+pub const PIPE_SIZE_BYTES: usize = 256 * 1024;
+/// Submission entries of the per-thread splice ring: one splice in flight per pipe at most.
+const RING_ENTRIES: u32 = 32;
+const _: () = assert!(PIPES_MAX_PER_THREAD <= RING_ENTRIES as usize);
+/// Chunk of the read-and-write fallback (no pipe free, or no ring on this thread).
+const COPY_FALLBACK_CHUNK_BYTES: usize = 256 * 1024;
+
+/// A byte range of an open file to send as is. The handle keeps the file open.
+#[derive(Clone)]
+pub struct FileRange {
+    pub file: Arc<dyn AsFd + Send + Sync>,
+    pub offset_bytes: u64,
+    pub len_bytes: usize,
+}
+
+impl fmt::Debug for FileRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FileRange")
+            .field("fd", &self.file.as_fd().as_raw_fd())
+            .field("offset_bytes", &self.offset_bytes)
+            .field("len_bytes", &self.len_bytes)
+            .finish()
+    }
+}
+
+/// What [`send_ranges`] did, for tests and counters.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct SendStats {
+    pub spliced_bytes: usize,
+    pub copied_bytes: usize,
+}
+
+/// Sends `ranges` in order on `socket`. `more_follows`: the caller writes more right after
+/// (keeps TCP from pushing a partial segment at the end).
+pub(crate) async fn send_ranges(
+    socket: &Rc<TcpStream>,
+    ranges: &[FileRange],
+    more_follows: bool,
+) -> io::Result<SendStats> {
+    let mut stats = SendStats::default();
+    let ring = SpliceRing::for_this_thread();
+    for (i, range) in ranges.iter().enumerate() {
+        let more = more_follows || i + 1 < ranges.len();
+        let lease = ring.as_ref().and_then(SpliceRing::take_pipe);
+        match (ring.as_ref(), lease) {
+            (Some(ring), Some(mut lease)) => {
+                splice_range(ring, &mut lease, socket, range, more).await?;
+                stats.spliced_bytes += range.len_bytes;
+            }
+            _ => {
+                copy_range(socket, range).await?;
+                stats.copied_bytes += range.len_bytes;
+            }
+        }
+    }
+    tracing::trace!(
+        spliced_bytes = stats.spliced_bytes,
+        copied_bytes = stats.copied_bytes,
+        "file ranges sent"
+    );
+    Ok(stats)
+}
+
+/// file → pipe → socket, chunk by chunk. On success the pipe is empty again and goes back to
+/// the pool; on error it is closed.
+async fn splice_range(
+    ring: &Rc<SpliceRing>,
+    lease: &mut PipeLease,
+    socket: &Rc<TcpStream>,
+    range: &FileRange,
+    more: bool,
+) -> io::Result<()> {
+    let pipe = Rc::clone(lease.pipe());
+    let file = range.file.as_fd();
+    let mut offset = range.offset_bytes;
+    let mut left = range.len_bytes;
+    while left > 0 {
+        let want = left.min(pipe.capacity_bytes);
+        let filled = splice_file_to_pipe(file, offset, &pipe, want)?;
+        offset += filled as u64;
+        left -= filled;
+        let mut in_pipe = filled;
+        while in_pipe > 0 {
+            // `in_pipe` <= the pipe capacity, which fits in u32.
+            let len = u32::try_from(in_pipe).unwrap_or(u32::MAX);
+            let flags = if more || left > 0 {
+                libc::SPLICE_F_MORE
+            } else {
+                0
+            };
+            let sent = ring
+                .splice_pipe_to_socket(&pipe, socket, len, flags)
+                .await?;
+            if sent == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    "splice to the socket moved no bytes",
+                ));
+            }
+            in_pipe -= sent;
+        }
+    }
+    lease.mark_empty();
+    Ok(())
+}
+
+/// Moves up to `len` bytes at `offset` of `file` into the (empty) pipe; returns how many.
+fn splice_file_to_pipe(
+    file: BorrowedFd<'_>,
+    offset: u64,
+    pipe: &Pipe,
+    len: usize,
+) -> io::Result<usize> {
+    let mut off_in = libc::loff_t::try_from(offset)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file offset out of range"))?;
+    loop {
+        // SAFETY: both fds are open for the call (borrowed); `off_in` is a valid loff_t the
+        // kernel updates; no memory of ours is handed over otherwise.
+        let n = unsafe {
+            libc::splice(
+                file.as_raw_fd(),
+                &mut off_in,
+                pipe.write.as_raw_fd(),
+                std::ptr::null_mut(),
+                len,
+                libc::SPLICE_F_MOVE,
+            )
+        };
+        match n {
+            0 => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the file ends before the range",
+                ))
+            }
+            n if n > 0 => return Ok(n as usize),
+            _ => {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }
+    }
+}
+
+/// The fallback: read the range into memory and write it.
+async fn copy_range(socket: &Rc<TcpStream>, range: &FileRange) -> io::Result<()> {
+    let mut offset = range.offset_bytes;
+    let mut left = range.len_bytes;
+    while left > 0 {
+        let n = left.min(COPY_FALLBACK_CHUNK_BYTES);
+        let mut buf = vec![0u8; n];
+        read_exact_at(range.file.as_fd(), &mut buf, offset)?;
+        let (result, _) = socket.write_all(buf).await;
+        result?;
+        offset += n as u64;
+        left -= n;
+    }
+    Ok(())
+}
+
+/// pread(2) until `buf` is full.
+fn read_exact_at(fd: BorrowedFd<'_>, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
+    while !buf.is_empty() {
+        let off = libc::off_t::try_from(offset)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file offset out of range"))?;
+        // SAFETY: `buf` is valid writable memory of `buf.len()` bytes for the call.
+        let n = unsafe { libc::pread(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), off) };
+        match n {
+            0 => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the file ends before the range",
+                ))
+            }
+            n if n > 0 => {
+                buf = &mut buf[n as usize..];
+                offset += n as u64;
+            }
+            _ => {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One pipe of the pool.
+struct Pipe {
+    read: OwnedFd,
+    write: OwnedFd,
+    capacity_bytes: usize,
+    /// The pool's count of live pipes, decremented when the pipe is closed.
+    live: Rc<Cell<usize>>,
+}
+
+impl Drop for Pipe {
+    fn drop(&mut self) {
+        self.live.set(self.live.get() - 1);
+    }
+}
+
+impl Pipe {
+    fn new(live: &Rc<Cell<usize>>) -> io::Result<Pipe> {
+        let mut fds = [0 as RawFd; 2];
+        // SAFETY: `fds` has room for the two descriptors pipe2 writes.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: pipe2 succeeded, so both fds are open and owned by nobody else.
+        let (read, write) = unsafe {
+            (
+                <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fds[0]),
+                <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fds[1]),
+            )
+        };
+        live.set(live.get() + 1);
+        let size = libc::c_int::try_from(PIPE_SIZE_BYTES).unwrap_or(libc::c_int::MAX);
+        // SAFETY: fcntl on an fd we own, integer argument.
+        let set = unsafe { libc::fcntl(write.as_raw_fd(), libc::F_SETPIPE_SZ, size) };
+        let capacity_bytes = if set > 0 {
+            set as usize
+        } else {
+            // Over the per-user pipe page limit (or pipe-max-size): keep the default size.
+            tracing::debug!(error = %io::Error::last_os_error(), "F_SETPIPE_SZ refused");
+            // SAFETY: as above.
+            let got = unsafe { libc::fcntl(write.as_raw_fd(), libc::F_GETPIPE_SZ) };
+            if got > 0 {
+                got as usize
+            } else {
+                4096
+            }
+        };
+        Ok(Pipe {
+            read,
+            write,
+            capacity_bytes,
+            live: Rc::clone(live),
+        })
+    }
+}
+
+/// A pipe taken from the pool; returned on drop if it was left empty, closed otherwise.
+struct PipeLease {
+    pipe: Option<Rc<Pipe>>,
+    ring: Rc<SpliceRing>,
+    empty: bool,
+}
+
+impl PipeLease {
+    fn pipe(&self) -> &Rc<Pipe> {
+        // Present from creation until drop.
+        self.pipe
+            .as_ref()
+            .expect("lease holds its pipe until dropped")
+    }
+
+    fn mark_empty(&mut self) {
+        self.empty = true;
+    }
+}
+
+impl Drop for PipeLease {
+    fn drop(&mut self) {
+        let Some(pipe) = self.pipe.take() else { return };
+        // Only an empty pipe that no operation still holds can be reused.
+        if self.empty {
+            if let Ok(pipe) = Rc::try_unwrap(pipe) {
+                self.ring.idle_pipes.borrow_mut().push(pipe);
+            }
+        }
+    }
+}
+
+/// An operation slot.
+enum Slot {
+    Free,
+    /// In the kernel. `_hold` keeps the fds the kernel will resolve alive until completion.
+    InFlight {
+        waker: Option<Waker>,
+        _hold: (Rc<Pipe>, Rc<TcpStream>),
+    },
+    /// In the kernel, its future gone: freed when the completion arrives.
+    Abandoned {
+        _hold: (Rc<Pipe>, Rc<TcpStream>),
+    },
+    Done(i32),
+}
+
+struct RingFd(RawFd);
+
+impl AsRawFd for RingFd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0
+    }
+}
+
+/// This thread's splice ring, its pipe pool and its in-flight operations.
+struct SpliceRing {
+    // Field order matters for drop: the reactor registration goes before the ring's fd closes.
+    ready: AsyncFd<RingFd>,
+    ring: RefCell<IoUring>,
+    slots: RefCell<Vec<Slot>>,
+    idle_pipes: RefCell<Vec<Pipe>>,
+    live_pipes: Rc<Cell<usize>>,
+}
+
+/// This thread's ring. The completion task owns it (so it goes with the runtime); the
+/// thread-local only points at it.
+enum ThreadRing {
+    Unset,
+    Live(Weak<SpliceRing>),
+    /// Setting the ring up failed on this thread (logged once); transfers copy.
+    Failed,
+}
+
+thread_local! {
+    static RING: RefCell<ThreadRing> = const { RefCell::new(ThreadRing::Unset) };
+}
+
+impl SpliceRing {
+    /// This thread's ring, created (with its completion task) on first use. Must be called on
+    /// a tokio-uring runtime thread.
+    fn for_this_thread() -> Option<Rc<SpliceRing>> {
+        RING.with(|slot| {
+            let mut slot = slot.borrow_mut();
+            match &*slot {
+                ThreadRing::Failed => return None,
+                ThreadRing::Live(weak) => {
+                    if let Some(ring) = weak.upgrade() {
+                        return Some(ring);
+                    }
+                }
+                ThreadRing::Unset => {}
+            }
+            match SpliceRing::new() {
+                Ok(ring) => {
+                    let ring = Rc::new(ring);
+                    *slot = ThreadRing::Live(Rc::downgrade(&ring));
+                    drop(tokio_uring::spawn(drive(Rc::clone(&ring))));
+                    Some(ring)
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot set up the splice ring; zero-copy pull responses are sent by read and write on this thread");
+                    *slot = ThreadRing::Failed;
+                    None
+                }
+            }
+        })
+    }
+
+    fn new() -> io::Result<SpliceRing> {
+        let ring = IoUring::new(RING_ENTRIES)?;
+        // SAFETY: the ring's fd stays open and the same for the AsyncFd's whole life: `ready`
+        // is declared before `ring` in SpliceRing, so it is dropped (deregistered) first.
+        let ready = unsafe {
+            AsyncFd::register_with_interest(RingFd(ring.as_raw_fd()), Interest::READABLE)
+        }?;
+        Ok(SpliceRing {
+            ready,
+            ring: RefCell::new(ring),
+            slots: RefCell::new(Vec::new()),
+            idle_pipes: RefCell::new(Vec::new()),
+            live_pipes: Rc::new(Cell::new(0)),
+        })
+    }
+
+    /// A pipe from the pool, or a new one while fewer than the maximum exist; `None` when the
+    /// pool is exhausted or a pipe cannot be created.
+    fn take_pipe(self: &Rc<Self>) -> Option<PipeLease> {
+        let pipe = match self.idle_pipes.borrow_mut().pop() {
+            Some(pipe) => pipe,
+            None if self.live_pipes.get() < PIPES_MAX_PER_THREAD => {
+                match Pipe::new(&self.live_pipes) {
+                    Ok(pipe) => pipe,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "cannot create a pipe; copying instead");
+                        return None;
+                    }
+                }
+            }
+            None => return None,
+        };
+        Some(PipeLease {
+            pipe: Some(Rc::new(pipe)),
+            ring: Rc::clone(self),
+            empty: false,
+        })
+    }
+
+    /// Splices up to `len` bytes from the pipe to the socket; returns the bytes moved.
+    async fn splice_pipe_to_socket(
+        self: &Rc<Self>,
+        pipe: &Rc<Pipe>,
+        socket: &Rc<TcpStream>,
+        len: u32,
+        flags: u32,
+    ) -> io::Result<usize> {
+        let key = {
+            let mut slots = self.slots.borrow_mut();
+            let key = match slots.iter().position(|s| matches!(s, Slot::Free)) {
+                Some(key) => key,
+                None => {
+                    slots.push(Slot::Free);
+                    slots.len() - 1
+                }
+            };
+            slots[key] = Slot::InFlight {
+                waker: None,
+                _hold: (Rc::clone(pipe), Rc::clone(socket)),
+            };
+            key
+        };
+        let entry = opcode::Splice::new(
+            types::Fd(pipe.read.as_raw_fd()),
+            -1,
+            types::Fd(socket.as_raw_fd()),
+            -1,
+            len,
+        )
+        .flags(flags)
+        .build()
+        .user_data(key as u64);
+        let pushed = {
+            let mut ring = self.ring.borrow_mut();
+            // SAFETY: the entry refers only to fds that the slot keeps open until the
+            // completion, and to no memory of ours.
+            let pushed = unsafe { ring.submission().push(&entry) }.is_ok();
+            pushed && ring.submit().is_ok()
+        };
+        if !pushed {
+            // Cannot happen (at most one op per pipe, pipes <= entries); fail the write cleanly.
+            self.slots.borrow_mut()[key] = Slot::Free;
+            return Err(io::Error::other("the splice ring is full"));
+        }
+        let op = OpFuture {
+            ring: Rc::clone(self),
+            key,
+            done: false,
+        };
+        let result = op.await;
+        if result < 0 {
+            Err(io::Error::from_raw_os_error(-result))
+        } else {
+            Ok(result as usize)
+        }
+    }
+
+    /// Hands every available completion to its slot.
+    fn reap(&self) {
+        let mut ring = self.ring.borrow_mut();
+        let mut slots = self.slots.borrow_mut();
+        for cqe in ring.completion() {
+            let key = cqe.user_data() as usize;
+            let Some(slot) = slots.get_mut(key) else {
+                tracing::error!(key, "completion for an unknown splice slot");
+                continue;
+            };
+            match std::mem::replace(slot, Slot::Done(cqe.result())) {
+                Slot::InFlight { waker, .. } => {
+                    if let Some(waker) = waker {
+                        waker.wake();
+                    }
+                }
+                Slot::Abandoned { .. } => *slot = Slot::Free,
+                Slot::Free | Slot::Done(_) => {
+                    tracing::error!(key, "completion for a splice slot not in flight")
+                }
+            }
+        }
+    }
+}
+
+/// Bound on the completions `Drop` waits for after cancelling (each op completes once).
+const DROP_CANCEL_USER_DATA: u64 = u64::MAX;
+
+impl Drop for SpliceRing {
+    /// Operations still in the kernel (the runtime is going away) are cancelled and waited for
+    /// before their pipes and sockets close, so the kernel never resolves a reused fd number.
+    fn drop(&mut self) {
+        let ring = self.ring.get_mut();
+        let slots = self.slots.get_mut();
+        let mut pending = slots
+            .iter()
+            .filter(|s| matches!(s, Slot::InFlight { .. } | Slot::Abandoned { .. }))
+            .count();
+        if pending == 0 {
+            return;
+        }
+        for (key, slot) in slots.iter().enumerate() {
+            if matches!(slot, Slot::InFlight { .. } | Slot::Abandoned { .. }) {
+                let cancel = opcode::AsyncCancel::new(key as u64)
+                    .build()
+                    .user_data(DROP_CANCEL_USER_DATA);
+                // SAFETY: a cancel entry refers to no memory or fd of ours.
+                while unsafe { ring.submission().push(&cancel) }.is_err() {
+                    if ring.submit().is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        while pending > 0 {
+            if let Err(e) = ring.submit_and_wait(1) {
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                tracing::error!(error = %e, "cannot wait for cancelled splices; leaking their fds");
+                // Keep the fds open for good rather than risk a reused fd number.
+                for slot in slots.drain(..) {
+                    std::mem::forget(slot);
+                }
+                return;
+            }
+            for cqe in ring.completion() {
+                if cqe.user_data() != DROP_CANCEL_USER_DATA {
+                    if let Some(slot) = slots.get_mut(cqe.user_data() as usize) {
+                        *slot = Slot::Free;
+                    }
+                    pending -= 1;
+                }
+            }
+        }
+    }
+}
+
+/// Awaits the completion of slot `key`.
+struct OpFuture {
+    ring: Rc<SpliceRing>,
+    key: usize,
+    done: bool,
+}
+
+impl std::future::Future for OpFuture {
+    type Output = i32;
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<i32> {
+        let key = self.key;
+        let result = {
+            let mut slots = self.ring.slots.borrow_mut();
+            let slot = &mut slots[key];
+            match slot {
+                Slot::Done(result) => {
+                    let result = *result;
+                    *slot = Slot::Free;
+                    result
+                }
+                Slot::InFlight { waker, .. } => {
+                    *waker = Some(cx.waker().clone());
+                    return Poll::Pending;
+                }
+                Slot::Free | Slot::Abandoned { .. } => {
+                    unreachable!("a splice future's slot is in flight or done until it completes")
+                }
+            }
+        };
+        self.done = true;
+        Poll::Ready(result)
+    }
+}
+
+impl Drop for OpFuture {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let mut slots = self.ring.slots.borrow_mut();
+        let slot = &mut slots[self.key];
+        *slot = match std::mem::replace(slot, Slot::Free) {
+            // Keep the fds open until the kernel is done with them.
+            Slot::InFlight { _hold, .. } => Slot::Abandoned { _hold },
+            Slot::Done(_) | Slot::Free | Slot::Abandoned { .. } => Slot::Free,
+        };
+    }
+}
+
+/// The thread's completion task: wakes the futures whose splices completed.
+async fn drive(ring: Rc<SpliceRing>) {
+    loop {
+        let mut guard = match ring.ready.readable().await {
+            Ok(guard) => guard,
+            Err(e) => {
+                tracing::error!(error = %e, "the splice ring cannot be polled");
+                return;
+            }
+        };
+        ring.reap();
+        guard.clear_ready();
+        // A completion posted between reap and clear_ready raises a new readiness event, so
+        // nothing is missed.
+    }
+}
