@@ -177,7 +177,7 @@ fn comparison_requests(max_offsets: &[(String, i32, i64)]) -> Vec<RemotingComman
     for (topic, queue_id, max) in max_offsets {
         for offset in (0..=*max).step_by(3) {
             for (k, max_nums) in [1, 7, 32].into_iter().enumerate() {
-                let st = if (offset as usize + k) % 2 == 0 {
+                let st = if (offset as usize + k).is_multiple_of(2) {
                     SerializeType::Json
                 } else {
                     SerializeType::RocketMq
@@ -221,7 +221,7 @@ fn fill_mixed(broker: &Broker) -> Vec<(String, i32, i64)> {
     let mut n = 0;
     for i in 0..300 {
         let (topic, queue) = match i % 5 {
-            0 | 1 | 2 => ("ZcA", 0),
+            0..=2 => ("ZcA", 0),
             3 => ("ZcB", 1),
             _ => ("ZcA", 1),
         };
