@@ -181,13 +181,17 @@ impl Writer {
                 }
                 Outbound::Encoded(frame) => self.buf.extend_from_slice(&frame),
                 Outbound::File(frame) => {
-                    // The head joins whatever is coalesced so far (one write), then the body
-                    // goes from the files straight to the socket.
+                    // Whatever is coalesced so far and the head go first, through the same
+                    // pipe as the body, which goes from the files straight to the socket.
                     self.buf.extend_from_slice(&frame.head);
-                    self.flush().await?;
                     next = queue.try_recv().ok();
                     let more_follows = next.is_some();
-                    zerocopy::send_ranges(&self.stream, &frame.body, more_follows).await?;
+                    zerocopy::send_frame(&self.stream, &self.buf, &frame.body, more_follows)
+                        .await?;
+                    self.buf.clear();
+                    if self.buf.capacity() > 2 * self.coalesce_max_bytes {
+                        self.buf = BytesMut::new();
+                    }
                     continue;
                 }
             }

@@ -83,29 +83,52 @@ pub struct SendStats {
     pub copied_bytes: usize,
 }
 
-/// Sends `ranges` in order on `socket`. `more_follows`: the caller writes more right after
-/// (keeps TCP from pushing a partial segment at the end).
-pub(crate) async fn send_ranges(
+/// Sends `head` and then `ranges`, in order, on `socket`. `more_follows`: the caller writes
+/// more right after (keeps TCP from pushing a partial segment at the end).
+///
+/// With a pipe: the head is written into the pipe and the ranges spliced after it until the
+/// pipe is full (or everything is in), then the pipe is emptied into the socket with as few
+/// io_uring splices as the socket takes. So a response of many small, separate records costs
+/// one socket operation per pipe-full, not one per record.
+pub(crate) async fn send_frame(
     socket: &Rc<TcpStream>,
+    head: &[u8],
     ranges: &[FileRange],
     more_follows: bool,
 ) -> io::Result<SendStats> {
-    let mut stats = SendStats::default();
     let ring = SpliceRing::for_this_thread();
-    for (i, range) in ranges.iter().enumerate() {
-        let more = more_follows || i + 1 < ranges.len();
-        let lease = ring.as_ref().and_then(SpliceRing::take_pipe);
-        match (ring.as_ref(), lease) {
-            (Some(ring), Some(mut lease)) => {
-                splice_range(ring, &mut lease, socket, range, more).await?;
-                stats.spliced_bytes += range.len_bytes;
+    let lease = ring.as_ref().and_then(SpliceRing::take_pipe);
+    let stats = match (ring.as_ref(), lease) {
+        (Some(ring), Some(mut lease)) => {
+            let mut pump = Pump {
+                ring,
+                pipe: Rc::clone(lease.pipe()),
+                socket,
+                in_pipe: 0,
+            };
+            pump.write_head(head).await?;
+            for range in ranges {
+                pump.splice_range(range).await?;
             }
-            _ => {
-                copy_range(socket, range).await?;
-                stats.copied_bytes += range.len_bytes;
+            pump.drain(more_follows).await?;
+            lease.mark_empty();
+            SendStats {
+                spliced_bytes: ranges.iter().map(|r| r.len_bytes).sum(),
+                copied_bytes: 0,
             }
         }
-    }
+        _ => {
+            let (result, _) = socket.write_all(head.to_vec()).await;
+            result?;
+            for range in ranges {
+                copy_range(socket, range).await?;
+            }
+            SendStats {
+                spliced_bytes: 0,
+                copied_bytes: ranges.iter().map(|r| r.len_bytes).sum(),
+            }
+        }
+    };
     tracing::trace!(
         spliced_bytes = stats.spliced_bytes,
         copied_bytes = stats.copied_bytes,
@@ -114,35 +137,81 @@ pub(crate) async fn send_ranges(
     Ok(stats)
 }
 
-/// file → pipe → socket, chunk by chunk. On success the pipe is empty again and goes back to
-/// the pool; on error it is closed.
-async fn splice_range(
-    ring: &Rc<SpliceRing>,
-    lease: &mut PipeLease,
-    socket: &Rc<TcpStream>,
-    range: &FileRange,
-    more: bool,
-) -> io::Result<()> {
-    let pipe = Rc::clone(lease.pipe());
-    let file = range.file.as_fd();
-    let mut offset = range.offset_bytes;
-    let mut left = range.len_bytes;
-    while left > 0 {
-        let want = left.min(pipe.capacity_bytes);
-        let filled = splice_file_to_pipe(file, offset, &pipe, want)?;
-        offset += filled as u64;
-        left -= filled;
-        let mut in_pipe = filled;
-        while in_pipe > 0 {
-            // `in_pipe` <= the pipe capacity, which fits in u32.
-            let len = u32::try_from(in_pipe).unwrap_or(u32::MAX);
-            let flags = if more || left > 0 {
-                libc::SPLICE_F_MORE
-            } else {
-                0
+/// Fills a pipe (non-blocking on the runtime thread) and empties it into the socket (io_uring).
+struct Pump<'a> {
+    ring: &'a Rc<SpliceRing>,
+    pipe: Rc<Pipe>,
+    socket: &'a Rc<TcpStream>,
+    /// Bytes in the pipe not yet sent.
+    in_pipe: usize,
+}
+
+impl Pump<'_> {
+    /// Puts `head` (a frame header plus any coalesced small frames) first: copied into the
+    /// empty pipe when it fits (a blocking write into an empty pipe with room never waits),
+    /// else written to the socket directly.
+    async fn write_head(&mut self, head: &[u8]) -> io::Result<()> {
+        debug_assert_eq!(self.in_pipe, 0);
+        if head.len() > self.pipe.capacity_bytes {
+            let (result, _) = self.socket.write_all(head.to_vec()).await;
+            return result;
+        }
+        let mut head = head;
+        while !head.is_empty() {
+            // SAFETY: `head` is valid readable memory of `head.len()` bytes for the call.
+            let n = unsafe {
+                libc::write(
+                    self.pipe.write.as_raw_fd(),
+                    head.as_ptr().cast(),
+                    head.len(),
+                )
             };
-            let sent = ring
-                .splice_pipe_to_socket(&pipe, socket, len, flags)
+            if n > 0 {
+                head = &head[n as usize..];
+                self.in_pipe += n as usize;
+                continue;
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Splices the range into the pipe, emptying the pipe into the socket whenever it is full.
+    async fn splice_range(&mut self, range: &FileRange) -> io::Result<()> {
+        let file = range.file.as_fd();
+        let mut offset = range.offset_bytes;
+        let mut left = range.len_bytes;
+        while left > 0 {
+            // SPLICE_F_NONBLOCK while the pipe holds data: a full pipe answers EAGAIN instead of
+            // blocking the thread, and is emptied. Into an empty pipe (which never waits for
+            // room) the splice may only wait for the disk, as the copy path's read would.
+            let nonblock = self.in_pipe > 0;
+            match splice_file_to_pipe(file, offset, &self.pipe, left, nonblock) {
+                Ok(n) => {
+                    offset += n as u64;
+                    left -= n;
+                    self.in_pipe += n;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock && nonblock => {
+                    self.drain(true).await?
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends everything in the pipe. `more`: more bytes follow (SPLICE_F_MORE).
+    async fn drain(&mut self, more: bool) -> io::Result<()> {
+        while self.in_pipe > 0 {
+            let len = u32::try_from(self.in_pipe).unwrap_or(u32::MAX);
+            let flags = if more { libc::SPLICE_F_MORE } else { 0 };
+            let sent = self
+                .ring
+                .splice_pipe_to_socket(&self.pipe, self.socket, len, flags)
                 .await?;
             if sent == 0 {
                 return Err(io::Error::new(
@@ -150,22 +219,27 @@ async fn splice_range(
                     "splice to the socket moved no bytes",
                 ));
             }
-            in_pipe -= sent;
+            self.in_pipe -= sent.min(self.in_pipe);
         }
+        Ok(())
     }
-    lease.mark_empty();
-    Ok(())
 }
 
-/// Moves up to `len` bytes at `offset` of `file` into the (empty) pipe; returns how many.
+/// Moves up to `len` bytes at `offset` of `file` into the pipe; returns how many (> 0).
 fn splice_file_to_pipe(
     file: BorrowedFd<'_>,
     offset: u64,
     pipe: &Pipe,
     len: usize,
+    nonblock: bool,
 ) -> io::Result<usize> {
     let mut off_in = libc::loff_t::try_from(offset)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file offset out of range"))?;
+    let flags = if nonblock {
+        libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK
+    } else {
+        libc::SPLICE_F_MOVE
+    };
     loop {
         // SAFETY: both fds are open for the call (borrowed); `off_in` is a valid loff_t the
         // kernel updates; no memory of ours is handed over otherwise.
@@ -176,7 +250,7 @@ fn splice_file_to_pipe(
                 pipe.write.as_raw_fd(),
                 std::ptr::null_mut(),
                 len,
-                libc::SPLICE_F_MOVE,
+                flags,
             )
         };
         match n {
