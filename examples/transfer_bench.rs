@@ -15,7 +15,14 @@
 //! cargo build --release --bin ringmq --example transfer_bench
 //! target/release/examples/transfer_bench [--bin target/release/ringmq] [--sizes 128,4096,65536,1048576]
 //!     [--layouts single,many] [--modes copy,zerocopy,auto] [--queue-bytes 16777216]
-//!     [--min-bytes 268435456] [--min-secs 2] [--topics 8] [--extra-env K=V,...]
+//!     [--min-bytes 268435456] [--min-secs 2] [--topics 8] [--reps 3] [--extra-env K=V,...]
+//! ```
+//!
+//! Each point is measured `--reps` times, the modes taking turns (copy, zerocopy, auto, copy,
+//! ...) so a burst of load from elsewhere on the host hits all of them; the table shows the
+//! median of each column.
+//!
+//! ```text
 //! ```
 
 use std::io::{BufRead, BufReader};
@@ -48,6 +55,7 @@ struct Args {
     min_bytes: u64,
     min_secs: f64,
     topics: usize,
+    reps: usize,
     extra_env: Vec<(String, String)>,
 }
 
@@ -61,6 +69,7 @@ fn parse_args() -> Args {
         min_bytes: 256 << 20,
         min_secs: 2.0,
         topics: 8,
+        reps: 3,
         extra_env: Vec::new(),
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
@@ -77,6 +86,7 @@ fn parse_args() -> Args {
             "--min-bytes" => a.min_bytes = v.parse().expect("min bytes"),
             "--min-secs" => a.min_secs = v.parse().expect("min secs"),
             "--topics" => a.topics = v.parse().expect("topics"),
+            "--reps" => a.reps = v.parse().expect("reps"),
             "--extra-env" => {
                 a.extra_env = list(&v)
                     .into_iter()
@@ -372,8 +382,14 @@ fn main() {
             let filler = Broker::start(&args, &root, "copy");
             let per_queue = fill(&filler, layout, size, args.queue_bytes, args.topics);
             filler.stop();
-            for mode in &args.modes {
-                let p = measure(&args, &root, mode, per_queue);
+            let mut runs: Vec<Vec<Point>> = args.modes.iter().map(|_| Vec::new()).collect();
+            for _ in 0..args.reps {
+                for (m, mode) in args.modes.iter().enumerate() {
+                    runs[m].push(measure(&args, &root, mode, per_queue));
+                }
+            }
+            for (m, mode) in args.modes.iter().enumerate() {
+                let p = median(&runs[m]);
                 println!(
                     "| {layout} | {} | {mode} | {:.0} | {:.3} | {:.3} | {:.3} | {:.0} KiB |",
                     human(size),
@@ -385,6 +401,21 @@ fn main() {
                 );
             }
         }
+    }
+}
+
+/// Column-wise median.
+fn median(points: &[Point]) -> Point {
+    let mid = |f: &dyn Fn(&Point) -> f64| {
+        let mut v: Vec<f64> = points.iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    Point {
+        mib_per_s: mid(&|p| p.mib_per_s),
+        user_s_per_gib: mid(&|p| p.user_s_per_gib),
+        sys_s_per_gib: mid(&|p| p.sys_s_per_gib),
+        avg_pull_bytes: mid(&|p| p.avg_pull_bytes),
     }
 }
 
