@@ -639,6 +639,57 @@ mod tests {
     use super::*;
     use GetMessageStatus as S;
 
+    fn transfer(mode: TransferMode) -> TransferSection {
+        TransferSection {
+            mode,
+            msg_by_heap: None,
+            auto_zerocopy_min_range_bytes: 64 * 1024,
+            auto_zerocopy_min_message_bytes: 4 * 1024,
+        }
+    }
+
+    fn shape(regions: usize, messages: usize, bytes: usize) -> RegionShape {
+        RegionShape {
+            regions,
+            bytes,
+            messages,
+        }
+    }
+
+    #[test]
+    fn auto_goes_zero_copy_only_above_both_thresholds() {
+        let auto = transfer(TransferMode::Auto);
+        // 32 contiguous 4 KiB records: one 128 KiB range.
+        assert!(choose_zero_copy(&auto, shape(1, 32, 32 * 4200)));
+        // 32 separate 4 KiB records: ranges too short.
+        assert!(!choose_zero_copy(&auto, shape(32, 32, 32 * 4200)));
+        // One contiguous range of small records: messages too small.
+        assert!(!choose_zero_copy(&auto, shape(1, 32, 32 * 300)));
+        // One big record.
+        assert!(choose_zero_copy(&auto, shape(1, 1, 1 << 20)));
+        assert!(choose_zero_copy(
+            &transfer(TransferMode::ZeroCopy),
+            shape(32, 32, 32 * 300)
+        ));
+        assert!(!choose_zero_copy(
+            &transfer(TransferMode::Copy),
+            shape(1, 1, 1 << 20)
+        ));
+        let mut by_heap = transfer(TransferMode::Auto);
+        by_heap.msg_by_heap = Some(true);
+        assert!(!choose_zero_copy(&by_heap, shape(1, 1, 1 << 20)));
+    }
+
+    #[test]
+    fn only_subscriptions_that_never_read_records_can_go_zero_copy() {
+        let all = ExpressionMessageFilter::new("TAG", "*").unwrap();
+        let tags = ExpressionMessageFilter::new("TAG", "TagA").unwrap();
+        let sql = ExpressionMessageFilter::new("SQL92", "a > 1").unwrap();
+        assert!(!filter_reads_records(&all));
+        assert!(filter_reads_records(&tags));
+        assert!(filter_reads_records(&sql));
+    }
+
     #[test]
     fn status_mapping_matches_java() {
         assert_eq!(status_to_code(S::Found, 5), rc::SUCCESS);
