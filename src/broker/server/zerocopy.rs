@@ -721,3 +721,145 @@ async fn drive(ring: Rc<SpliceRing>) {
         // nothing is missed.
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    fn pattern(len: usize) -> Vec<u8> {
+        (0..len).map(|i| (i * 7 + i / 4096) as u8).collect()
+    }
+
+    /// Runs `body` on a tokio-uring runtime with the server side of a loopback connection whose
+    /// client reads everything (slowly, with a small buffer, so the sender meets a full socket)
+    /// and returns it.
+    fn with_connection<F, Fut>(body: F) -> Vec<u8>
+    where
+        F: FnOnce(Rc<TcpStream>) -> Fut,
+        Fut: std::future::Future<Output = ()>,
+    {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let reader = std::thread::spawn(move || {
+            let s = std::net::TcpStream::connect(addr).unwrap();
+            nix::sys::socket::setsockopt(&s, nix::sys::socket::sockopt::RcvBuf, &65536).unwrap();
+            let mut s = s;
+            let mut got = Vec::new();
+            let mut chunk = [0u8; 4096];
+            loop {
+                let n = s.read(&mut chunk).unwrap();
+                if n == 0 {
+                    return got;
+                }
+                got.extend_from_slice(&chunk[..n]);
+                if got.len() < 256 * 1024 {
+                    std::thread::sleep(std::time::Duration::from_micros(200));
+                }
+            }
+        });
+        tokio_uring::start(async move {
+            let (std_stream, _) = listener.accept().unwrap();
+            let stream = Rc::new(TcpStream::from_std(std_stream));
+            body(Rc::clone(&stream)).await;
+            stream.shutdown(std::net::Shutdown::Both).unwrap();
+        });
+        reader.join().unwrap()
+    }
+
+    #[test]
+    fn sends_head_and_ranges_in_order_and_returns_the_pipe() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("segment");
+        let data = pattern(3 << 20);
+        std::fs::File::create(&path)
+            .unwrap()
+            .write_all(&data)
+            .unwrap();
+        let file: Arc<dyn AsFd + Send + Sync> = Arc::new(std::fs::File::open(&path).unwrap());
+        let range = |offset_bytes: u64, len_bytes: usize| FileRange {
+            file: Arc::clone(&file),
+            offset_bytes,
+            len_bytes,
+        };
+        // Tiny ranges, a range of several pipe-fulls, and one byte.
+        let ranges = vec![
+            range(10, 100),
+            range(4096, 1),
+            range(5000, 2 << 20),
+            range(0, 1),
+        ];
+        let rounds = 3;
+        let sent_ranges = ranges.clone();
+        let got = with_connection(|stream| async move {
+            for round in 0..rounds {
+                let head = format!("head-{round}");
+                let stats = send_frame(&stream, head.as_bytes(), &sent_ranges, round + 1 < rounds)
+                    .await
+                    .unwrap();
+                assert_eq!(stats.copied_bytes, 0);
+                assert_eq!(stats.spliced_bytes, 100 + 1 + (2 << 20) + 1);
+            }
+            let ring = SpliceRing::for_this_thread().unwrap();
+            assert_eq!(ring.live_pipes.get(), 1, "one pipe, reused every round");
+            assert_eq!(ring.idle_pipes.borrow().len(), 1);
+        });
+        let mut want = Vec::new();
+        for round in 0..rounds {
+            want.extend_from_slice(format!("head-{round}").as_bytes());
+            for r in &ranges {
+                let start = r.offset_bytes as usize;
+                want.extend_from_slice(&data[start..start + r.len_bytes]);
+            }
+        }
+        assert_eq!(got.len(), want.len());
+        assert!(got == want, "bytes differ");
+    }
+
+    #[test]
+    fn falls_back_to_copy_when_the_pool_is_empty_and_fails_on_a_short_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("segment");
+        let data = pattern(300 * 1024);
+        std::fs::write(&path, &data).unwrap();
+        let file: Arc<dyn AsFd + Send + Sync> = Arc::new(std::fs::File::open(&path).unwrap());
+        let ranges = vec![FileRange {
+            file: Arc::clone(&file),
+            offset_bytes: 7,
+            len_bytes: 290 * 1024,
+        }];
+        let beyond = vec![FileRange {
+            file: Arc::clone(&file),
+            offset_bytes: 299 * 1024,
+            len_bytes: 2 * 1024,
+        }];
+        let sent = ranges.clone();
+        let got = with_connection(|stream| async move {
+            let ring = SpliceRing::for_this_thread().unwrap();
+            let leases: Vec<PipeLease> = (0..PIPES_MAX_PER_THREAD)
+                .map(|_| ring.take_pipe().unwrap())
+                .collect();
+            assert!(ring.take_pipe().is_none(), "the pool is bounded");
+            let stats = send_frame(&stream, b"H", &sent, false).await.unwrap();
+            assert_eq!(stats.spliced_bytes, 0);
+            assert_eq!(stats.copied_bytes, 290 * 1024);
+            // Leases never marked empty are closed, not pooled.
+            drop(leases);
+            assert_eq!(ring.live_pipes.get(), 0);
+            // A range past the end of the file is an error, not a hang or short frame.
+            let err = send_frame(&stream, b"", &beyond, false).await.unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
+            assert_eq!(
+                ring.live_pipes.get(),
+                0,
+                "a failed transfer's pipe is closed"
+            );
+        });
+        // The failed frame may have put part of its bytes on the wire before the error (the
+        // writer then closes the connection); the complete frame before it is intact.
+        let mut want = b"H".to_vec();
+        want.extend_from_slice(&data[7..7 + 290 * 1024]);
+        assert!(got.len() >= want.len());
+        assert!(got[..want.len()] == want[..]);
+    }
+}
