@@ -255,7 +255,7 @@ impl Default for Config {
             transfer: TransferSection {
                 mode: TransferMode::Auto,
                 msg_by_heap: None,
-                auto_zerocopy_min_range_bytes: 128 * 1024,
+                auto_zerocopy_min_range_bytes: 160 * 1024,
                 auto_zerocopy_min_message_bytes: 4 * 1024,
             },
             log: LogSection {
