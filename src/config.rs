@@ -118,6 +118,45 @@ pub struct ServerSection {
     pub write_queue_max: u64,
 }
 
+/// How PULL_MESSAGE / LITE_PULL_MESSAGE response bodies reach the socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransferMode {
+    /// Records are read into memory (registered-buffer io_uring reads) and written with the
+    /// response (RocketMQ `transferMsgByHeap=true`).
+    Copy,
+    /// The response header is written, then each record range goes from the CommitLog file to
+    /// the socket by splice (RocketMQ `transferMsgByHeap=false`, Netty `FileRegion`).
+    ZeroCopy,
+    /// Zero-copy only for pulls whose measured break-even says it wins (see the thresholds),
+    /// copy otherwise.
+    Auto,
+}
+
+/// Pull response transfer (docs/ARCHITECTURE-transfer.md).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TransferSection {
+    pub mode: TransferMode,
+    /// RocketMQ's `transferMsgByHeap` alias: `true` = copy, `false` = zero-copy. Unset: `mode`
+    /// decides. Set together with an explicit `copy`/`zerocopy` mode it must agree with it.
+    pub msg_by_heap: Option<bool>,
+    /// Auto: a pull goes zero-copy only if its average contiguous CommitLog range is at least
+    /// this long ...
+    pub auto_zerocopy_min_range_bytes: u64,
+    /// ... and its average record is at least this long.
+    pub auto_zerocopy_min_message_bytes: u64,
+}
+
+impl TransferSection {
+    /// The mode in effect: the `transferMsgByHeap` alias wins over the default `auto`.
+    pub fn effective_mode(&self) -> TransferMode {
+        match self.msg_by_heap {
+            Some(true) => TransferMode::Copy,
+            Some(false) => TransferMode::ZeroCopy,
+            None => self.mode,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct LogSection {
     /// A `tracing` filter, e.g. `info` or `ringmq=debug`.
@@ -132,6 +171,7 @@ pub struct Config {
     pub store: StoreSection,
     pub longpoll: LongpollSection,
     pub server: ServerSection,
+    pub transfer: TransferSection,
     pub log: LogSection,
 }
 
@@ -211,6 +251,12 @@ impl Default for Config {
                 frame_size_max_bytes: 16 * 1024 * 1024,
                 requests_in_flight_max: 256,
                 write_queue_max: 1024,
+            },
+            transfer: TransferSection {
+                mode: TransferMode::Auto,
+                msg_by_heap: None,
+                auto_zerocopy_min_range_bytes: 160 * 1024,
+                auto_zerocopy_min_message_bytes: 4 * 1024,
             },
             log: LogSection {
                 level: "info".into(),
@@ -355,6 +401,37 @@ impl ConfigValue for StoreIoMode {
             StoreIoMode::Uring => "uring".into(),
             StoreIoMode::Pread => "pread".into(),
         }
+    }
+}
+
+impl ConfigValue for TransferMode {
+    fn parse_value(text: &str) -> Result<Self, String> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "copy" => Ok(TransferMode::Copy),
+            "zerocopy" | "zero-copy" | "zero_copy" => Ok(TransferMode::ZeroCopy),
+            "auto" => Ok(TransferMode::Auto),
+            _ => Err("expected copy, zerocopy or auto".into()),
+        }
+    }
+    fn show(&self) -> String {
+        match self {
+            TransferMode::Copy => "copy".into(),
+            TransferMode::ZeroCopy => "zerocopy".into(),
+            TransferMode::Auto => "auto".into(),
+        }
+    }
+}
+
+/// An optional bool: unset shows as the empty string.
+impl ConfigValue for Option<bool> {
+    fn parse_value(text: &str) -> Result<Self, String> {
+        if text.trim().is_empty() {
+            return Ok(None);
+        }
+        bool::parse_value(text).map(Some)
+    }
+    fn show(&self) -> String {
+        self.map_or_else(String::new, |b| b.to_string())
     }
 }
 
@@ -724,6 +801,30 @@ pub fn fields() -> &'static [FieldSpec] {
             "Frames queued for writing per connection."
         ),
         field!(
+            "RINGMQ_TRANSFER_MODE",
+            "",
+            transfer.mode,
+            "Pull response bodies: copy (read, then write), zerocopy (splice from the CommitLog file) or auto (zerocopy above the thresholds below)."
+        ),
+        field!(
+            "RINGMQ_TRANSFER_MSG_BY_HEAP",
+            "transferMsgByHeap",
+            transfer.msg_by_heap,
+            "RocketMQ alias: true = copy, false = zerocopy; empty = use RINGMQ_TRANSFER_MODE."
+        ),
+        field!(
+            "RINGMQ_TRANSFER_AUTO_ZEROCOPY_MIN_RANGE_BYTES",
+            "",
+            transfer.auto_zerocopy_min_range_bytes,
+            "auto: zerocopy only if a pull's average contiguous CommitLog range is at least this long."
+        ),
+        field!(
+            "RINGMQ_TRANSFER_AUTO_ZEROCOPY_MIN_MESSAGE_BYTES",
+            "",
+            transfer.auto_zerocopy_min_message_bytes,
+            "auto: and only if its average record is at least this long."
+        ),
+        field!(
             "RINGMQ_LOG_LEVEL",
             "",
             log.level,
@@ -928,6 +1029,18 @@ impl Config {
             v.write_queue_max.to_string(),
             "must be at least 1",
         );
+        let t = &self.transfer;
+        let alias_conflict = match (t.msg_by_heap, t.mode) {
+            (Some(by_heap), TransferMode::Copy) => !by_heap,
+            (Some(by_heap), TransferMode::ZeroCopy) => by_heap,
+            _ => false,
+        };
+        check(
+            !alias_conflict,
+            "RINGMQ_TRANSFER_MSG_BY_HEAP",
+            t.msg_by_heap.show(),
+            "contradicts RINGMQ_TRANSFER_MODE (true means copy, false means zerocopy)",
+        );
         errors
     }
 
@@ -1102,6 +1215,43 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn transfer_mode_and_its_rocketmq_alias() {
+        let mode = |pairs: &[(&str, &str)]| {
+            Config::from_vars(vars(pairs))
+                .map(|c| c.transfer.effective_mode())
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(mode(&[]), Ok(TransferMode::Auto));
+        assert_eq!(
+            mode(&[("RINGMQ_TRANSFER_MODE", "zerocopy")]),
+            Ok(TransferMode::ZeroCopy)
+        );
+        assert_eq!(
+            mode(&[("RINGMQ_TRANSFER_MSG_BY_HEAP", "true")]),
+            Ok(TransferMode::Copy)
+        );
+        assert_eq!(
+            mode(&[("RINGMQ_TRANSFER_MSG_BY_HEAP", "false")]),
+            Ok(TransferMode::ZeroCopy)
+        );
+        assert_eq!(
+            mode(&[
+                ("RINGMQ_TRANSFER_MSG_BY_HEAP", "true"),
+                ("RINGMQ_TRANSFER_MODE", "copy")
+            ]),
+            Ok(TransferMode::Copy)
+        );
+        let err = mode(&[
+            ("RINGMQ_TRANSFER_MSG_BY_HEAP", "true"),
+            ("RINGMQ_TRANSFER_MODE", "zerocopy"),
+        ])
+        .unwrap_err();
+        assert!(err.contains("RINGMQ_TRANSFER_MSG_BY_HEAP"), "{err}");
+        assert!(mode(&[("RINGMQ_TRANSFER_MODE", "sendfile")]).is_err());
+        assert!(mode(&[("RINGMQ_TRANSFER_MSG_BY_HEAP", "maybe")]).is_err());
     }
 
     #[test]

@@ -33,8 +33,9 @@ use crate::store::fs;
 use crate::store::io::{IoEngine, ReadOp};
 use crate::store::segment::Segment;
 use crate::store::types::{
-    ArrivalListener, BatchToStore, BoundaryType, GetMessageResult, GetMessageStatus,
-    MessageToStore, PutMessageResult, PutMessageStatus, RecoveryReport,
+    ArrivalListener, BatchToStore, BoundaryType, FileRegion, GetMessageRegions, GetMessageResult,
+    GetMessageStatus, MessageToStore, PutMessageResult, PutMessageStatus, RecoveryReport,
+    RegionShape,
 };
 
 /// Java `DefaultMessageStore.MAX_PULL_MSG_SIZE`: a pull never returns more bytes than this.
@@ -219,8 +220,82 @@ impl MessageStore {
         filter: &dyn MessageFilter,
     ) -> Result<GetMessageResult, StoreError> {
         let max_pull = max_total_msg_size_bytes.clamp(100, MAX_PULL_MSG_SIZE_BYTES);
+        self.inner.get_message(
+            topic,
+            queue_id,
+            offset,
+            max_msg_nums,
+            max_pull,
+            filter,
+            None,
+        )
+    }
+
+    /// [`MessageStore::get_message_with_max_bytes`] that can answer with where the records are
+    /// (file regions, for a zero-copy transfer) instead of their bytes. Same planning, limits,
+    /// status and offsets. Once the records are planned, `choose` sees the pull's shape and
+    /// says whether to answer with regions (`true`) or to read the bytes as `get_message` does
+    /// (`false`); a pull that finds nothing asks nothing and answers with empty regions.
+    ///
+    /// With regions only layer one of `filter` (`is_matched_by_consume_queue`) is applied: the
+    /// records are not read, so `is_matched_by_commit_log` is never called. Let `choose` say
+    /// `true` only for a filter whose layer two accepts every record (a TAG `*` subscription).
+    /// The head of each record (TOTALSIZE and MAGICCODE, 8 bytes) is still read, so a
+    /// ConsumeQueue unit that does not point at a record is the same `Corrupted` error as in
+    /// `get_message`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn get_message_regions(
+        &self,
+        _group: &str,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+        max_msg_nums: i32,
+        max_total_msg_size_bytes: usize,
+        filter: &dyn MessageFilter,
+        choose: &dyn Fn(RegionShape) -> bool,
+    ) -> Result<GetMessageRegions, StoreError> {
+        let max_pull = max_total_msg_size_bytes.clamp(100, MAX_PULL_MSG_SIZE_BYTES);
+        let mut want = RegionsWanted {
+            out: Vec::new(),
+            choose,
+            chosen: None,
+        };
+        let result = self.inner.get_message(
+            topic,
+            queue_id,
+            offset,
+            max_msg_nums,
+            max_pull,
+            filter,
+            Some(&mut want),
+        )?;
+        let regions = (want.chosen != Some(false)).then_some(want.out);
+        Ok(GetMessageRegions { result, regions })
+    }
+
+    /// Reads the bytes of `regions`, in order, appending them to `out` (one `read_batch`): the
+    /// copy path for a pull that was planned as regions.
+    pub fn read_regions(
+        &self,
+        regions: &[FileRegion],
+        out: &mut BytesMut,
+    ) -> Result<(), StoreError> {
+        let ops: Vec<ReadOp<'_>> = regions
+            .iter()
+            .map(|r| ReadOp {
+                file: r.file(),
+                offset_bytes: r.offset_bytes,
+                len_bytes: r.len_bytes,
+            })
+            .collect();
+        out.reserve(regions.iter().map(|r| r.len_bytes).sum());
         self.inner
-            .get_message(topic, queue_id, offset, max_msg_nums, max_pull, filter)
+            .io
+            .read_batch(&ops, &mut |_, bytes| out.extend_from_slice(bytes))
+            .map_err(|e| {
+                StoreError::io("read commit log", self.inner.commit_log.segments().dir(), e)
+            })
     }
 
     /// Next logical offset of the queue (0 when it does not exist).
@@ -799,6 +874,46 @@ struct Candidate {
     segment_index: usize,
 }
 
+/// The regions side of `get_message_regions`: where regions go and who chooses.
+pub(crate) struct RegionsWanted<'a> {
+    out: Vec<FileRegion>,
+    choose: &'a dyn Fn(RegionShape) -> bool,
+    /// Asked once, at the first round that has candidates; later rounds follow it.
+    chosen: Option<bool>,
+}
+
+impl RegionsWanted<'_> {
+    /// Whether this round's candidates are answered as regions.
+    fn choose_for(&mut self, candidates: &[Candidate]) -> bool {
+        if let Some(chosen) = self.chosen {
+            return chosen;
+        }
+        if candidates.is_empty() {
+            return true;
+        }
+        let mut shape = RegionShape {
+            regions: 0,
+            bytes: 0,
+            messages: candidates.len(),
+        };
+        let mut prev: Option<&Candidate> = None;
+        for c in candidates {
+            let continues = prev.is_some_and(|p| {
+                p.segment_index == c.segment_index
+                    && p.commit_log_offset + i64::from(p.size) == c.commit_log_offset
+            });
+            if !continues {
+                shape.regions += 1;
+            }
+            shape.bytes += c.size as usize;
+            prev = Some(c);
+        }
+        let chosen = (self.choose)(shape);
+        self.chosen = Some(chosen);
+        chosen
+    }
+}
+
 /// Running totals of one pull.
 struct PullState {
     status: GetMessageStatus,
@@ -830,6 +945,9 @@ impl Inner {
         }
     }
 
+    /// With `regions`, found records are returned as file regions pushed there instead of
+    /// bytes in the result's buffer (see `MessageStore::get_message_regions`).
+    #[allow(clippy::too_many_arguments)]
     fn get_message(
         &self,
         topic: &str,
@@ -838,6 +956,7 @@ impl Inner {
         max_msg_nums: i32,
         max_pull_bytes: usize,
         filter: &dyn MessageFilter,
+        regions: Option<&mut RegionsWanted<'_>>,
     ) -> Result<GetMessageResult, StoreError> {
         let Some(cq) = self.find_queue(topic, queue_id) else {
             let next = self.correct_offset(offset, 0);
@@ -869,8 +988,15 @@ impl Inner {
                 self.correct_offset(offset, max),
             )
         } else {
-            let mut result =
-                self.scan_queue(&cq, offset, max, max_msg_nums, max_pull_bytes, filter)?;
+            let mut result = self.scan_queue(
+                &cq,
+                offset,
+                max,
+                max_msg_nums,
+                max_pull_bytes,
+                filter,
+                regions,
+            )?;
             result.min_offset = min;
             result.max_offset = max;
             return Ok(result);
@@ -923,6 +1049,7 @@ impl Inner {
         max_msg_nums: i32,
         max_pull: usize,
         filter: &dyn MessageFilter,
+        mut regions: Option<&mut RegionsWanted<'_>>,
     ) -> Result<GetMessageResult, StoreError> {
         let max_msg_nums = i64::from(max_msg_nums);
         // Scan budget (`maxFilterMessageSize`): units whose distance from `offset` is below it.
@@ -1020,16 +1147,34 @@ impl Inner {
                 tentative_count += 1;
                 next_phy_file_start = i64::MIN;
             }
-            let rejected = self.read_candidates(
-                &cl_segments,
-                &candidates,
-                filter,
-                &mut state,
-                &mut buffer,
-                &mut ranges,
-                &mut locations,
-                &mut queue_offsets,
-            )?;
+            let as_regions = match regions.as_deref_mut() {
+                Some(wanted) => wanted.choose_for(&candidates).then_some(wanted),
+                None => None,
+            };
+            let rejected = match as_regions {
+                Some(wanted) => {
+                    self.locate_candidates(
+                        &cl_segments,
+                        &candidates,
+                        &mut state,
+                        &mut wanted.out,
+                        &mut locations,
+                        &mut queue_offsets,
+                    )?;
+                    // Layer two is not applied to regions, so nothing is ever rejected.
+                    false
+                }
+                None => self.read_candidates(
+                    &cl_segments,
+                    &candidates,
+                    filter,
+                    &mut state,
+                    &mut buffer,
+                    &mut ranges,
+                    &mut locations,
+                    &mut queue_offsets,
+                )?,
+            };
             // A rejected candidate made the tentative totals too high: re-plan from the unit
             // where the round stopped, with the real totals.
             if end == RoundEnd::BatchFull && rejected {
@@ -1123,6 +1268,76 @@ impl Inner {
             });
         }
         Ok(rejected)
+    }
+
+    /// The regions counterpart of `read_candidates`: checks each candidate's record head (one
+    /// `read_batch` of 8-byte reads) and appends its location, merging it into the previous
+    /// region when it continues it in the same file.
+    fn locate_candidates(
+        &self,
+        cl_segments: &[Arc<Segment>],
+        candidates: &[Candidate],
+        state: &mut PullState,
+        regions: &mut Vec<FileRegion>,
+        locations: &mut Vec<(i64, i32)>,
+        queue_offsets: &mut Vec<i64>,
+    ) -> Result<(), StoreError> {
+        if candidates.is_empty() {
+            return Ok(());
+        }
+        let ops: Vec<ReadOp<'_>> = candidates
+            .iter()
+            .map(|c| {
+                let seg = &cl_segments[c.segment_index];
+                ReadOp {
+                    file: &seg.file,
+                    offset_bytes: (c.commit_log_offset - seg.start_offset) as u64,
+                    len_bytes: RECORD_HEAD_BYTES.min(c.size as usize),
+                }
+            })
+            .collect();
+        let mut corrupt: Option<usize> = None;
+        self.io
+            .read_batch(&ops, &mut |i, head| {
+                if corrupt.is_none() && !record_head_matches(head, candidates[i].size) {
+                    corrupt = Some(i);
+                }
+            })
+            .map_err(|e| StoreError::io("read commit log", self.commit_log.segments().dir(), e))?;
+        if let Some(i) = corrupt {
+            let c = &candidates[i];
+            return Err(StoreError::Corrupted {
+                path: cl_segments[c.segment_index].path.clone(),
+                offset: c.commit_log_offset,
+                reason: format!(
+                    "ConsumeQueue unit (size {}) does not point at a record",
+                    c.size
+                ),
+            });
+        }
+        for c in candidates {
+            let seg = &cl_segments[c.segment_index];
+            let offset_bytes = (c.commit_log_offset - seg.start_offset) as u64;
+            let len_bytes = c.size as usize;
+            match regions.last_mut() {
+                Some(last)
+                    if Arc::ptr_eq(&last.segment, seg)
+                        && last.offset_bytes + last.len_bytes as u64 == offset_bytes =>
+                {
+                    last.len_bytes += len_bytes;
+                }
+                _ => regions.push(FileRegion {
+                    segment: Arc::clone(seg),
+                    offset_bytes,
+                    len_bytes,
+                }),
+            }
+            locations.push((c.commit_log_offset, c.size));
+            queue_offsets.push(c.queue_offset);
+            state.total_bytes += len_bytes;
+            state.count += 1;
+        }
+        Ok(())
     }
 
     fn look_message_by_offset(&self, phy_offset: i64) -> Result<Option<Bytes>, StoreError> {
@@ -1253,6 +1468,9 @@ pub(crate) fn segment_index(list: &[Arc<Segment>], offset: i64, file_size: i64) 
         .checked_sub(1)?;
     (offset < list[idx].start_offset + file_size).then_some(idx)
 }
+
+/// TOTALSIZE and MAGICCODE: what `record_head_matches` needs.
+const RECORD_HEAD_BYTES: usize = 8;
 
 fn record_head_matches(bytes: &[u8], size: i32) -> bool {
     matches!(
@@ -1690,6 +1908,111 @@ mod tests {
         fn is_matched_by_commit_log(&self, _record: &[u8]) -> bool {
             false
         }
+    }
+
+    #[test]
+    fn regions_carry_the_same_records_as_get_message() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(config(dir.path()));
+        // Two queues interleaved, so queue 0's records are contiguous only in pairs of runs, and
+        // enough data to roll over several 4 KiB files.
+        for i in 0..120 {
+            let q = if i % 3 == 0 { 1 } else { 0 };
+            store
+                .put_message(&msg("T", q, format!("body-{i:04}").as_bytes(), "A"))
+                .unwrap();
+        }
+        assert!(store.max_phy_offset() > 3 * 4096);
+        let mut crossed_files = false;
+        let shapes = std::cell::Cell::new(0);
+        for q in 0..2 {
+            let max = store.max_offset_in_queue("T", q);
+            for offset in (0..max + 3).chain([-1]) {
+                for max_nums in [1, 3, 32] {
+                    let copied = store
+                        .get_message("g", "T", q, offset, max_nums, &AcceptAll)
+                        .unwrap();
+                    let located = store
+                        .get_message_regions(
+                            "g",
+                            "T",
+                            q,
+                            offset,
+                            max_nums,
+                            MAX_PULL_MSG_SIZE_BYTES,
+                            &AcceptAll,
+                            &|shape| {
+                                assert!(shape.regions >= 1 && shape.regions <= shape.messages);
+                                shapes.set(shapes.get() + 1);
+                                true
+                            },
+                        )
+                        .unwrap();
+                    let regions = located.regions.clone().unwrap();
+                    let r = &located.result;
+                    assert_eq!(r.status, copied.status);
+                    assert_eq!(r.next_begin_offset, copied.next_begin_offset);
+                    assert_eq!(
+                        (r.min_offset, r.max_offset),
+                        (copied.min_offset, copied.max_offset)
+                    );
+                    assert_eq!(r.message_locations, copied.message_locations);
+                    assert_eq!(r.queue_offsets, copied.queue_offsets);
+                    assert_eq!(r.buffer_total_size, copied.buffer_total_size);
+                    assert!(r.buffer.is_empty() && r.message_ranges.is_empty());
+                    let mut bytes = BytesMut::new();
+                    store.read_regions(&regions, &mut bytes).unwrap();
+                    assert_eq!(&bytes[..], &copied.buffer[..]);
+                    // Regions are maximal: two neighbours never continue each other in one file.
+                    for w in regions.windows(2) {
+                        let same_file = Arc::ptr_eq(&w[0].segment, &w[1].segment);
+                        if !same_file {
+                            crossed_files = true;
+                        }
+                        assert!(
+                            !same_file
+                                || w[0].offset_bytes + w[0].len_bytes as u64 != w[1].offset_bytes
+                        );
+                    }
+                    let total: usize = regions.iter().map(|r| r.len_bytes).sum();
+                    assert_eq!(total, copied.buffer_total_size);
+                    // Choosing bytes gives exactly get_message's answer.
+                    let as_bytes = store
+                        .get_message_regions(
+                            "g",
+                            "T",
+                            q,
+                            offset,
+                            max_nums,
+                            MAX_PULL_MSG_SIZE_BYTES,
+                            &AcceptAll,
+                            &|_| false,
+                        )
+                        .unwrap();
+                    if copied.message_count > 0 {
+                        assert!(as_bytes.regions.is_none());
+                    }
+                    assert_eq!(as_bytes.result, copied);
+                }
+            }
+        }
+        assert!(crossed_files, "some pull spans two CommitLog files");
+        assert!(shapes.get() > 100);
+        // A layer-one filter applies to regions too; nothing found asks nothing.
+        let located = store
+            .get_message_regions(
+                "g",
+                "T",
+                0,
+                0,
+                32,
+                MAX_PULL_MSG_SIZE_BYTES,
+                &TagFilter(0),
+                &|_| unreachable!("nothing to choose"),
+            )
+            .unwrap();
+        assert_eq!(located.result.status, GetMessageStatus::NoMatchedMessage);
+        assert!(located.regions.unwrap().is_empty());
     }
 
     #[test]

@@ -26,6 +26,7 @@ pub use filter::{AcceptAll, MessageFilter};
 pub use format::{DecodedRecord, FormatError};
 pub use message_store::{MessageStore, MAX_PULL_MSG_SIZE_BYTES};
 pub use types::{
-    ArrivalListener, BatchToStore, BoundaryType, GetMessageResult, GetMessageStatus,
-    MessageToStore, PutMessageResult, PutMessageStatus, RecoveryReport,
+    ArrivalListener, BatchToStore, BoundaryType, FileRegion, GetMessageRegions, GetMessageResult,
+    GetMessageStatus, MessageToStore, PutMessageResult, PutMessageStatus, RecoveryReport,
+    RegionShape,
 };

@@ -37,6 +37,14 @@ impl Segment {
     }
 }
 
+/// The file descriptor of the segment file (lets a `FileRegion` hand out the file without the
+/// store type).
+impl std::os::fd::AsFd for Segment {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.file.as_fd()
+    }
+}
+
 pub fn segment_file_name(start_offset: i64) -> String {
     format!("{start_offset:0width$}", width = SEGMENT_NAME_DIGITS)
 }

@@ -11,18 +11,20 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
 use crate::broker::controller::BrokerController;
-use crate::broker::filter::ExpressionMessageFilter;
+use crate::broker::filter::{ExpressionMessageFilter, SubscriptionExpression};
 use crate::broker::longpoll::ParkedPull;
 use crate::broker::namesrv::types::perm;
-use crate::broker::server::ConnectionSender;
+use crate::broker::server::{ConnectionSender, FileFrame, FileRange, Outbound, SendError};
 use crate::broker::topic::OFFSET_MOVED_EVENT;
+use crate::config::{TransferMode, TransferSection};
 use crate::remoting::codes::response_code as rc;
 use crate::remoting::command::{RemotingCommand, SerializeType};
+use crate::remoting::frame::encode_frame_header;
 use crate::remoting::headers::{PullMessageRequestHeader, PullMessageResponseHeader};
-use crate::store::{GetMessageResult, GetMessageStatus, MessageToStore};
+use crate::store::{FileRegion, GetMessageResult, GetMessageStatus, MessageToStore, RegionShape};
 
 use super::{now_ms, ProcessError};
 
@@ -109,7 +111,15 @@ impl ParkedPull for ParkedPullRequest {
 pub enum PullOutcome {
     /// Answer now.
     Respond(RemotingCommand),
-    /// Parked in the hold table; answered later through the connection's sender.
+    /// Nothing to answer now: the pull is parked in the hold table (answered later through the
+    /// connection's sender), or its zero-copy response is already queued on the connection.
+    Parked,
+}
+
+/// What the pull proper led to, before the response leaves: a zero-copy response carries the
+/// file regions of its body besides the (bodiless) command.
+enum Answer {
+    Respond(RemotingCommand, Option<Vec<FileRegion>>),
     Parked,
 }
 
@@ -125,10 +135,19 @@ pub fn process_request(
         Ok(h) => h,
         Err(e) => return PullOutcome::Respond(ProcessError::from(e).into_response(request)),
     };
-    process(ctrl, header, context, Some(sender), true)
+    // A zero-copy response is queued on the connection here, so only requests that are
+    // answered (not oneway) can have one.
+    let zero_copy = !request.is_oneway();
+    match process_inner(ctrl, header, context, Some(sender), true, zero_copy) {
+        Answer::Parked => PullOutcome::Parked,
+        Answer::Respond(response, None) => PullOutcome::Respond(response),
+        Answer::Respond(response, Some(regions)) => send_zero_copy(ctrl, response, regions, sender),
+    }
 }
 
-/// The pull proper. `sender` is None when the pull cannot be parked.
+/// The pull proper. `sender` is None when the pull cannot be parked. The response body is
+/// always in the command (copy): a re-executed pull answers through a sender that the caller
+/// owns.
 pub fn process(
     ctrl: &Arc<BrokerController>,
     header: PullMessageRequestHeader,
@@ -136,22 +155,119 @@ pub fn process(
     sender: Option<&ConnectionSender>,
     broker_allow_suspend: bool,
 ) -> PullOutcome {
-    match pull(ctrl, &header, &context) {
-        Err(e) => PullOutcome::Respond(context.response(e.code, Some(e.remark))),
+    match process_inner(ctrl, header, context, sender, broker_allow_suspend, false) {
+        Answer::Parked => PullOutcome::Parked,
+        Answer::Respond(response, regions) => {
+            debug_assert!(regions.is_none(), "regions only when zero-copy is allowed");
+            PullOutcome::Respond(response)
+        }
+    }
+}
+
+fn process_inner(
+    ctrl: &Arc<BrokerController>,
+    header: PullMessageRequestHeader,
+    context: PullContext,
+    sender: Option<&ConnectionSender>,
+    broker_allow_suspend: bool,
+    zero_copy_allowed: bool,
+) -> Answer {
+    match pull(ctrl, &header, &context, zero_copy_allowed) {
+        Err(e) => Answer::Respond(context.response(e.code, Some(e.remark)), None),
         Ok(done) => finish(ctrl, header, context, sender, broker_allow_suspend, done),
     }
+}
+
+/// Queues a zero-copy response: the frame head (length, header) followed by the regions, which
+/// the connection's writer splices from the CommitLog files. Falls back to reading the regions
+/// into the response (copy) when the head cannot be encoded or the write queue is full.
+fn send_zero_copy(
+    ctrl: &Arc<BrokerController>,
+    response: RemotingCommand,
+    regions: Vec<FileRegion>,
+    sender: &ConnectionSender,
+) -> PullOutcome {
+    let body_len_bytes: usize = regions.iter().map(|r| r.len_bytes).sum();
+    let mut head = BytesMut::new();
+    if let Err(e) = encode_frame_header(&response, body_len_bytes, &mut head) {
+        // The copy path's writer answers SYSTEM_ERROR for a frame it cannot encode.
+        tracing::debug!(error = %e, "zero-copy response head not encodable; using copy");
+        return copy_fallback(ctrl, response, &regions);
+    }
+    let frame = FileFrame {
+        head: head.freeze(),
+        body: regions
+            .iter()
+            .map(|r| FileRange {
+                file: r.file_handle(),
+                offset_bytes: r.offset_bytes,
+                len_bytes: r.len_bytes,
+            })
+            .collect(),
+    };
+    match sender.send(Outbound::File(frame)) {
+        Ok(()) => PullOutcome::Parked,
+        // The peer is gone: nothing to answer.
+        Err(SendError::Closed(_)) => PullOutcome::Parked,
+        // The peer reads slowly: answer through the handler's path, which waits for room.
+        Err(SendError::Full(_)) => copy_fallback(ctrl, response, &regions),
+    }
+}
+
+/// The response with the regions' bytes read into its body.
+fn copy_fallback(
+    ctrl: &Arc<BrokerController>,
+    mut response: RemotingCommand,
+    regions: &[FileRegion],
+) -> PullOutcome {
+    let mut body = BytesMut::new();
+    match ctrl.store.read_regions(regions, &mut body) {
+        Ok(()) => {
+            response.body = body.freeze();
+            PullOutcome::Respond(response)
+        }
+        Err(e) => {
+            let e = ProcessError::from(e);
+            let mut error = RemotingCommand::response_to(&response, e.code, Some(e.remark));
+            error.serialize_type = response.serialize_type;
+            PullOutcome::Respond(error)
+        }
+    }
+}
+
+/// Whether a pull of this shape goes zero-copy (the store asks once it planned the records).
+fn choose_zero_copy(transfer: &TransferSection, shape: RegionShape) -> bool {
+    match transfer.effective_mode() {
+        TransferMode::Copy => false,
+        TransferMode::ZeroCopy => true,
+        TransferMode::Auto => {
+            let per_region = shape.bytes / shape.regions.max(1);
+            let per_message = shape.bytes / shape.messages.max(1);
+            per_region as u64 >= transfer.auto_zerocopy_min_range_bytes
+                && per_message as u64 >= transfer.auto_zerocopy_min_message_bytes
+        }
+    }
+}
+
+/// Layer two of the filter needs the record bytes unless it is a TAG `*` subscription; such
+/// pulls are answered by copy (see docs/ARCHITECTURE-transfer.md).
+fn filter_reads_records(filter: &ExpressionMessageFilter) -> bool {
+    !matches!(filter.expression(), SubscriptionExpression::Tag(tags) if tags.is_sub_all())
 }
 
 /// The result of the checks and the store lookup, before long polling and offset commit.
 struct Looked {
     response: RemotingCommand,
     filter: Arc<ExpressionMessageFilter>,
+    /// The body as file regions (zero-copy); `None`: the body is in `response`.
+    regions: Option<Vec<FileRegion>>,
 }
 
 fn pull(
     ctrl: &Arc<BrokerController>,
     h: &PullMessageRequestHeader,
     context: &PullContext,
+    zero_copy_allowed: bool,
 ) -> Result<Looked, ProcessError> {
     if ctrl.broker_permission() & perm::PERM_READ == 0 {
         return Err(ProcessError::new(
@@ -199,16 +315,46 @@ fn pull(
         ));
     }
     let filter = subscription_filter(ctrl, h, &group.consume_broadcast_enable)?;
-    let result = ctrl.store.get_message(
+    let transfer = &ctrl.config.transfer;
+    let zero_copy_possible = zero_copy_allowed
+        && transfer.effective_mode() != TransferMode::Copy
+        && !filter_reads_records(&filter);
+    if !zero_copy_possible {
+        let result = ctrl.store.get_message(
+            &h.consumer_group,
+            &h.topic,
+            h.queue_id,
+            h.queue_offset,
+            h.max_msg_nums.max(1),
+            filter.as_ref(),
+        )?;
+        let response = map_result(ctrl, h, context, &group, result);
+        return Ok(Looked {
+            response,
+            filter,
+            regions: None,
+        });
+    }
+    let located = ctrl.store.get_message_regions(
         &h.consumer_group,
         &h.topic,
         h.queue_id,
         h.queue_offset,
         h.max_msg_nums.max(1),
+        crate::store::MAX_PULL_MSG_SIZE_BYTES,
         filter.as_ref(),
+        &|shape| choose_zero_copy(transfer, shape),
     )?;
-    let response = map_result(ctrl, h, context, &group, result);
-    Ok(Looked { response, filter })
+    let response = map_result(ctrl, h, context, &group, located.result);
+    // Only a SUCCESS response carries a body.
+    let regions = located
+        .regions
+        .filter(|regions| response.code == rc::SUCCESS && !regions.is_empty());
+    Ok(Looked {
+        response,
+        filter,
+        regions,
+    })
 }
 
 /// The subscription of this pull, compiled: from the header when FLAG_SUBSCRIPTION is set,
@@ -384,8 +530,12 @@ fn finish(
     sender: Option<&ConnectionSender>,
     broker_allow_suspend: bool,
     looked: Looked,
-) -> PullOutcome {
-    let Looked { response, filter } = looked;
+) -> Answer {
+    let Looked {
+        response,
+        filter,
+        regions,
+    } = looked;
     let code = response.code;
     // Commit first: Java stores the offset whatever the pull found (first execution only).
     let commit = broker_allow_suspend
@@ -410,10 +560,10 @@ fn finish(
         || !broker_allow_suspend
         || header.sys_flag & pull_sys_flag::SUSPEND == 0
     {
-        return PullOutcome::Respond(response);
+        return Answer::Respond(response, regions);
     }
     let Some(sender) = sender else {
-        return PullOutcome::Respond(response);
+        return Answer::Respond(response, regions);
     };
     let lp = &ctrl.config.longpoll;
     let hold_ms = if lp.enabled {
@@ -438,7 +588,7 @@ fn finish(
             for (pull, reason) in ready {
                 ctrl.wake(pull, reason);
             }
-            PullOutcome::Parked
+            Answer::Parked
         }
         // Table full: answer now rather than grow memory.
         Err(full) => {
@@ -448,7 +598,7 @@ fn finish(
                 "hold table full; answering the pull at once"
             );
             drop(full);
-            PullOutcome::Respond(response)
+            Answer::Respond(response, regions)
         }
     }
 }
@@ -491,6 +641,57 @@ fn store_offset_moved_event(
 mod tests {
     use super::*;
     use GetMessageStatus as S;
+
+    fn transfer(mode: TransferMode) -> TransferSection {
+        TransferSection {
+            mode,
+            msg_by_heap: None,
+            auto_zerocopy_min_range_bytes: 64 * 1024,
+            auto_zerocopy_min_message_bytes: 4 * 1024,
+        }
+    }
+
+    fn shape(regions: usize, messages: usize, bytes: usize) -> RegionShape {
+        RegionShape {
+            regions,
+            bytes,
+            messages,
+        }
+    }
+
+    #[test]
+    fn auto_goes_zero_copy_only_above_both_thresholds() {
+        let auto = transfer(TransferMode::Auto);
+        // 32 contiguous 4 KiB records: one 128 KiB range.
+        assert!(choose_zero_copy(&auto, shape(1, 32, 32 * 4200)));
+        // 32 separate 4 KiB records: ranges too short.
+        assert!(!choose_zero_copy(&auto, shape(32, 32, 32 * 4200)));
+        // One contiguous range of small records: messages too small.
+        assert!(!choose_zero_copy(&auto, shape(1, 32, 32 * 300)));
+        // One big record.
+        assert!(choose_zero_copy(&auto, shape(1, 1, 1 << 20)));
+        assert!(choose_zero_copy(
+            &transfer(TransferMode::ZeroCopy),
+            shape(32, 32, 32 * 300)
+        ));
+        assert!(!choose_zero_copy(
+            &transfer(TransferMode::Copy),
+            shape(1, 1, 1 << 20)
+        ));
+        let mut by_heap = transfer(TransferMode::Auto);
+        by_heap.msg_by_heap = Some(true);
+        assert!(!choose_zero_copy(&by_heap, shape(1, 1, 1 << 20)));
+    }
+
+    #[test]
+    fn only_subscriptions_that_never_read_records_can_go_zero_copy() {
+        let all = ExpressionMessageFilter::new("TAG", "*").unwrap();
+        let tags = ExpressionMessageFilter::new("TAG", "TagA").unwrap();
+        let sql = ExpressionMessageFilter::new("SQL92", "a > 1").unwrap();
+        assert!(!filter_reads_records(&all));
+        assert!(filter_reads_records(&tags));
+        assert!(filter_reads_records(&sql));
+    }
 
     #[test]
     fn status_mapping_matches_java() {

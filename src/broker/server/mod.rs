@@ -19,6 +19,7 @@ mod connection;
 mod listener;
 mod runtime;
 mod writer;
+pub mod zerocopy;
 
 pub use config::{
     ServerConfig, CONNECTIONS_MAX, FAST_LISTEN_PORT_OFFSET, LISTEN_BACKLOG,
@@ -27,7 +28,8 @@ pub use config::{
 };
 pub use connection::ConnectionContext;
 pub use runtime::{serve, ServerHandle, ShutdownSignal};
-pub use writer::{ConnectionSender, Outbound, SendError};
+pub use writer::{ConnectionSender, FileFrame, Outbound, SendError};
+pub use zerocopy::{FileRange, PIPES_MAX_PER_THREAD, PIPE_SIZE_BYTES};
 
 use crate::remoting::command::RemotingCommand;
 use std::future::Future;

@@ -4,8 +4,11 @@
 //! A single writer keeps frames whole and in queue order without locks. It takes whatever is
 //! queued (up to `write_coalesce_max_bytes`) and sends it with one `write_all`, so a burst of
 //! small responses costs one syscall; a large pre-encoded frame (a pull response) is written from
-//! its own buffer without copying.
+//! its own buffer without copying. A frame whose body lies in files ([`Outbound::File`], a
+//! zero-copy pull response) is written as its head followed by the file ranges, spliced from the
+//! files to the socket ([`super::zerocopy`]).
 
+use super::zerocopy::{self, FileRange};
 use crate::remoting::codes::response_code;
 use crate::remoting::command::RemotingCommand;
 use crate::remoting::frame::encode_frame;
@@ -26,6 +29,25 @@ pub enum Outbound {
     Command(RemotingCommand),
     /// A whole frame already encoded by the caller (length prefix included), sent as is.
     Encoded(Bytes),
+    /// A frame whose body is file bytes: `head` (length prefix, header length word and header,
+    /// as `remoting::frame::encode_frame_header` writes them) followed by `body`, the ranges in
+    /// order. The frame on the wire is byte for byte the one `Encoded` would carry with the
+    /// body read into memory.
+    File(FileFrame),
+}
+
+/// The parts of an [`Outbound::File`] frame.
+#[derive(Debug, Clone)]
+pub struct FileFrame {
+    pub head: Bytes,
+    pub body: Vec<FileRange>,
+}
+
+impl FileFrame {
+    /// Bytes of the whole frame on the wire.
+    pub fn len_bytes(&self) -> usize {
+        self.head.len() + self.body.iter().map(|r| r.len_bytes).sum::<usize>()
+    }
 }
 
 /// Why [`ConnectionSender::send`] did not queue the frame; the frame is handed back (boxed, so
@@ -158,6 +180,20 @@ impl Writer {
                     result?;
                 }
                 Outbound::Encoded(frame) => self.buf.extend_from_slice(&frame),
+                Outbound::File(frame) => {
+                    // Whatever is coalesced so far and the head go first, through the same
+                    // pipe as the body, which goes from the files straight to the socket.
+                    self.buf.extend_from_slice(&frame.head);
+                    next = queue.try_recv().ok();
+                    let more_follows = next.is_some();
+                    zerocopy::send_frame(&self.stream, &self.buf, &frame.body, more_follows)
+                        .await?;
+                    self.buf.clear();
+                    if self.buf.capacity() > 2 * self.coalesce_max_bytes {
+                        self.buf = BytesMut::new();
+                    }
+                    continue;
+                }
             }
             if self.buf.len() >= self.coalesce_max_bytes {
                 self.flush().await?;
