@@ -1063,11 +1063,8 @@ impl Config {
 }
 
 /// `RINGMQ_` variables that are not config fields but read elsewhere (bench, tests).
-const RESERVED_VARS: &[&str] = &[
-    "RINGMQ_BIN",
-    "RINGMQ_IT_EXTERNAL_NAMESRV",
-    "RINGMQ_TEST_CHILD",
-];
+const RESERVED_VARS: &[&str] = &["RINGMQ_BIN"];
+const RESERVED_PREFIXES: &[&str] = &["RINGMQ_IT_", "RINGMQ_BENCH_", "RINGMQ_TEST_"];
 
 fn parse_delay_levels(text: &str) -> Result<Vec<u64>, String> {
     let mut levels = Vec::new();
