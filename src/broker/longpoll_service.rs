@@ -16,7 +16,7 @@ use crate::broker::controller::BrokerController;
 use crate::broker::longpoll::WakeReason;
 use crate::broker::processor::now_ms;
 use crate::broker::processor::pull::{self, ParkedPullRequest, PullOutcome};
-use crate::broker::server::Outbound;
+use crate::broker::server::{ConnectionSender, Outbound, SendError};
 use crate::broker::stop::StopFlag;
 use crate::store::ArrivalListener;
 
@@ -84,9 +84,9 @@ impl ArrivalListener for ArrivalNotifier {
 }
 
 /// Runs one wake item on the pull-wake thread.
-fn handle(ctrl: &Arc<BrokerController>, item: WakeItem) {
+fn handle(ctrl: &Arc<BrokerController>, item: WakeItem, unsent: &mut Unsent) {
     match item {
-        WakeItem::Pull { pull, reason } => execute_when_wakeup(ctrl, pull, reason),
+        WakeItem::Pull { pull, reason } => execute_when_wakeup(ctrl, pull, reason, unsent),
         WakeItem::Arrival {
             topic,
             queue_id,
@@ -102,9 +102,41 @@ fn handle(ctrl: &Arc<BrokerController>, item: WakeItem) {
                 &properties,
             );
             for (pull, reason) in woken {
-                execute_when_wakeup(ctrl, pull, reason);
+                execute_when_wakeup(ctrl, pull, reason, unsent);
             }
         }
+    }
+}
+
+/// Responses of woken pulls whose connection's write queue was full. They are retried until
+/// the queue has room or the connection closes; dropping one would leave the client waiting for
+/// a pull that was answered. Their number is bounded by the hold table's bound (each comes from
+/// one parked pull).
+#[derive(Default)]
+pub struct Unsent {
+    responses: std::collections::VecDeque<(ConnectionSender, Outbound)>,
+}
+
+impl Unsent {
+    fn send_or_keep(&mut self, sender: ConnectionSender, outbound: Outbound) {
+        match sender.send(outbound) {
+            Ok(()) => {}
+            Err(SendError::Full(outbound)) => self.responses.push_back((sender, *outbound)),
+            Err(SendError::Closed(_)) => {}
+        }
+    }
+
+    /// Retries every kept response once, in order.
+    fn retry(&mut self) {
+        for _ in 0..self.responses.len() {
+            if let Some((sender, outbound)) = self.responses.pop_front() {
+                self.send_or_keep(sender, outbound);
+            }
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.responses.is_empty()
     }
 }
 
@@ -113,6 +145,7 @@ pub fn execute_when_wakeup(
     ctrl: &Arc<BrokerController>,
     pull: ParkedPullRequest,
     reason: WakeReason,
+    unsent: &mut Unsent,
 ) {
     let ParkedPullRequest {
         header,
@@ -130,17 +163,15 @@ pub fn execute_when_wakeup(
         "re-executing parked pull"
     );
     match pull::process(ctrl, header, context, None, false) {
-        PullOutcome::Respond(response) => {
-            if let Err(e) = sender.send(Outbound::Command(response)) {
-                tracing::debug!(error = %e, "could not answer a woken pull");
-            }
-        }
+        PullOutcome::Respond(response) => unsent.send_or_keep(sender, Outbound::Command(response)),
         PullOutcome::Parked => debug_assert!(false, "a re-executed pull is never parked"),
     }
 }
 
 /// Longest the loop sleeps before looking at the stop flag.
 const STOP_POLL_INTERVAL_MS: u64 = 100;
+/// How soon responses held back by a full write queue are retried.
+const UNSENT_RETRY_INTERVAL_MS: u64 = 1;
 
 /// The service loop; returns when `stop` is raised, the controller is dropped or the channel
 /// closes.
@@ -152,17 +183,24 @@ pub fn run(
 ) {
     let interval = Duration::from_millis(check_interval_ms.max(1));
     let mut next_check = Instant::now() + interval;
+    let mut unsent = Unsent::default();
     while !stop.is_raised() {
+        unsent.retry();
+        let poll_ms = if unsent.is_empty() {
+            STOP_POLL_INTERVAL_MS
+        } else {
+            UNSENT_RETRY_INTERVAL_MS
+        };
         let timeout = next_check
             .saturating_duration_since(Instant::now())
-            .min(Duration::from_millis(STOP_POLL_INTERVAL_MS));
+            .min(Duration::from_millis(poll_ms));
         match wake_rx.recv_timeout(timeout) {
             Ok(item) => {
                 let Some(ctrl) = ctrl.upgrade() else { return };
-                handle(&ctrl, item);
+                handle(&ctrl, item, &mut unsent);
                 // Drain what is already queued without re-checking the clock each time.
                 while let Ok(item) = wake_rx.try_recv() {
-                    handle(&ctrl, item);
+                    handle(&ctrl, item, &mut unsent);
                 }
             }
             Err(RecvTimeoutError::Timeout) => {}
@@ -175,9 +213,48 @@ pub fn run(
                 store.max_offset_in_queue(topic, queue_id)
             });
             for (pull, reason) in due {
-                execute_when_wakeup(&ctrl, pull, reason);
+                execute_when_wakeup(&ctrl, pull, reason, &mut unsent);
             }
             next_check = Instant::now() + interval;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broker::server::ConnectionContext;
+    use crate::remoting::command::RemotingCommand;
+
+    #[test]
+    fn responses_to_a_full_write_queue_are_kept_and_retried_not_dropped() {
+        let addr = "127.0.0.1:1".parse().unwrap();
+        let (ctx, mut rx) = ConnectionContext::detached(1, addr, addr, 1);
+        let mut unsent = Unsent::default();
+        for opaque in 0..3 {
+            let cmd = RemotingCommand::request(11).with_opaque(opaque);
+            unsent.send_or_keep(ctx.sender().clone(), Outbound::Command(cmd));
+        }
+        assert_eq!(
+            unsent.responses.len(),
+            2,
+            "one fits the queue of 1, two wait"
+        );
+        // The writer takes one frame at a time; each retry then fits the next one.
+        let mut got = Vec::new();
+        for _ in 0..3 {
+            if let Ok(Outbound::Command(c)) = rx.try_recv() {
+                got.push(c.opaque);
+            }
+            unsent.retry();
+        }
+        assert_eq!(got, vec![0, 1, 2], "all delivered, in order");
+        // A closed connection's responses are dropped, not kept forever.
+        let cmd = RemotingCommand::request(11);
+        unsent.send_or_keep(ctx.sender().clone(), Outbound::Command(cmd.clone()));
+        unsent.send_or_keep(ctx.sender().clone(), Outbound::Command(cmd));
+        drop(rx);
+        unsent.retry();
+        assert!(unsent.is_empty());
     }
 }
