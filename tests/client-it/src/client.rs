@@ -328,7 +328,9 @@ where
         .consumer_group(group.to_string())
         .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
         .build();
-    consumer.subscribe_with_selector(topic, Some(selector)).await?;
+    consumer
+        .subscribe_with_selector(topic, Some(selector))
+        .await?;
     consumer.register_message_listener_concurrently(listener);
     consumer.start().await?;
     Ok(consumer)

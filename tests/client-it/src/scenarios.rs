@@ -327,7 +327,10 @@ impl FilterLog {
             .collect();
         let expected = (0..sent).filter(|&seq| matches(seq)).count();
         assert!(
-            missing.is_empty() && unexpected.is_empty() && duplicates.is_empty() && problems.is_empty(),
+            missing.is_empty()
+                && unexpected.is_empty()
+                && duplicates.is_empty()
+                && problems.is_empty(),
             "{who}: {} distinct of {expected} expected; {} missing (first {:?}); {} not \
              matching the filter (first {:?}); {} duplicated (first {:?}); {} problems: {:?}",
             deliveries.len(),
@@ -412,8 +415,12 @@ pub async fn filters(namesrv_addr: &str, message_count: u64) {
     .await
     .expect("start SQL92 lite pull consumer");
 
-    let tag_expected = (0..message_count).filter(|&s| filter_tag_matches(s)).count();
-    let sql_expected = (0..message_count).filter(|&s| filter_sql_matches(s)).count();
+    let tag_expected = (0..message_count)
+        .filter(|&s| filter_tag_matches(s))
+        .count();
+    let sql_expected = (0..message_count)
+        .filter(|&s| filter_sql_matches(s))
+        .count();
     let deadline = Instant::now() + CONSUME_TIMEOUT;
     let mut grace_until: Option<Instant> = None;
     loop {

@@ -28,9 +28,12 @@ const BATCH: u64 = 200;
 const PERSIST_OFFSET_INTERVAL_MS: u32 = 1000;
 /// The broker's consumer-offset flush interval in these tests.
 const BROKER_FLUSH_OFFSET_INTERVAL_MS: &str = "200";
-/// Before SIGKILL, after the first consumer has everything: one client upload plus a few
-/// broker flushes.
-const WAIT_BEFORE_KILL: Duration = Duration::from_millis(PERSIST_OFFSET_INTERVAL_MS as u64 + 1500);
+/// The client's first offset upload comes this long after its instance started
+/// (`MQClientInstance`'s persist task has a fixed 10 s initial delay, as in Java); until then
+/// only the commit offsets carried by pull requests reach the broker, and those lag.
+const CLIENT_FIRST_PERSIST_DELAY: Duration = Duration::from_secs(10);
+/// After the client's upload is due: time for the upload plus several broker flushes.
+const FLUSH_MARGIN: Duration = Duration::from_millis(1500);
 /// Old messages a resumed consumer may see again (at most one uncommitted batch per queue).
 const MAX_OLD_REDELIVERED: usize = 32;
 const CONSUME_TIMEOUT: Duration = Duration::from_secs(60);
@@ -50,7 +53,10 @@ enum Between {
 
 #[test]
 fn consumer_restart_resumes_from_committed_offsets() {
-    offset_resume("consumer_restart_resumes_from_committed_offsets", Between::Nothing);
+    offset_resume(
+        "consumer_restart_resumes_from_committed_offsets",
+        Between::Nothing,
+    );
 }
 
 #[test]
@@ -97,12 +103,17 @@ fn offset_resume(test_name: &str, between: Between) {
         ensure_topic(&mut producer, &topic, TEST_TOPIC_QUEUES).await;
         let producer = Arc::new(producer);
         let first = send_range(Arc::clone(&producer), &topic, &run, 0..BATCH, false).await;
-        assert!(first.failures.is_empty(), "sends failed: {:?}", first.failures);
+        assert!(
+            first.failures.is_empty(),
+            "sends failed: {:?}",
+            first.failures
+        );
         match Arc::try_unwrap(producer) {
             Ok(producer) => shutdown_producer(producer).await,
             Err(_) => unreachable!("all send tasks have finished"),
         }
         let first_log = Arc::new(DeliveryLog::default());
+        let first_started = Instant::now();
         let consumer = start_push_consumer_with_selector(
             &env,
             &namesrv,
@@ -135,7 +146,22 @@ fn offset_resume(test_name: &str, between: Between) {
             Between::BrokerSigkill => {
                 // The consumer stays up: only its periodic upload and the broker's periodic
                 // flush can have saved the offsets.
-                tokio::time::sleep(WAIT_BEFORE_KILL).await;
+                // The SIGKILL comes once the first periodic upload after the last message is
+                // due and the broker has flushed a few times since.
+                let upload_due = (first_started + CLIENT_FIRST_PERSIST_DELAY).max(Instant::now())
+                    + Duration::from_millis(PERSIST_OFFSET_INTERVAL_MS.into());
+                tokio::time::sleep_until((upload_due + FLUSH_MARGIN).into()).await;
+                if let Some(process) = broker.local_mut() {
+                    let path = process
+                        .store_root()
+                        .join("config")
+                        .join("consumerOffset.json");
+                    eprintln!(
+                        "[client-it] {} before SIGKILL: {:?}",
+                        path.display(),
+                        std::fs::read_to_string(&path)
+                    );
+                }
                 broker.kill_hard().expect("SIGKILL the broker");
                 let stopping = Instant::now();
                 shutdown_push_consumer(consumer).await;
@@ -190,7 +216,11 @@ fn offset_resume(test_name: &str, between: Between) {
         env.shutdown().await;
 
         let state = second_log.snapshot();
-        assert_eq!(state.problem_count, 0, "content problems: {:#?}", state.problems);
+        assert_eq!(
+            state.problem_count, 0,
+            "content problems: {:#?}",
+            state.problems
+        );
         let missing: Vec<u64> = (BATCH..2 * BATCH)
             .filter(|seq| !state.deliveries.contains_key(seq))
             .collect();
