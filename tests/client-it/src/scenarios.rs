@@ -226,7 +226,11 @@ pub const FILTER_PROP_REGION: &str = "region";
 pub fn filter_attributes(seq: u64) -> (&'static str, u64, &'static str) {
     let tag = FILTER_TAGS[(seq % 3) as usize];
     let a = seq % 10;
-    let region = if (seq / 7).is_multiple_of(2) { "east" } else { "west" };
+    let region = if (seq / 7).is_multiple_of(2) {
+        "east"
+    } else {
+        "west"
+    };
     (tag, a, region)
 }
 
