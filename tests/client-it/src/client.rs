@@ -9,9 +9,9 @@ use std::sync::{Arc, Once};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rocketmq_client_rust::{
-    ClientError, ClientResult, ClientRuntime, ClientRuntimeConfig, DefaultLitePullConsumer,
-    DefaultMQProducer, DefaultMQPushConsumer, MQPushConsumer, MessageListenerConcurrently,
-    TelemetryHandle,
+    ClientConfig, ClientError, ClientResult, ClientRuntime, ClientRuntimeConfig,
+    DefaultLitePullConsumer, DefaultMQProducer, DefaultMQPushConsumer, MQPushConsumer,
+    MessageListenerConcurrently, MessageSelector, TelemetryHandle,
 };
 use rocketmq_model::common::consumer::consume_from_where::ConsumeFromWhere;
 use rocketmq_model::common::topic::TopicValidator;
@@ -294,4 +294,66 @@ where
         }
         tokio::time::sleep(interval).await;
     }
+}
+
+/// Starts a clustering push consumer for `group` on `topic` with `selector` (a tag
+/// expression or SQL92), consuming from the first offset, with `listener`.
+///
+/// With `persist_offset_interval_ms`, the consumer gets its own client instance (a unique
+/// instance name: the client shares one instance per client id, configured by its first
+/// user) that sends its consumed offsets to the broker at that interval (the client's
+/// default is 5 s; it accepts 1 s to 60 s).
+pub async fn start_push_consumer_with_selector<L>(
+    env: &ClientEnv,
+    namesrv_addr: &str,
+    group: &str,
+    topic: &str,
+    selector: MessageSelector,
+    persist_offset_interval_ms: Option<u32>,
+    listener: L,
+) -> ClientResult<DefaultMQPushConsumer>
+where
+    L: MessageListenerConcurrently + Send + Sync + 'static,
+{
+    let mut builder = DefaultMQPushConsumer::builder(env.runtime());
+    if let Some(interval_ms) = persist_offset_interval_ms {
+        let mut config = ClientConfig::default();
+        config.set_persist_consumer_offset_interval(interval_ms);
+        config.set_instance_name(unique_name("it_inst").into());
+        builder = builder.client_config(config);
+    }
+    // After client_config, which replaces the whole client configuration.
+    let mut consumer = builder
+        .name_server_addr(namesrv_addr.to_string())
+        .consumer_group(group.to_string())
+        .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
+        .build();
+    consumer
+        .subscribe_with_selector(topic, Some(selector))
+        .await?;
+    consumer.register_message_listener_concurrently(listener);
+    consumer.start().await?;
+    Ok(consumer)
+}
+
+/// [`start_lite_pull_consumer`] with a tag or SQL92 `selector` instead of "*".
+pub async fn start_lite_pull_consumer_with_selector(
+    env: &ClientEnv,
+    namesrv_addr: &str,
+    group: &str,
+    topic: &str,
+    selector: MessageSelector,
+) -> ClientResult<DefaultLitePullConsumer> {
+    let consumer = DefaultLitePullConsumer::builder(env.runtime())
+        .consumer_group(group.to_string())
+        .name_server_addr(namesrv_addr.to_string())
+        .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
+        .pull_batch_size(LITE_PULL_BATCH_SIZE)
+        .auto_commit(true)
+        .build()?;
+    consumer
+        .subscribe_with_selector(topic, Some(selector))
+        .await?;
+    consumer.start().await?;
+    Ok(consumer)
 }

@@ -1,22 +1,25 @@
 //! Test bodies shared by several test binaries (the JSON and binary-header variants of
 //! send-and-consume run the same scenario in different processes).
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rocketmq_client_rust::{
-    ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, DefaultMQProducer, SendStatus,
+    ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, DefaultMQProducer, MessageSelector,
+    SendStatus,
 };
 use rocketmq_model::common::message::message_ext::MessageExt;
+use rocketmq_model::common::message::message_single::Message;
 
 use crate::client::{
     ensure_topic, shutdown_lite_pull_consumer, shutdown_producer, shutdown_push_consumer,
-    start_lite_pull_consumer, start_producer, start_push_consumer, unique_name, wait_until,
-    ClientEnv, SEND_TIMEOUT_MS, TEST_TOPIC_QUEUES,
+    start_lite_pull_consumer, start_lite_pull_consumer_with_selector, start_producer,
+    start_push_consumer, start_push_consumer_with_selector, unique_name, wait_until, ClientEnv,
+    SEND_TIMEOUT_MS, TEST_TOPIC_QUEUES,
 };
-use crate::messages::{build_message, DeliveryLog};
+use crate::messages::{build_message, seq_of_body, DeliveryLog};
 
 /// Concurrent in-flight sends (one sync producer does ~700 msg/s here; peers.md).
 pub const SEND_CONCURRENCY: u64 = 8;
@@ -205,4 +208,266 @@ pub async fn send_and_consume(namesrv_addr: &str, message_count: u64) {
 /// Waits until `log` has `count` distinct seqs, up to `timeout`; returns whether it did.
 pub async fn wait_for_distinct(log: &DeliveryLog, count: usize, timeout: Duration) -> bool {
     wait_until(timeout, WAIT_POLL_INTERVAL, || log.distinct() >= count).await
+}
+
+/// Tags of the filter scenario: message `seq` has `FILTER_TAGS[seq % 3]`.
+pub const FILTER_TAGS: [&str; 3] = ["TagA", "TagB", "TagC"];
+/// Tag expression of the filter scenario's tag consumer.
+pub const FILTER_TAG_EXPRESSION: &str = "TagA || TagC";
+/// SQL92 expression of the filter scenario's SQL consumers.
+pub const FILTER_SQL_EXPRESSION: &str = "a > 5 AND region = 'east'";
+/// User property holding an integer 0..=9.
+pub const FILTER_PROP_A: &str = "a";
+/// User property holding "east" or "west".
+pub const FILTER_PROP_REGION: &str = "region";
+
+/// The tag, `a` and `region` of filter message `seq`. `a` cycles with period 10 and `region`
+/// with period 14, so every tag/a/region combination occurs in a few hundred messages.
+pub fn filter_attributes(seq: u64) -> (&'static str, u64, &'static str) {
+    let tag = FILTER_TAGS[(seq % 3) as usize];
+    let a = seq % 10;
+    let region = if (seq / 7).is_multiple_of(2) {
+        "east"
+    } else {
+        "west"
+    };
+    (tag, a, region)
+}
+
+/// Whether filter message `seq` matches [`FILTER_TAG_EXPRESSION`].
+pub fn filter_tag_matches(seq: u64) -> bool {
+    matches!(filter_attributes(seq).0, "TagA" | "TagC")
+}
+
+/// Whether filter message `seq` matches [`FILTER_SQL_EXPRESSION`].
+pub fn filter_sql_matches(seq: u64) -> bool {
+    let (_, a, region) = filter_attributes(seq);
+    a > 5 && region == "east"
+}
+
+/// Filter message `seq` of run `run`: body `"<run>:<seq>:"`, key `key-<seq>`, tag and the
+/// user properties `a` and `region` from [`filter_attributes`].
+pub fn build_filter_message(topic: &str, run: &str, seq: u64) -> Message {
+    let (tag, a, region) = filter_attributes(seq);
+    Message::builder()
+        .topic(topic)
+        .tags(tag)
+        .keys(vec![format!("key-{seq}")])
+        .body(format!("{run}:{seq}:").into_bytes())
+        .raw_property(FILTER_PROP_A, a.to_string())
+        .and_then(|builder| builder.raw_property(FILTER_PROP_REGION, region))
+        .expect("`a` and `region` are not reserved property names")
+        .build_unchecked()
+}
+
+/// Checks a received filter message against [`build_filter_message`]; returns its seq.
+pub fn check_filter_message(msg: &MessageExt, run: &str) -> Result<u64, String> {
+    let body = msg.body().map(|bytes| bytes.to_vec()).unwrap_or_default();
+    let seq = seq_of_body(run, &body).ok_or_else(|| {
+        format!(
+            "foreign body {:?}",
+            String::from_utf8_lossy(&body[..body.len().min(64)])
+        )
+    })?;
+    let (tag, a, region) = filter_attributes(seq);
+    let inner = msg.message_inner();
+    let actual = (
+        inner.tags().map(str::to_string),
+        inner.property(FILTER_PROP_A).map(str::to_string),
+        inner.property(FILTER_PROP_REGION).map(str::to_string),
+    );
+    let expected = (
+        Some(tag.to_string()),
+        Some(a.to_string()),
+        Some(region.to_string()),
+    );
+    if actual == expected {
+        Ok(seq)
+    } else {
+        Err(format!(
+            "seq {seq}: (tag, a, region) = {actual:?}, expected {expected:?}"
+        ))
+    }
+}
+
+/// Per-seq delivery counts of one filtered consumer, and content problems.
+#[derive(Default)]
+pub struct FilterLog {
+    inner: Mutex<(BTreeMap<u64, u32>, Vec<String>)>,
+}
+
+impl FilterLog {
+    pub fn record(&self, msg: &MessageExt, run: &str) {
+        let checked = check_filter_message(msg, run);
+        let mut state = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        match checked {
+            Ok(seq) => *state.0.entry(seq).or_insert(0) += 1,
+            Err(problem) => state.1.push(problem),
+        }
+    }
+
+    pub fn distinct(&self) -> usize {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).0.len()
+    }
+
+    /// Asserts exactly the seqs of `0..sent` for which `matches` holds arrived, each once,
+    /// and nothing else.
+    pub fn assert_exactly(&self, who: &str, sent: u64, matches: impl Fn(u64) -> bool) {
+        let state = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let (deliveries, problems) = (&state.0, &state.1);
+        let missing: Vec<u64> = (0..sent)
+            .filter(|&seq| matches(seq) && !deliveries.contains_key(&seq))
+            .collect();
+        let unexpected: Vec<(u64, (&str, u64, &str))> = deliveries
+            .keys()
+            .copied()
+            .filter(|&seq| seq >= sent || !matches(seq))
+            .map(|seq| (seq, filter_attributes(seq)))
+            .collect();
+        let duplicates: Vec<(u64, u32)> = deliveries
+            .iter()
+            .filter(|(_, &count)| count > 1)
+            .map(|(&seq, &count)| (seq, count))
+            .collect();
+        let expected = (0..sent).filter(|&seq| matches(seq)).count();
+        assert!(
+            missing.is_empty()
+                && unexpected.is_empty()
+                && duplicates.is_empty()
+                && problems.is_empty(),
+            "{who}: {} distinct of {expected} expected; {} missing (first {:?}); {} not \
+             matching the filter (first {:?}); {} duplicated (first {:?}); {} problems: {:?}",
+            deliveries.len(),
+            missing.len(),
+            &missing[..missing.len().min(20)],
+            unexpected.len(),
+            &unexpected[..unexpected.len().min(20)],
+            duplicates.len(),
+            &duplicates[..duplicates.len().min(20)],
+            problems.len(),
+            &problems[..problems.len().min(20)]
+        );
+    }
+}
+
+/// Filtering: `message_count` messages with tags TagA/TagB/TagC and user properties `a`
+/// (0..=9) and `region` (east/west); a push consumer with the tag expression
+/// [`FILTER_TAG_EXPRESSION`], and a push consumer and a lite pull consumer with the SQL92
+/// expression [`FILTER_SQL_EXPRESSION`] (three groups) must each receive exactly the matching
+/// messages, once, and nothing else (checked for [`DUPLICATE_GRACE`] after the last one).
+pub async fn filters(namesrv_addr: &str, message_count: u64) {
+    let run = unique_name("r");
+    let topic = unique_name("it_filter");
+    let env = ClientEnv::new("filters").expect("client runtime");
+    let mut producer = start_producer(&env, namesrv_addr, &unique_name("it_pg"))
+        .await
+        .expect("start producer");
+    ensure_topic(&mut producer, &topic, TEST_TOPIC_QUEUES).await;
+    let mut failures = Vec::new();
+    for seq in 0..message_count {
+        let message = build_filter_message(&topic, &run, seq);
+        match producer.send_with_timeout(message, SEND_TIMEOUT_MS).await {
+            Ok(Some(result)) if result.send_status == SendStatus::SendOk => {}
+            Ok(other) => failures.push((seq, format!("not SEND_OK: {other:?}"))),
+            Err(error) => failures.push((seq, error.to_string())),
+        }
+    }
+    assert!(failures.is_empty(), "send failures: {failures:?}");
+
+    let tag_log = Arc::new(FilterLog::default());
+    let sql_push_log = Arc::new(FilterLog::default());
+    let sql_pull_log = Arc::new(FilterLog::default());
+    let recorder = |log: &Arc<FilterLog>| {
+        let (log, run) = (Arc::clone(log), run.clone());
+        move |msgs: &[&MessageExt], _context: &ConsumeConcurrentlyContext| {
+            for msg in msgs {
+                log.record(msg, &run);
+            }
+            Ok(ConsumeConcurrentlyStatus::ConsumeSuccess)
+        }
+    };
+    let started = Instant::now();
+    let tag_push = start_push_consumer_with_selector(
+        &env,
+        namesrv_addr,
+        &unique_name("it_tag"),
+        &topic,
+        MessageSelector::by_tag(FILTER_TAG_EXPRESSION),
+        None,
+        recorder(&tag_log),
+    )
+    .await
+    .expect("start tag push consumer");
+    let sql_push = start_push_consumer_with_selector(
+        &env,
+        namesrv_addr,
+        &unique_name("it_sql"),
+        &topic,
+        MessageSelector::by_sql(FILTER_SQL_EXPRESSION),
+        None,
+        recorder(&sql_push_log),
+    )
+    .await
+    .expect("start SQL92 push consumer");
+    let sql_pull = start_lite_pull_consumer_with_selector(
+        &env,
+        namesrv_addr,
+        &unique_name("it_sqlpull"),
+        &topic,
+        MessageSelector::by_sql(FILTER_SQL_EXPRESSION),
+    )
+    .await
+    .expect("start SQL92 lite pull consumer");
+
+    let tag_expected = (0..message_count)
+        .filter(|&s| filter_tag_matches(s))
+        .count();
+    let sql_expected = (0..message_count)
+        .filter(|&s| filter_sql_matches(s))
+        .count();
+    let deadline = Instant::now() + CONSUME_TIMEOUT;
+    let mut grace_until: Option<Instant> = None;
+    loop {
+        for msg in sql_pull.poll_with_timeout(POLL_TIMEOUT_MS).await {
+            sql_pull_log.record(&msg, &run);
+        }
+        let now = Instant::now();
+        let all_in = tag_log.distinct() >= tag_expected
+            && sql_push_log.distinct() >= sql_expected
+            && sql_pull_log.distinct() >= sql_expected;
+        match grace_until {
+            None if all_in => {
+                eprintln!(
+                    "[client-it] filtered consumers had all ({tag_expected} by tag, \
+                     {sql_expected} by SQL92) after {:.1} s",
+                    started.elapsed().as_secs_f64()
+                );
+                grace_until = Some(now + DUPLICATE_GRACE);
+            }
+            Some(until) if now >= until => break,
+            _ if now >= deadline => break,
+            _ => {}
+        }
+    }
+    shutdown_lite_pull_consumer(sql_pull).await;
+    shutdown_push_consumer(sql_push).await;
+    shutdown_push_consumer(tag_push).await;
+    shutdown_producer(producer).await;
+    env.shutdown().await;
+
+    tag_log.assert_exactly(
+        &format!("tag push consumer ({FILTER_TAG_EXPRESSION})"),
+        message_count,
+        filter_tag_matches,
+    );
+    sql_push_log.assert_exactly(
+        &format!("SQL92 push consumer ({FILTER_SQL_EXPRESSION})"),
+        message_count,
+        filter_sql_matches,
+    );
+    sql_pull_log.assert_exactly(
+        &format!("SQL92 lite pull consumer ({FILTER_SQL_EXPRESSION})"),
+        message_count,
+        filter_sql_matches,
+    );
 }

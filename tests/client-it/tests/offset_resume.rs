@@ -1,0 +1,266 @@
+//! Consumer offsets survive (a) a consumer restart, (b) a graceful broker restart and (c) a
+//! broker SIGKILL after the broker's offset flush: a new push consumer in the same group
+//! resumes from the committed offsets, so every message sent afterwards arrives and at most a
+//! handful of old ones (the last uncommitted batch; RocketMQ is at-least-once) come again.
+//!
+//! The first consumer sends its offsets to the broker every [`PERSIST_OFFSET_INTERVAL_MS`]
+//! (UPDATE_CONSUMER_OFFSET) and on shutdown; the broker flushes its offset table every
+//! [`BROKER_FLUSH_OFFSET_INTERVAL_MS`] and on graceful shutdown.
+
+#![recursion_limit = "512"]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ringmq_client_it::client::{ensure_topic, TEST_TOPIC_QUEUES};
+use ringmq_client_it::scenarios::{recording_listener, send_range, wait_for_distinct};
+use ringmq_client_it::{
+    run_bounded, shutdown_producer, shutdown_push_consumer, skip_unless_restartable,
+    start_producer, start_push_consumer_with_selector, unique_name, wait_until, ClientEnv,
+    DeliveryLog, TestBroker,
+};
+use rocketmq_client_rust::MessageSelector;
+
+/// Messages sent (and consumed) before the restart, and again after it.
+const BATCH: u64 = 200;
+/// The first consumer's offset upload interval (the client's minimum is 1 s).
+const PERSIST_OFFSET_INTERVAL_MS: u32 = 1000;
+/// The broker's consumer-offset flush interval in these tests.
+const BROKER_FLUSH_OFFSET_INTERVAL_MS: &str = "200";
+/// The client's first offset upload comes this long after its instance started
+/// (`MQClientInstance`'s persist task has a fixed 10 s initial delay, as in Java); until then
+/// only the commit offsets carried by pull requests reach the broker, and those lag.
+const CLIENT_FIRST_PERSIST_DELAY: Duration = Duration::from_secs(10);
+/// After the client's upload is due: time for the upload plus several broker flushes.
+const FLUSH_MARGIN: Duration = Duration::from_millis(1500);
+/// Old messages a resumed consumer may see again (at most one uncommitted batch per queue).
+const MAX_OLD_REDELIVERED: usize = 32;
+const CONSUME_TIMEOUT: Duration = Duration::from_secs(60);
+const DUPLICATE_GRACE: Duration = Duration::from_secs(2);
+const WAIT_POLL_INTERVAL: Duration = Duration::from_millis(50);
+const TEST_TIMEOUT: Duration = Duration::from_secs(240);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Between {
+    /// Only the consumer restarts.
+    Nothing,
+    /// The broker is stopped with SIGTERM and started again.
+    GracefulBrokerRestart,
+    /// The broker is SIGKILLed (after its offset flush had time to run) and started again.
+    BrokerSigkill,
+}
+
+#[test]
+fn consumer_restart_resumes_from_committed_offsets() {
+    offset_resume(
+        "consumer_restart_resumes_from_committed_offsets",
+        Between::Nothing,
+    );
+}
+
+#[test]
+fn graceful_broker_restart_keeps_committed_offsets() {
+    offset_resume(
+        "graceful_broker_restart_keeps_committed_offsets",
+        Between::GracefulBrokerRestart,
+    );
+}
+
+#[test]
+fn broker_sigkill_after_offset_flush_keeps_committed_offsets() {
+    offset_resume(
+        "broker_sigkill_after_offset_flush_keeps_committed_offsets",
+        Between::BrokerSigkill,
+    );
+}
+
+fn offset_resume(test_name: &str, between: Between) {
+    let mut broker = TestBroker::start(&[(
+        "RINGMQ_BROKER_FLUSH_CONSUMER_OFFSET_INTERVAL_MS",
+        BROKER_FLUSH_OFFSET_INTERVAL_MS,
+    )])
+    .expect("start broker");
+    if between != Between::Nothing && skip_unless_restartable(&broker, test_name) {
+        return;
+    }
+    if between == Between::GracefulBrokerRestart && broker.local_mut().is_none() {
+        eprintln!("[client-it] SKIPPED {test_name}: no graceful stop for an external broker");
+        return;
+    }
+    let namesrv = broker.namesrv_addr();
+    let broker = &mut broker;
+    run_bounded(test_name, TEST_TIMEOUT, async move {
+        let run = unique_name("r");
+        let topic = unique_name("it_offsets");
+        let group = unique_name("it_offsets_cg");
+        let env = ClientEnv::new("offset-resume").expect("client runtime");
+
+        // Phase 1: send BATCH, consume all of them, commit.
+        let mut producer = start_producer(&env, &namesrv, &unique_name("it_pg"))
+            .await
+            .expect("start producer");
+        ensure_topic(&mut producer, &topic, TEST_TOPIC_QUEUES).await;
+        let producer = Arc::new(producer);
+        let first = send_range(Arc::clone(&producer), &topic, &run, 0..BATCH, false).await;
+        assert!(
+            first.failures.is_empty(),
+            "sends failed: {:?}",
+            first.failures
+        );
+        match Arc::try_unwrap(producer) {
+            Ok(producer) => shutdown_producer(producer).await,
+            Err(_) => unreachable!("all send tasks have finished"),
+        }
+        let first_log = Arc::new(DeliveryLog::default());
+        let first_started = Instant::now();
+        let consumer = start_push_consumer_with_selector(
+            &env,
+            &namesrv,
+            &group,
+            &topic,
+            MessageSelector::by_tag("*"),
+            Some(PERSIST_OFFSET_INTERVAL_MS),
+            recording_listener(Arc::clone(&first_log), run.clone()),
+        )
+        .await
+        .expect("start first consumer");
+        let complete = wait_for_distinct(&first_log, BATCH as usize, CONSUME_TIMEOUT).await;
+        assert!(
+            complete,
+            "first consumer got {} of {BATCH}",
+            first_log.distinct()
+        );
+
+        // The restart.
+        match between {
+            Between::Nothing => shutdown_push_consumer(consumer).await,
+            Between::GracefulBrokerRestart => {
+                // The consumer's shutdown sends its offsets; the broker's stop flushes them.
+                shutdown_push_consumer(consumer).await;
+                let process = broker.local_mut().expect("checked above: a local broker");
+                let status = process.stop().expect("graceful broker stop");
+                eprintln!("[client-it] broker stopped: {status}");
+                broker.restart().expect("restart the broker");
+            }
+            Between::BrokerSigkill => {
+                // The consumer stays up: only its periodic upload and the broker's periodic
+                // flush can have saved the offsets.
+                // The SIGKILL comes once the first periodic upload after the last message is
+                // due and the broker has flushed a few times since.
+                let upload_due = (first_started + CLIENT_FIRST_PERSIST_DELAY).max(Instant::now())
+                    + Duration::from_millis(PERSIST_OFFSET_INTERVAL_MS.into());
+                tokio::time::sleep_until((upload_due + FLUSH_MARGIN).into()).await;
+                if let Some(process) = broker.local_mut() {
+                    let path = process
+                        .store_root()
+                        .join("config")
+                        .join("consumerOffset.json");
+                    eprintln!(
+                        "[client-it] {} before SIGKILL: {:?}",
+                        path.display(),
+                        std::fs::read_to_string(&path)
+                    );
+                }
+                broker.kill_hard().expect("SIGKILL the broker");
+                let stopping = Instant::now();
+                shutdown_push_consumer(consumer).await;
+                eprintln!(
+                    "[client-it] first consumer shut down against a dead broker in {:.1} s",
+                    stopping.elapsed().as_secs_f64()
+                );
+                broker.restart().expect("restart the broker");
+            }
+        }
+
+        // Phase 2: BATCH more; a new consumer in the same group gets exactly those.
+        let mut producer = start_producer(&env, &namesrv, &unique_name("it_pg"))
+            .await
+            .expect("start second producer");
+        ensure_topic(&mut producer, &topic, TEST_TOPIC_QUEUES).await;
+        let producer = Arc::new(producer);
+        let second = send_range(Arc::clone(&producer), &topic, &run, BATCH..2 * BATCH, false).await;
+        assert!(
+            second.failures.is_empty(),
+            "sends after the restart failed: {:?}",
+            second.failures
+        );
+        match Arc::try_unwrap(producer) {
+            Ok(producer) => shutdown_producer(producer).await,
+            Err(_) => unreachable!("all send tasks have finished"),
+        }
+        let second_log = Arc::new(DeliveryLog::default());
+        let resumed = Instant::now();
+        let consumer = start_push_consumer_with_selector(
+            &env,
+            &namesrv,
+            &group,
+            &topic,
+            MessageSelector::by_tag("*"),
+            None,
+            recording_listener(Arc::clone(&second_log), run.clone()),
+        )
+        .await
+        .expect("start second consumer");
+        let all_new = wait_until(CONSUME_TIMEOUT, WAIT_POLL_INTERVAL, || {
+            let state = second_log.snapshot();
+            (BATCH..2 * BATCH).all(|seq| state.deliveries.contains_key(&seq))
+        })
+        .await;
+        eprintln!(
+            "[client-it] resumed consumer had all new messages: {all_new} after {:.1} s",
+            resumed.elapsed().as_secs_f64()
+        );
+        tokio::time::sleep(DUPLICATE_GRACE).await;
+        shutdown_push_consumer(consumer).await;
+        env.shutdown().await;
+
+        let state = second_log.snapshot();
+        assert_eq!(
+            state.problem_count, 0,
+            "content problems: {:#?}",
+            state.problems
+        );
+        let missing: Vec<u64> = (BATCH..2 * BATCH)
+            .filter(|seq| !state.deliveries.contains_key(seq))
+            .collect();
+        let old: BTreeMap<u64, u32> = state
+            .deliveries
+            .range(..BATCH)
+            .map(|(&seq, &count)| (seq, count))
+            .collect();
+        let new_duplicates: Vec<(u64, u32)> = state
+            .deliveries
+            .range(BATCH..)
+            .filter(|(_, &count)| count > 1)
+            .map(|(&seq, &count)| (seq, count))
+            .collect();
+        eprintln!(
+            "[client-it] {test_name}: resumed consumer got {} distinct; {} old ones again \
+             ({:?}); {} new ones more than once ({:?})",
+            state.deliveries.len(),
+            old.len(),
+            old.keys().take(40).collect::<Vec<_>>(),
+            new_duplicates.len(),
+            &new_duplicates[..new_duplicates.len().min(20)]
+        );
+        assert!(
+            missing.is_empty(),
+            "{} messages sent after the restart never arrived (first {:?})",
+            missing.len(),
+            &missing[..missing.len().min(20)]
+        );
+        assert!(
+            state.deliveries.range(2 * BATCH..).next().is_none(),
+            "seqs this test never sent: {:?}",
+            state.deliveries.range(2 * BATCH..).collect::<Vec<_>>()
+        );
+        assert!(
+            old.len() <= MAX_OLD_REDELIVERED,
+            "{} already-consumed messages came again (at most {MAX_OLD_REDELIVERED} allowed): \
+             the committed offsets were not kept; first {:?}",
+            old.len(),
+            old.keys().take(40).collect::<Vec<_>>()
+        );
+    });
+}
