@@ -11,11 +11,9 @@ use bytes::Bytes;
 use common::{invoke, Broker};
 use ringmq::remoting::codes::{request_code as req, response_code as rc};
 use ringmq::remoting::command::{RemotingCommand, SerializeType};
-use ringmq::remoting::headers::{PullMessageRequestHeader, SendMessageRequestHeader};
 use ringmq::store::format;
 
 const SUSPEND: i32 = 0x2;
-const SUBSCRIPTION: i32 = 0x4;
 
 fn send_request(
     topic: &str,
@@ -24,25 +22,7 @@ fn send_request(
     props: &[(&str, &str)],
     st: SerializeType,
 ) -> RemotingCommand {
-    let mut cmd = RemotingCommand::request(req::SEND_MESSAGE_V2).with_serialize_type(st);
-    SendMessageRequestHeader {
-        producer_group: "pg".into(),
-        topic: topic.into(),
-        default_topic: "TBW102".into(),
-        default_topic_queue_nums: 4,
-        queue_id,
-        sys_flag: 0,
-        born_timestamp: 1_700_000_000_000,
-        flag: 7,
-        properties: Some(format::encode_properties(props.iter().copied())),
-        reconsume_times: Some(0),
-        unit_mode: false,
-        batch: false,
-        max_reconsume_times: None,
-        broker_name: None,
-    }
-    .encode(&mut cmd);
-    cmd.with_body(Bytes::from(body.to_string()))
+    common::send_v2(topic, queue_id, Bytes::from(body.to_string()), props, 7, st)
 }
 
 fn pull_request(
@@ -53,25 +33,17 @@ fn pull_request(
     sub: &str,
     st: SerializeType,
 ) -> RemotingCommand {
-    let mut cmd = RemotingCommand::request(req::PULL_MESSAGE).with_serialize_type(st);
-    PullMessageRequestHeader {
-        consumer_group: "cg".into(),
-        topic: topic.into(),
+    common::pull(
+        req::PULL_MESSAGE,
+        topic,
         queue_id,
-        queue_offset: offset,
-        max_msg_nums: 32,
-        sys_flag: sys_flag | SUBSCRIPTION,
-        commit_offset: 0,
-        suspend_timeout_millis: 15_000,
-        subscription: Some(sub.into()),
-        sub_version: 0,
-        expression_type: Some("TAG".into()),
-        max_msg_bytes: None,
-        request_source: None,
-        proxy_froward_client_id: None,
-    }
-    .encode(&mut cmd);
-    cmd
+        offset,
+        32,
+        sys_flag,
+        sub,
+        15_000,
+        st,
+    )
 }
 
 fn ext_i64(cmd: &RemotingCommand, key: &'static str) -> i64 {

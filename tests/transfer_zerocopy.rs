@@ -15,31 +15,10 @@ use common::{invoke, Broker};
 use ringmq::remoting::codes::{request_code as req, response_code as rc};
 use ringmq::remoting::command::{RemotingCommand, SerializeType};
 use ringmq::remoting::frame::{decode_frame, encode_frame};
-use ringmq::remoting::headers::{PullMessageRequestHeader, SendMessageRequestHeader};
 use ringmq::store::format;
 
-const SUBSCRIPTION: i32 = 0x4;
-
 fn send_request(topic: &str, queue_id: i32, body: Bytes, st: SerializeType) -> RemotingCommand {
-    let mut cmd = RemotingCommand::request(req::SEND_MESSAGE_V2).with_serialize_type(st);
-    SendMessageRequestHeader {
-        producer_group: "pg".into(),
-        topic: topic.into(),
-        default_topic: "TBW102".into(),
-        default_topic_queue_nums: 4,
-        queue_id,
-        sys_flag: 0,
-        born_timestamp: 1_700_000_000_000,
-        flag: 0,
-        properties: Some(format::encode_properties([("TAGS", "TagA")])),
-        reconsume_times: Some(0),
-        unit_mode: false,
-        batch: false,
-        max_reconsume_times: None,
-        broker_name: None,
-    }
-    .encode(&mut cmd);
-    cmd.with_body(body)
+    common::send_v2(topic, queue_id, body, &[("TAGS", "TagA")], 0, st)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -53,24 +32,17 @@ fn pull_request(
     st: SerializeType,
     opaque: i32,
 ) -> RemotingCommand {
-    let mut cmd = RemotingCommand::request(code).with_serialize_type(st);
-    PullMessageRequestHeader {
-        consumer_group: "cg".into(),
-        topic: topic.into(),
+    let mut cmd = common::pull(
+        code,
+        topic,
         queue_id,
-        queue_offset: offset,
+        offset,
         max_msg_nums,
-        sys_flag: SUBSCRIPTION,
-        commit_offset: 0,
-        suspend_timeout_millis: 1_000,
-        subscription: Some(sub.into()),
-        sub_version: 0,
-        expression_type: Some("TAG".into()),
-        max_msg_bytes: None,
-        request_source: None,
-        proxy_froward_client_id: None,
-    }
-    .encode(&mut cmd);
+        0,
+        sub,
+        1_000,
+        st,
+    );
     cmd.opaque = opaque;
     cmd
 }

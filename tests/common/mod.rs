@@ -243,3 +243,77 @@ impl Drop for Namesrv {
         let _ = self.child.wait();
     }
 }
+
+/// PullSysFlag FLAG_SUBSCRIPTION: the subscription travels in the request header.
+pub const PULL_FLAG_SUBSCRIPTION: i32 = 0x4;
+
+/// A SEND_MESSAGE_V2 request of producer group "pg" (topics auto-created from TBW102 with 4
+/// queues).
+pub fn send_v2(
+    topic: &str,
+    queue_id: i32,
+    body: bytes::Bytes,
+    properties: &[(&str, &str)],
+    flag: i32,
+    st: ringmq::remoting::command::SerializeType,
+) -> RemotingCommand {
+    use ringmq::remoting::codes::request_code;
+    use ringmq::remoting::headers::SendMessageRequestHeader;
+    let mut cmd = RemotingCommand::request(request_code::SEND_MESSAGE_V2).with_serialize_type(st);
+    SendMessageRequestHeader {
+        producer_group: "pg".into(),
+        topic: topic.into(),
+        default_topic: "TBW102".into(),
+        default_topic_queue_nums: 4,
+        queue_id,
+        sys_flag: 0,
+        born_timestamp: 1_700_000_000_000,
+        flag,
+        properties: Some(ringmq::store::format::encode_properties(
+            properties.iter().copied(),
+        )),
+        reconsume_times: Some(0),
+        unit_mode: false,
+        batch: false,
+        max_reconsume_times: None,
+        broker_name: None,
+    }
+    .encode(&mut cmd);
+    cmd.with_body(body)
+}
+
+/// A PULL_MESSAGE / LITE_PULL_MESSAGE request (`code`) of consumer group "cg" carrying its TAG
+/// subscription in the header (FLAG_SUBSCRIPTION is added to `sys_flag`).
+#[allow(clippy::too_many_arguments)]
+pub fn pull(
+    code: i32,
+    topic: &str,
+    queue_id: i32,
+    offset: i64,
+    max_msg_nums: i32,
+    sys_flag: i32,
+    sub: &str,
+    suspend_timeout_ms: i64,
+    st: ringmq::remoting::command::SerializeType,
+) -> RemotingCommand {
+    use ringmq::remoting::headers::PullMessageRequestHeader;
+    let mut cmd = RemotingCommand::request(code).with_serialize_type(st);
+    PullMessageRequestHeader {
+        consumer_group: "cg".into(),
+        topic: topic.into(),
+        queue_id,
+        queue_offset: offset,
+        max_msg_nums,
+        sys_flag: sys_flag | PULL_FLAG_SUBSCRIPTION,
+        commit_offset: 0,
+        suspend_timeout_millis: suspend_timeout_ms,
+        subscription: Some(sub.into()),
+        sub_version: 0,
+        expression_type: Some("TAG".into()),
+        max_msg_bytes: None,
+        request_source: None,
+        proxy_froward_client_id: None,
+    }
+    .encode(&mut cmd);
+    cmd
+}
