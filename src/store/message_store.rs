@@ -438,93 +438,42 @@ struct Placement {
     offset: i64,
 }
 
+/// Per-message fields of an append.
+struct AppendEntry<'a> {
+    flag: i32,
+    body: &'a [u8],
+    properties: &'a [u8],
+}
+
+/// Fields shared by every message of an append (one queue, one producer request).
+struct AppendCommon<'a> {
+    topic: &'a str,
+    queue_id: i32,
+    sys_flag: i32,
+    born_timestamp_ms: i64,
+    born_host: std::net::SocketAddr,
+    reconsume_times: i32,
+    prepared_transaction_offset: i64,
+}
+
 impl Inner {
     fn put_message(&self, msg: &MessageToStore) -> Result<PutMessageResult, StoreError> {
         validate_topic(&msg.topic, true)?;
-        validate_queue_id(msg.queue_id)?;
-        self.validate_body(msg.body.len())?;
-        validate_properties(msg.properties.len())?;
-        let store_host = self.config.store_host;
-        let sys_flag = format::sys_flag_for_hosts(msg.sys_flag, &msg.born_host, &store_host);
-        let size = format::record_size(
-            sys_flag,
-            msg.body.len(),
-            msg.topic.len(),
-            msg.properties.len(),
-        );
-        self.validate_record_fits(size)?;
-        let dispatched = format::is_dispatched_to_consume_queue(sys_flag);
-
-        let mut writer = lock(&self.writer);
-        self.check_writable()?;
-        let cq = dispatched
-            .then(|| self.get_or_create_queue(&msg.topic, msg.queue_id))
-            .transpose()?;
-        let queue_offset = cq.as_ref().map_or(0, |cq| cq.max_offset());
-        let store_timestamp_ms = next_store_timestamp(&mut writer);
-        let place = self.place(size)?;
-        let Writer {
-            record_buf,
-            unit_buf,
-            ..
-        } = &mut *writer;
-        record_buf.clear();
-        format::encode_record(
-            &RecordFields {
-                queue_id: msg.queue_id,
-                flag: msg.flag,
-                queue_offset,
-                physical_offset: place.offset,
-                sys_flag,
-                born_timestamp_ms: msg.born_timestamp_ms,
-                born_host: msg.born_host,
-                store_timestamp_ms,
-                store_host,
-                reconsume_times: msg.reconsume_times,
-                prepared_transaction_offset: msg.prepared_transaction_offset,
-                body: &msg.body,
-                topic: msg.topic.as_bytes(),
-                properties: msg.properties.as_bytes(),
-            },
-            record_buf,
-        );
-        debug_assert_eq!(record_buf.len(), size);
-        self.write_records(&place, record_buf)?;
-        let tags_code = format::tags_code(msg.properties.as_bytes());
-        if let Some(cq) = &cq {
-            unit_buf.clear();
-            unit_buf.extend_from_slice(&encode_cq_unit(&CqUnit {
-                commit_log_offset: place.offset,
-                size: size as i32,
-                tags_code,
-            }));
-            self.write_units(cq, queue_offset, unit_buf)?;
-        }
-        self.publish(place.offset + size as i64, store_timestamp_ms);
-        if let Some(cq) = &cq {
-            cq.set_max_offset(queue_offset + 1);
-        }
-        drop(writer);
-        self.after_append();
-        if let Some(listener) = read_guard(&self.listener).as_ref() {
-            listener.arriving(
-                &msg.topic,
-                msg.queue_id,
-                queue_offset + 1,
-                tags_code,
-                store_timestamp_ms,
-                msg.properties.as_bytes(),
-            );
-        }
-        Ok(PutMessageResult {
-            status: PutMessageStatus::PutOk,
-            wrote_offset: place.offset,
-            wrote_bytes: size as i32,
-            logics_offset: queue_offset,
-            msg_ids: vec![format::encode_offset_msg_id(&store_host, place.offset)],
-            store_timestamp_ms,
-            message_count: 1,
-        })
+        let entry = AppendEntry {
+            flag: msg.flag,
+            body: &msg.body,
+            properties: msg.properties.as_bytes(),
+        };
+        let common = AppendCommon {
+            topic: &msg.topic,
+            queue_id: msg.queue_id,
+            sys_flag: msg.sys_flag,
+            born_timestamp_ms: msg.born_timestamp_ms,
+            born_host: msg.born_host,
+            reconsume_times: msg.reconsume_times,
+            prepared_transaction_offset: msg.prepared_transaction_offset,
+        };
+        self.append(&common, std::slice::from_ref(&entry))
     }
 
     fn put_messages(&self, batch: &BatchToStore) -> Result<PutMessageResult, StoreError> {
@@ -534,10 +483,14 @@ impl Inner {
                 reason: "batch messages cannot be sent to a retry topic".to_owned(),
             });
         }
-        validate_queue_id(batch.queue_id)?;
-        let store_host = self.config.store_host;
-        let sys_flag = format::sys_flag_for_hosts(batch.sys_flag, &batch.born_host, &store_host);
         let entries = format::batch_entries(&batch.encoded_messages)
+            .map(|e| {
+                e.map(|e| AppendEntry {
+                    flag: e.flag,
+                    body: e.body,
+                    properties: e.properties,
+                })
+            })
             .collect::<Result<Vec<_>, _>>()
             .map_err(|source| StoreError::BatchMalformed { source })?;
         if entries.is_empty() {
@@ -545,14 +498,37 @@ impl Inner {
                 reason: "empty batch".to_owned(),
             });
         }
+        let common = AppendCommon {
+            topic: &batch.topic,
+            queue_id: batch.queue_id,
+            sys_flag: batch.sys_flag,
+            born_timestamp_ms: batch.born_timestamp_ms,
+            born_host: batch.born_host,
+            reconsume_times: batch.reconsume_times,
+            prepared_transaction_offset: 0,
+        };
+        self.append(&common, &entries)
+    }
+
+    /// Appends `entries` as consecutive records of one queue in one write (a single message is a
+    /// batch of one): validation, queue offsets assigned under the writer lock, one `pwrite` for
+    /// the records and one for the ConsumeQueue units, publication, then the arrival events.
+    fn append(
+        &self,
+        common: &AppendCommon<'_>,
+        entries: &[AppendEntry<'_>],
+    ) -> Result<PutMessageResult, StoreError> {
+        validate_queue_id(common.queue_id)?;
+        let store_host = self.config.store_host;
+        let sys_flag = format::sys_flag_for_hosts(common.sys_flag, &common.born_host, &store_host);
         let mut total = 0usize;
-        for entry in &entries {
+        for entry in entries {
             self.validate_body(entry.body.len())?;
             validate_properties(entry.properties.len())?;
             total += format::record_size(
                 sys_flag,
                 entry.body.len(),
-                batch.topic.len(),
+                common.topic.len(),
                 entry.properties.len(),
             );
         }
@@ -562,7 +538,7 @@ impl Inner {
         let mut writer = lock(&self.writer);
         self.check_writable()?;
         let cq = dispatched
-            .then(|| self.get_or_create_queue(&batch.topic, batch.queue_id))
+            .then(|| self.get_or_create_queue(common.topic, common.queue_id))
             .transpose()?;
         let first_queue_offset = cq.as_ref().map_or(0, |cq| cq.max_offset());
         let store_timestamp_ms = next_store_timestamp(&mut writer);
@@ -585,19 +561,19 @@ impl Inner {
             };
             format::encode_record(
                 &RecordFields {
-                    queue_id: batch.queue_id,
+                    queue_id: common.queue_id,
                     flag: entry.flag,
                     queue_offset,
                     physical_offset: phy,
                     sys_flag,
-                    born_timestamp_ms: batch.born_timestamp_ms,
-                    born_host: batch.born_host,
+                    born_timestamp_ms: common.born_timestamp_ms,
+                    born_host: common.born_host,
                     store_timestamp_ms,
                     store_host,
-                    reconsume_times: batch.reconsume_times,
-                    prepared_transaction_offset: 0,
+                    reconsume_times: common.reconsume_times,
+                    prepared_transaction_offset: common.prepared_transaction_offset,
                     body: entry.body,
-                    topic: batch.topic.as_bytes(),
+                    topic: common.topic.as_bytes(),
                     properties: entry.properties,
                 },
                 record_buf,
@@ -620,12 +596,13 @@ impl Inner {
         }
         drop(writer);
         self.after_append();
+        // Only messages that got a ConsumeQueue unit can be pulled, so only they arrive.
         if cq.is_some() {
             if let Some(listener) = read_guard(&self.listener).as_ref() {
                 for (i, entry) in entries.iter().enumerate() {
                     listener.arriving(
-                        &batch.topic,
-                        batch.queue_id,
+                        common.topic,
+                        common.queue_id,
                         first_queue_offset + i as i64 + 1,
                         format::tags_code(entry.properties),
                         store_timestamp_ms,
