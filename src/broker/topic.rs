@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 
 use super::namesrv::types::{perm, DataVersion, TopicConfig, TopicConfigSerializeWrapper};
 use super::persist::{self, Loaded, PersistError};
@@ -86,7 +86,8 @@ pub struct TopicDefaults {
 
 /// The topic table and its file.
 pub struct TopicConfigManager {
-    table: RwLock<HashMap<String, TopicConfig>>,
+    /// Configs are shared (`Arc`) so a send or pull looks one up without copying it.
+    table: RwLock<HashMap<String, Arc<TopicConfig>>>,
     data_version: RwLock<DataVersion>,
     path: PathBuf,
 }
@@ -114,7 +115,7 @@ impl TopicConfigManager {
         let rw = perm::PERM_READ | perm::PERM_WRITE;
         let mut table = HashMap::new();
         let mut add = |t: TopicConfig| {
-            table.insert(t.topic_name.clone(), t);
+            table.insert(t.topic_name.clone(), Arc::new(t));
         };
         add(topic(SELF_TEST_TOPIC, 1, 1, rw));
         if defaults.auto_create_topic_enabled {
@@ -180,7 +181,7 @@ impl TopicConfigManager {
             if tc.topic_name.is_empty() {
                 tc.topic_name = name.clone();
             }
-            table.insert(name, tc);
+            table.insert(name, Arc::new(tc));
         }
         *self.data_version.write().unwrap_or_else(|p| p.into_inner()) = wrapper.data_version;
         Ok(warning)
@@ -204,12 +205,12 @@ impl TopicConfigManager {
             data_version: *self.data_version.read().unwrap_or_else(|p| p.into_inner()),
             topic_config_table: table
                 .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
+                .map(|(k, v)| (k.clone(), TopicConfig::clone(v)))
                 .collect::<BTreeMap<_, _>>(),
         }
     }
 
-    pub fn select(&self, topic: &str) -> Option<TopicConfig> {
+    pub fn select(&self, topic: &str) -> Option<Arc<TopicConfig>> {
         self.table
             .read()
             .unwrap_or_else(|p| p.into_inner())
@@ -237,7 +238,7 @@ impl TopicConfigManager {
         self.table
             .write()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(tc.topic_name.clone(), tc);
+            .insert(tc.topic_name.clone(), Arc::new(tc));
         self.bump_version();
         self.persist()
     }
@@ -256,7 +257,7 @@ impl TopicConfigManager {
         let created = {
             let mut table = self.table.write().unwrap_or_else(|p| p.into_inner());
             if let Some(tc) = table.get(topic) {
-                return Ok(Some((tc.clone(), false)));
+                return Ok(Some((TopicConfig::clone(tc), false)));
             }
             let Some(template) = table.get(default_topic) else {
                 return Ok(None);
@@ -279,7 +280,7 @@ impl TopicConfigManager {
                 topic_filter_type: template.topic_filter_type,
                 ..TopicConfig::default()
             };
-            table.insert(topic.to_string(), tc.clone());
+            table.insert(topic.to_string(), Arc::new(tc.clone()));
             tc
         };
         self.bump_version();
@@ -299,11 +300,11 @@ impl TopicConfigManager {
         let created = {
             let mut table = self.table.write().unwrap_or_else(|p| p.into_inner());
             if let Some(tc) = table.get(topic) {
-                return Ok((tc.clone(), false));
+                return Ok((TopicConfig::clone(tc), false));
             }
             let mut tc = self::topic(topic, queue_nums, queue_nums, perm_bits);
             tc.topic_sys_flag = topic_sys_flag;
-            table.insert(topic.to_string(), tc.clone());
+            table.insert(topic.to_string(), Arc::new(tc.clone()));
             tc
         };
         self.bump_version();

@@ -90,7 +90,7 @@ fn msg_check(
     ctrl: &Arc<BrokerController>,
     h: &SendMessageRequestHeader,
     remote_addr: SocketAddr,
-) -> Result<TopicConfig, ProcessError> {
+) -> Result<Arc<TopicConfig>, ProcessError> {
     if ctrl.broker_permission() & perm::PERM_WRITE == 0 {
         return Err(ProcessError::new(
             rc::NO_PERMISSION,
@@ -109,7 +109,7 @@ fn msg_check(
     }
     let tc = match ctrl.topics.select(&h.topic) {
         Some(tc) => tc,
-        None => create_topic_for_send(ctrl, h, remote_addr)?,
+        None => Arc::new(create_topic_for_send(ctrl, h, remote_addr)?),
     };
     let queue_nums = tc.write_queue_nums.max(tc.read_queue_nums);
     if h.queue_id >= queue_nums {
