@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 
 use serde::{Deserialize, Serialize};
 
@@ -71,7 +71,8 @@ const SYSTEM_GROUPS: &[&str] = &[
 pub const GROUP_NAME_MAX_LENGTH: usize = 120;
 
 pub struct SubscriptionGroupManager {
-    table: RwLock<HashMap<String, SubscriptionGroupConfig>>,
+    /// Shared (`Arc`) so every pull looks its group up without copying it.
+    table: RwLock<HashMap<String, Arc<SubscriptionGroupConfig>>>,
     auto_create: bool,
     path: PathBuf,
 }
@@ -85,7 +86,7 @@ impl SubscriptionGroupManager {
                     group_name: g.to_string(),
                     ..Default::default()
                 };
-                (g.to_string(), c)
+                (g.to_string(), Arc::new(c))
             })
             .collect();
         SubscriptionGroupManager {
@@ -115,7 +116,7 @@ impl SubscriptionGroupManager {
             if c.group_name.is_empty() {
                 c.group_name = name.clone();
             }
-            table.insert(name, c);
+            table.insert(name, Arc::new(c));
         }
         Ok(warning)
     }
@@ -127,7 +128,7 @@ impl SubscriptionGroupManager {
                 .read()
                 .unwrap_or_else(|p| p.into_inner())
                 .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
+                .map(|(k, v)| (k.clone(), SubscriptionGroupConfig::clone(v)))
                 .collect(),
         };
         let text = serde_json::to_string(&file).map_err(|e| PersistError::Io {
@@ -138,7 +139,7 @@ impl SubscriptionGroupManager {
         persist::write_atomically(&self.path, text.as_bytes())
     }
 
-    pub fn find(&self, group: &str) -> Option<SubscriptionGroupConfig> {
+    pub fn find(&self, group: &str) -> Option<Arc<SubscriptionGroupConfig>> {
         self.table
             .read()
             .unwrap_or_else(|p| p.into_inner())
@@ -151,22 +152,25 @@ impl SubscriptionGroupManager {
     pub fn find_or_auto_create(
         &self,
         group: &str,
-    ) -> Result<Option<SubscriptionGroupConfig>, PersistError> {
+    ) -> Result<Option<Arc<SubscriptionGroupConfig>>, PersistError> {
         if let Some(c) = self.find(group) {
             return Ok(Some(c));
         }
         if !self.auto_create {
             return Ok(None);
         }
-        let c = SubscriptionGroupConfig {
-            group_name: group.to_string(),
-            ..Default::default()
-        };
-        self.table
+        let c = self
+            .table
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .entry(group.to_string())
-            .or_insert_with(|| c.clone());
+            .or_insert_with(|| {
+                Arc::new(SubscriptionGroupConfig {
+                    group_name: group.to_string(),
+                    ..Default::default()
+                })
+            })
+            .clone();
         self.persist()?;
         Ok(Some(c))
     }
@@ -175,7 +179,7 @@ impl SubscriptionGroupManager {
         self.table
             .write()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(c.group_name.clone(), c);
+            .insert(c.group_name.clone(), Arc::new(c));
         self.persist()
     }
 
@@ -184,7 +188,7 @@ impl SubscriptionGroupManager {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
+            .map(|(k, v)| (k.clone(), SubscriptionGroupConfig::clone(v)))
             .collect()
     }
 }
