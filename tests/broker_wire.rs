@@ -46,6 +46,24 @@ fn pull_request(
     )
 }
 
+/// The name server's route for `topic`, waiting for it: registration of a topic created at run
+/// time runs on the broker's registration thread, a moment after the request that created it.
+fn wait_for_route(broker: &Broker, topic: &str) -> RemotingCommand {
+    let mut ns = broker.namesrv_client();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let route = invoke(
+            &mut ns,
+            RemotingCommand::request(req::GET_ROUTEINFO_BY_TOPIC).with_ext("topic", topic),
+        );
+        if route.code == rc::SUCCESS {
+            return route;
+        }
+        assert!(Instant::now() < deadline, "{topic} never routed: {route:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn ext_i64(cmd: &RemotingCommand, key: &'static str) -> i64 {
     cmd.ext_i64(key)
         .unwrap_or_else(|e| panic!("{e} in {cmd:?}"))
@@ -95,12 +113,7 @@ fn round_trip(st: SerializeType) {
         );
     }
     // The name server learned the auto-created topic.
-    let mut ns = broker.namesrv_client();
-    let route = invoke(
-        &mut ns,
-        RemotingCommand::request(req::GET_ROUTEINFO_BY_TOPIC).with_ext("topic", topic),
-    );
-    assert_eq!(route.code, rc::SUCCESS, "{route:?}");
+    let route = wait_for_route(&broker, topic);
     let v: serde_json::Value = serde_json::from_slice(&route.body).unwrap();
     assert_eq!(v["brokerDatas"][0]["brokerAddrs"]["0"], broker.addr());
     assert_eq!(v["queueDatas"][0]["writeQueueNums"], 4);
@@ -576,12 +589,8 @@ fn heartbeat_membership_changes_notify_the_group() {
     );
     let v: serde_json::Value = serde_json::from_slice(&list.body).unwrap();
     assert_eq!(v["consumerIdList"], serde_json::json!(["c1", "c2"]));
-    // The retry topic of the group was created.
-    let route = invoke(
-        &mut broker.namesrv_client(),
-        RemotingCommand::request(req::GET_ROUTEINFO_BY_TOPIC).with_ext("topic", "%RETRY%grp"),
-    );
-    assert_eq!(route.code, rc::SUCCESS, "{route:?}");
+    // The retry topic of the group was created and reached the name server.
+    wait_for_route(&broker, "%RETRY%grp");
     // A member leaving notifies the rest.
     drop(second);
     let notify = first.read_command().unwrap();
