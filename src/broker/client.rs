@@ -215,27 +215,14 @@ impl ConsumerManager {
             .cloned()
     }
 
-    /// The group's registered subscription for `topic`.
-    pub fn find_subscription(
-        &self,
-        group: &str,
-        topic: &str,
-    ) -> Option<(SubscriptionData, String)> {
-        let groups = self.groups.read().unwrap_or_else(|p| p.into_inner());
-        let info = groups.get(group)?;
-        Some((
-            info.subscriptions.get(topic)?.clone(),
-            info.message_model.clone(),
-        ))
-    }
-
-    /// Whether the group is known at all, and its message model.
-    pub fn message_model(&self, group: &str) -> Option<String> {
-        self.groups
+    /// Runs `f` on the group's info (None if unknown) under the table's read lock, so callers
+    /// on the pull path read the subscription in place instead of copying it.
+    pub fn with_group<R>(&self, group: &str, f: impl FnOnce(Option<&ConsumerGroupInfo>) -> R) -> R {
+        f(self
+            .groups
             .read()
             .unwrap_or_else(|p| p.into_inner())
-            .get(group)
-            .map(|i| i.message_model.clone())
+            .get(group))
     }
 
     pub fn group_names(&self) -> Vec<String> {

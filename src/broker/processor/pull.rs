@@ -364,66 +364,71 @@ fn subscription_filter(
     h: &PullMessageRequestHeader,
     consume_broadcast_enable: &bool,
 ) -> Result<Arc<ExpressionMessageFilter>, ProcessError> {
-    let (expression_type, sub_string, sub_version) =
-        if h.sys_flag & pull_sys_flag::SUBSCRIPTION != 0 {
-            let expression_type = match h.expression_type.as_deref() {
-                None | Some("") => "TAG".to_string(),
-                Some(t) => t.to_string(),
-            };
-            (
-                expression_type,
-                h.subscription.clone().unwrap_or_default(),
-                h.sub_version,
-            )
-        } else {
-            let model = ctrl
-                .consumers
-                .message_model(&h.consumer_group)
-                .ok_or_else(|| {
-                    ProcessError::new(
-                        rc::SUBSCRIPTION_NOT_EXIST,
-                        format!(
-                            "the consumer's group info not exist, group: {}",
-                            h.consumer_group
-                        ),
-                    )
-                })?;
-            if !consume_broadcast_enable && model == "BROADCASTING" {
-                return Err(ProcessError::new(
-                    rc::NO_PERMISSION,
-                    format!(
-                        "the consumer group[{}] can not consume by broadcast way",
-                        h.consumer_group
-                    ),
-                ));
-            }
-            let (sub, _) = ctrl
-                .consumers
-                .find_subscription(&h.consumer_group, &h.topic)
-                .ok_or_else(|| {
-                    ProcessError::new(
-                        rc::SUBSCRIPTION_NOT_EXIST,
-                        format!(
-                            "the consumer's subscription not exist, group: {}, topic: {}",
-                            h.consumer_group, h.topic
-                        ),
-                    )
-                })?;
-            if sub.sub_version < h.sub_version {
-                return Err(ProcessError::new(
-                    rc::SUBSCRIPTION_NOT_LATEST,
-                    format!(
-                        "the consumer's subscription not latest, group: {} topic: {}",
-                        h.consumer_group, h.topic
-                    ),
-                ));
-            }
-            (
-                sub.expression_type().to_string(),
-                sub.sub_string.clone(),
-                sub.sub_version,
-            )
+    if h.sys_flag & pull_sys_flag::SUBSCRIPTION != 0 {
+        let expression_type = match h.expression_type.as_deref() {
+            None | Some("") => "TAG",
+            Some(t) => t,
         };
+        let sub_string = h.subscription.as_deref().unwrap_or_default();
+        return compile_filter(ctrl, h, expression_type, sub_string, h.sub_version);
+    }
+    // The subscription registered by heartbeat, read in place under the consumer table's read
+    // lock: the common push-consumer pull copies nothing here.
+    ctrl.consumers.with_group(&h.consumer_group, |group| {
+        let Some(group) = group else {
+            return Err(ProcessError::new(
+                rc::SUBSCRIPTION_NOT_EXIST,
+                format!(
+                    "the consumer's group info not exist, group: {}",
+                    h.consumer_group
+                ),
+            ));
+        };
+        if !consume_broadcast_enable && group.message_model == "BROADCASTING" {
+            return Err(ProcessError::new(
+                rc::NO_PERMISSION,
+                format!(
+                    "the consumer group[{}] can not consume by broadcast way",
+                    h.consumer_group
+                ),
+            ));
+        }
+        let sub = group.subscriptions.get(&h.topic).ok_or_else(|| {
+            ProcessError::new(
+                rc::SUBSCRIPTION_NOT_EXIST,
+                format!(
+                    "the consumer's subscription not exist, group: {}, topic: {}",
+                    h.consumer_group, h.topic
+                ),
+            )
+        })?;
+        if sub.sub_version < h.sub_version {
+            return Err(ProcessError::new(
+                rc::SUBSCRIPTION_NOT_LATEST,
+                format!(
+                    "the consumer's subscription not latest, group: {} topic: {}",
+                    h.consumer_group, h.topic
+                ),
+            ));
+        }
+        compile_filter(
+            ctrl,
+            h,
+            sub.expression_type(),
+            &sub.sub_string,
+            sub.sub_version,
+        )
+    })
+}
+
+/// The compiled filter of a subscription (cached per subscription version).
+fn compile_filter(
+    ctrl: &Arc<BrokerController>,
+    h: &PullMessageRequestHeader,
+    expression_type: &str,
+    sub_string: &str,
+    sub_version: i64,
+) -> Result<Arc<ExpressionMessageFilter>, ProcessError> {
     if !expression_type.eq_ignore_ascii_case("TAG") && !ctrl.config.broker.property_filter_enabled {
         return Err(ProcessError::system(
             "The broker does not support consumer to filter message by SQL92 (RINGMQ_BROKER_PROPERTY_FILTER_ENABLED=false)",
@@ -433,8 +438,8 @@ fn subscription_filter(
         .get_or_compile(
             &h.consumer_group,
             &h.topic,
-            &expression_type,
-            &sub_string,
+            expression_type,
+            sub_string,
             sub_version,
         )
         .map_err(|e| {
