@@ -53,10 +53,13 @@ impl SingleLockTable {
 struct Workload {
     name: String,
     keys: Vec<(String, String, i32)>,
+    /// Each queue is committed by one thread only, as in RocketMQ's clustering mode, where
+    /// rebalancing gives every queue to exactly one consumer of the group.
+    queue_per_thread: bool,
 }
 
 impl Workload {
-    fn new(topics: usize, groups_per_topic: usize, queues: i32) -> Self {
+    fn new(topics: usize, groups_per_topic: usize, queues: i32, queue_per_thread: bool) -> Self {
         let mut keys = Vec::new();
         for t in 0..topics {
             for g in 0..groups_per_topic {
@@ -71,10 +74,16 @@ impl Workload {
         }
         Workload {
             name: format!(
-                "{topics} topics x {groups_per_topic} groups x {queues} queues = {} keys",
-                keys.len()
+                "{topics} topics x {groups_per_topic} groups x {queues} queues = {} keys{}",
+                keys.len(),
+                if queue_per_thread {
+                    ", each queue committed by one thread"
+                } else {
+                    ""
+                }
             ),
             keys,
+            queue_per_thread,
         }
     }
 }
@@ -102,12 +111,18 @@ fn run(
             let (stop, start) = (stop.clone(), start.clone());
             std::thread::spawn(move || {
                 let mut rng = Rng::new(0x5EED + t as u64 * 7919);
+                // The keys this thread commits: all, or the queues it owns.
+                let mine: Vec<&(String, String, i32)> = workload
+                    .keys
+                    .iter()
+                    .filter(|k| !workload.queue_per_thread || k.2 as usize % threads == t)
+                    .collect();
                 let mut key_buf = String::new();
                 let mut commits = 0u64;
                 start.wait();
                 while !stop.load(Ordering::Relaxed) {
                     for _ in 0..COMMITS_PER_CHECK {
-                        let (group, topic, queue) = &workload.keys[rng.below(workload.keys.len())];
+                        let (group, topic, queue) = mine[rng.below(mine.len())];
                         commits += 1;
                         let offset = commits as i64;
                         match which {
@@ -143,9 +158,11 @@ fn main() {
     let tmp = tempfile::tempdir().expect("temp dir");
     let workloads = [
         // Many groups x queues: the issue's workload.
-        Workload::new(100, 10, 16),
-        // One busy group on one topic: commits collide on few keys.
-        Workload::new(1, 1, 16),
+        Workload::new(100, 10, 16, false),
+        // One busy group on one topic: both threads commit every queue (true sharing).
+        Workload::new(1, 1, 16, false),
+        // The same group as consumers use it: each queue is owned by one thread.
+        Workload::new(1, 1, 16, true),
     ];
     println!(
         "{repeats} repeats per cell, interleaved; {duration:?} per run; keys picked uniformly at \
