@@ -17,9 +17,11 @@
 //!    exactly one per moved pull, with tags and keys = the group and the JSON fields
 //!    `consumerGroup`, `messageQueue` {topic, brokerName, queueId}, `offsetRequest`, `offsetNew`.
 //!
-//! The OFFSET_TOO_SMALL case (offset below a queue's min offset) is not covered here: it needs
-//! retention to delete ConsumeQueue files, which this harness cannot trigger; the store's unit
-//! tests cover it (`message_store` get_message status table).
+//! 4. OFFSET_TOO_SMALL (second test): with tiny CommitLog files and a retention time of 0 h,
+//!    retention deletes the old files, so every queue's min offset rises above 0. A classic
+//!    pull at 0 and at min - 1 is moved to the min, a pull at the min finds the message there,
+//!    and a push consumer of a new group (CONSUME_FROM_FIRST_OFFSET: it starts at 0) is moved
+//!    to the min and gets exactly the messages at offsets min..max of every queue, once each.
 //!
 //! Against an external broker the test is skipped: RocketMQ 5.x brokers (and the peer broker)
 //! no longer store the event, which this test requires.
@@ -28,17 +30,19 @@
 #![allow(deprecated)] // DefaultMQPullConsumer (Classic Pull) is deprecated but still supported.
 
 use std::collections::{BTreeMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ringmq_client_it::client::TEST_TOPIC_QUEUES;
 use ringmq_client_it::scenarios::{recording_listener, send_range, wait_for_distinct};
 use ringmq_client_it::{
-    create_topic, run_bounded, shutdown_producer, shutdown_push_consumer, start_producer,
-    start_push_consumer_with_selector, unique_name, wait_until, ClientEnv, DeliveryLog, TestBroker,
+    check_message, create_topic, run_bounded, shutdown_producer, shutdown_push_consumer,
+    start_producer, start_push_consumer_with_selector, unique_name, wait_until, ClientEnv,
+    DeliveryLog, TestBroker,
 };
 use rocketmq_client_rust::{
-    DefaultMQAdminExt, DefaultMQPullConsumer, MessageSelector, OffsetAdmin, PullResult, PullStatus,
+    ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, DefaultMQAdminExt,
+    DefaultMQPullConsumer, MessageSelector, OffsetAdmin, PullResult, PullStatus,
 };
 use rocketmq_model::common::message::message_queue::MessageQueue;
 
@@ -67,6 +71,22 @@ const MOVED_TIMEOUT: Duration = Duration::from_secs(60);
 const DUPLICATE_GRACE: Duration = Duration::from_secs(2);
 const WAIT_POLL_INTERVAL: Duration = Duration::from_millis(200);
 const TEST_TIMEOUT: Duration = Duration::from_secs(240);
+
+const TOO_SMALL_TEST_NAME: &str = "offsets_below_the_min_are_moved_up_after_retention";
+/// Messages sent in the too-small test: about 0.5 KiB each, so they span several of the
+/// [`SMALL_COMMIT_LOG_FILE_SIZE_BYTES`] files.
+const RETAINED_TEST_MESSAGES: u64 = 1200;
+/// The smallest CommitLog file the broker accepts with [`SMALL_MAX_MESSAGE_SIZE_BYTES`]
+/// (it must exceed the max message size + 64 KiB).
+const SMALL_COMMIT_LOG_FILE_SIZE_BYTES: &str = "131072";
+const SMALL_MAX_MESSAGE_SIZE_BYTES: &str = "32768";
+/// Retention runs this often in the too-small test.
+const FAST_DELETE_CHECK_INTERVAL_MS: &str = "200";
+/// Bound on retention raising every queue's min offset above 0.
+const RETENTION_TIMEOUT: Duration = Duration::from_secs(30);
+/// Once every queue's min is above 0: a few more retention passes so that every file but the
+/// one being written is gone and the mins no longer change.
+const RETENTION_SETTLE: Duration = Duration::from_secs(1);
 
 /// One `OffsetMovedEvent` as stored by the broker.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -173,7 +193,14 @@ fn check_events(
         })
         .collect();
     let mut got = events.to_vec();
-    let order = |event: &MovedEvent| (event.topic.clone(), event.queue_id);
+    let order = |event: &MovedEvent| {
+        (
+            event.topic.clone(),
+            event.queue_id,
+            event.offset_request,
+            event.offset_new,
+        )
+    };
     expected_events.sort_by_key(order);
     got.sort_by_key(order);
     assert_eq!(got, expected_events, "{who}: OffsetMovedEvents differ");
@@ -428,6 +455,243 @@ fn out_of_range_offsets_get_pull_offset_moved_and_an_event() {
             &pull_group,
             &pull_expected,
         );
+
+        if let Err(error) = puller.shutdown().await {
+            eprintln!("[client-it] classic pull consumer shutdown: {error}");
+        }
+        match Arc::try_unwrap(producer) {
+            Ok(producer) => shutdown_producer(producer).await,
+            Err(_) => unreachable!("all send tasks have finished"),
+        }
+        env.shutdown().await;
+    });
+}
+
+/// A push-consumer listener recording `(queue id, queue offset)` of every message (with its
+/// content checked) and acknowledging it.
+fn offset_recording_listener(
+    deliveries: Arc<Mutex<BTreeMap<(i32, i64), u32>>>,
+    problems: Arc<Mutex<Vec<String>>>,
+    run: String,
+) -> impl Fn(
+    &[&rocketmq_model::common::message::message_ext::MessageExt],
+    &ConsumeConcurrentlyContext,
+) -> rocketmq_client_rust::ClientResult<ConsumeConcurrentlyStatus>
+       + Send
+       + Sync
+       + 'static {
+    move |msgs, _context| {
+        for msg in msgs {
+            *deliveries
+                .lock()
+                .unwrap_or_else(|poison| poison.into_inner())
+                .entry((msg.queue_id(), msg.queue_offset()))
+                .or_insert(0) += 1;
+            if let Err(problem) = check_message(msg, &run) {
+                problems
+                    .lock()
+                    .unwrap_or_else(|poison| poison.into_inner())
+                    .push(problem);
+            }
+        }
+        Ok(ConsumeConcurrentlyStatus::ConsumeSuccess)
+    }
+}
+
+#[test]
+fn offsets_below_the_min_are_moved_up_after_retention() {
+    let mut broker = TestBroker::start(&[
+        (
+            "RINGMQ_STORE_COMMIT_LOG_FILE_SIZE_BYTES",
+            SMALL_COMMIT_LOG_FILE_SIZE_BYTES,
+        ),
+        (
+            "RINGMQ_STORE_MAX_MESSAGE_SIZE_BYTES",
+            SMALL_MAX_MESSAGE_SIZE_BYTES,
+        ),
+        ("RINGMQ_STORE_FILE_RESERVED_TIME_HOURS", "0"),
+        (
+            "RINGMQ_STORE_DELETE_CHECK_INTERVAL_MS",
+            FAST_DELETE_CHECK_INTERVAL_MS,
+        ),
+    ])
+    .expect("start broker");
+    let Some(process) = broker.local_mut() else {
+        eprintln!(
+            "[client-it] SKIPPED {TOO_SMALL_TEST_NAME}: needs ringmq (retention settings, \
+             OffsetMovedEvents)"
+        );
+        return;
+    };
+    let namesrv = process.namesrv_addr();
+    run_bounded(TOO_SMALL_TEST_NAME, TEST_TIMEOUT, async move {
+        let run = unique_name("r");
+        let topic = unique_name("it_small");
+        let pull_group = unique_name("it_small_pull_cg");
+        let push_group = unique_name("it_small_push_cg");
+        let env = ClientEnv::new("offset-too-small").expect("client runtime");
+
+        let mut producer = start_producer(&env, &namesrv, &unique_name("it_pg"))
+            .await
+            .expect("start producer");
+        create_topic(&mut producer, &topic, TEST_TOPIC_QUEUES)
+            .await
+            .expect("create topic");
+        let producer = Arc::new(producer);
+        let sent = send_range(
+            Arc::clone(&producer),
+            &topic,
+            &run,
+            0..RETAINED_TEST_MESSAGES,
+            false,
+        )
+        .await;
+        assert!(
+            sent.failures.is_empty(),
+            "sends failed: {:?}",
+            sent.failures
+        );
+
+        let puller = DefaultMQPullConsumer::builder(env.runtime())
+            .consumer_group(pull_group.clone())
+            .name_server_addr(namesrv.clone())
+            .build()
+            .expect("build classic pull consumer");
+        puller.start().await.expect("start classic pull consumer");
+        let mut queues = puller
+            .fetch_subscribe_message_queues(&topic)
+            .await
+            .expect("queues of the topic");
+        queues.sort_by_key(MessageQueue::queue_id);
+        assert_eq!(queues.len(), TEST_TOPIC_QUEUES as usize, "{queues:?}");
+
+        // Retention deletes every CommitLog file but the one being written.
+        let deadline = Instant::now() + RETENTION_TIMEOUT;
+        loop {
+            let mut all_above_zero = true;
+            for queue in &queues {
+                all_above_zero &= puller.min_offset(queue).await.expect("min offset") > 0;
+            }
+            if all_above_zero {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "retention did not raise every queue's min offset above 0 within {} s",
+                RETENTION_TIMEOUT.as_secs()
+            );
+            tokio::time::sleep(WAIT_POLL_INTERVAL).await;
+        }
+        tokio::time::sleep(RETENTION_SETTLE).await;
+        let mut ranges: BTreeMap<i32, (i64, i64)> = BTreeMap::new();
+        for queue in &queues {
+            let min = puller.min_offset(queue).await.expect("min offset");
+            let max = puller.max_offset(queue).await.expect("max offset");
+            assert!(0 < min && min < max, "{queue:?}: min {min}, max {max}");
+            ranges.insert(queue.queue_id(), (min, max));
+            for requested in [0, min - 1] {
+                let moved = puller
+                    .pull(queue, "*", requested, PULL_BATCH)
+                    .await
+                    .expect("pull below the min");
+                assert_moved(&moved, queue, requested, min as u64);
+            }
+            let found = puller
+                .pull(queue, "*", min, 1)
+                .await
+                .expect("pull at the min");
+            let first = found.msg_found_list().unwrap_or_default().first().cloned();
+            assert_eq!(
+                (found.pull_status(), first.map(|msg| msg.queue_offset())),
+                (&PullStatus::Found, Some(min)),
+                "pull {queue:?} at its min {min}: {found}"
+            );
+        }
+        eprintln!("[client-it] after retention (min, max) per queue: {ranges:?}");
+
+        // A new group starting from the first offset pulls at 0 and is moved to the min.
+        let deliveries = Arc::new(Mutex::new(BTreeMap::new()));
+        let problems = Arc::new(Mutex::new(Vec::new()));
+        let expected: BTreeMap<(i32, i64), u32> = ranges
+            .iter()
+            .flat_map(|(&queue_id, &(min, max))| {
+                (min..max).map(move |offset| ((queue_id, offset), 1))
+            })
+            .collect();
+        let started = Instant::now();
+        let consumer = start_push_consumer_with_selector(
+            &env,
+            &namesrv,
+            &push_group,
+            &topic,
+            MessageSelector::by_tag("*"),
+            None,
+            offset_recording_listener(Arc::clone(&deliveries), Arc::clone(&problems), run.clone()),
+        )
+        .await
+        .expect("start push consumer");
+        let complete = wait_until(CONSUME_TIMEOUT, WAIT_POLL_INTERVAL, || {
+            let got = deliveries
+                .lock()
+                .unwrap_or_else(|poison| poison.into_inner());
+            expected.keys().all(|key| got.contains_key(key))
+        })
+        .await;
+        eprintln!(
+            "[client-it] push consumer had every retained message: {complete} after {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+        tokio::time::sleep(DUPLICATE_GRACE).await;
+        shutdown_push_consumer(consumer).await;
+        let got = deliveries
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .clone();
+        let problems = problems
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .clone();
+        assert!(problems.is_empty(), "content problems: {problems:#?}");
+        let missing: Vec<&(i32, i64)> = expected
+            .keys()
+            .filter(|key| !got.contains_key(key))
+            .collect();
+        let unexpected: Vec<(&(i32, i64), &u32)> = got
+            .iter()
+            .filter(|(key, count)| expected.get(key) != Some(count))
+            .collect();
+        assert!(
+            missing.is_empty() && unexpected.is_empty(),
+            "push consumer: {} retained messages missing (first {:?}); (queue, offset) -> count \
+             not exactly once in min..max: {:?}",
+            missing.len(),
+            &missing[..missing.len().min(20)],
+            &unexpected[..unexpected.len().min(20)]
+        );
+
+        let mut event_queues = puller
+            .fetch_subscribe_message_queues(OFFSET_MOVED_EVENT)
+            .await
+            .expect("queues of OFFSET_MOVED_EVENT");
+        assert_eq!(event_queues.len(), 1, "{event_queues:?}");
+        let event_queue = event_queues.remove(0);
+        let mut pull_expected = Vec::new();
+        let mut push_expected = Vec::new();
+        for queue in &queues {
+            let (min, _) = ranges[&queue.queue_id()];
+            pull_expected.push((queue, 0, min));
+            pull_expected.push((queue, min - 1, min));
+            push_expected.push((queue, 0, min));
+        }
+        let pull_events = events_of(&puller, &event_queue, &pull_group).await;
+        check_events(
+            "classic pull group",
+            &pull_events,
+            &pull_group,
+            &pull_expected,
+        );
+        let push_events = events_of(&puller, &event_queue, &push_group).await;
+        check_events("push group", &push_events, &push_group, &push_expected);
 
         if let Err(error) = puller.shutdown().await {
             eprintln!("[client-it] classic pull consumer shutdown: {error}");
