@@ -35,7 +35,7 @@ mod common;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -147,12 +147,15 @@ impl Shape {
 struct Bench {
     ctrl: Arc<BrokerController>,
     stop: StopFlag,
-    wake_thread: Option<JoinHandle<()>>,
+    wake_threads: Vec<JoinHandle<()>>,
     _dir: tempfile::TempDir,
     conns: Vec<Conn>,
     next_opaque: i32,
     born_host: SocketAddr,
 }
+
+/// `RINGMQ_LONGPOLL_WAKE_THREADS` for the brokers the next cell builds.
+static WAKE_THREADS: AtomicU64 = AtomicU64::new(0);
 
 struct Conn {
     ctx: ConnectionContext,
@@ -169,10 +172,11 @@ impl Bench {
         // One response per parked pull at most can be queued on a connection at once.
         config.server.write_queue_max = pulls_per_connection as u64 + 16;
         let write_queue_max = config.server.write_queue_max as usize;
+        config.longpoll.wake_threads = WAKE_THREADS.load(Ordering::Relaxed);
         let parts = build_controller(config).expect("build controller");
         let stop = StopFlag::new();
-        let wake_thread =
-            start_pull_wake(&parts.ctrl, parts.wake_rx, &stop).expect("pull-wake thread");
+        let wake_threads =
+            start_pull_wake(&parts.ctrl, parts.wake_rx, &stop).expect("pull-wake threads");
         let addr: SocketAddr = "127.0.0.1:10911".parse().expect("literal address");
         let conn_count = parked.div_ceil(pulls_per_connection).max(1);
         let conns = (0..conn_count)
@@ -186,7 +190,7 @@ impl Bench {
         Bench {
             ctrl: parts.ctrl,
             stop,
-            wake_thread: Some(wake_thread),
+            wake_threads,
             _dir: dir,
             conns,
             next_opaque: 1,
@@ -252,7 +256,7 @@ impl Bench {
 
     fn close(mut self) {
         self.stop.raise();
-        if let Some(t) = self.wake_thread.take() {
+        for t in self.wake_threads.drain(..) {
             t.join().expect("pull-wake thread");
         }
         self.ctrl.store.shutdown().expect("store shutdown");
@@ -298,19 +302,21 @@ fn check_response(frame: Outbound, opaque: i32) {
     }
 }
 
-/// (ns on a CPU, ns waiting on a run queue) of the pull-wake thread, from
+/// (ns on a CPU, ns waiting on a run queue) of the pull-wake threads together, from
 /// `/proc/self/task/<tid>/schedstat`; `None` when the kernel does not provide it.
 fn pull_wake_schedstat() -> Option<(u64, u64)> {
+    let mut total = None;
     for entry in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
         let comm = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
-        // Thread names are cut to 15 bytes: "ringmq-pull-wake" shows as "ringmq-pull-wak".
-        if comm.trim_end().starts_with("ringmq-pull-wak") {
+        if comm.trim_end().starts_with("ringmq-wake-") {
             let stat = std::fs::read_to_string(entry.path().join("schedstat")).ok()?;
             let mut fields = stat.split_whitespace().map(|f| f.parse::<u64>().ok());
-            return Some((fields.next()??, fields.next()??));
+            let (cpu, wait) = (fields.next()??, fields.next()??);
+            let (c, w) = total.unwrap_or((0, 0));
+            total = Some((c + cpu, w + wait));
         }
     }
-    None
+    total
 }
 
 /// Per woken pull: (CPU ns, run-queue wait ns) of the pull-wake thread between two readings.
@@ -582,8 +588,20 @@ fn main() {
          detached connection; size_of::<ParkedPullRequest>() = {} bytes\n",
         std::mem::size_of::<ParkedPullRequest>()
     );
+    // RINGMQ_BENCH_WAKE_THREADS: comma list of RINGMQ_LONGPOLL_WAKE_THREADS values to run
+    // (0 = one per core, the broker's default).
+    let wake_thread_counts: Vec<u64> = std::env::var("RINGMQ_BENCH_WAKE_THREADS")
+        .unwrap_or_else(|_| "0".to_string())
+        .split(',')
+        .map(|s| {
+            s.trim()
+                .parse()
+                .expect("RINGMQ_BENCH_WAKE_THREADS: comma list")
+        })
+        .collect();
     let mut table = Table::new(&[
         "layout",
+        "wake threads",
         "parked pulls",
         "woken per append",
         "latencies per repeat",
@@ -597,7 +615,11 @@ fn main() {
         "pull-wake CPU µs per woken pull",
         "pull-wake run-queue wait µs per woken pull",
     ]);
-    for layout in [Shape::Spread, Shape::OneQueue] {
+    for (layout, &wake_threads) in [Shape::Spread, Shape::OneQueue]
+        .into_iter()
+        .flat_map(|l| wake_thread_counts.iter().map(move |w| (l, w)))
+    {
+        WAKE_THREADS.store(wake_threads, Ordering::Relaxed);
         for &n in &sizes {
             let mut reps = Vec::new();
             for _ in 0..repeats {
@@ -621,6 +643,13 @@ fn main() {
                 .collect();
             table.row(vec![
                 layout.name().to_string(),
+                match wake_threads {
+                    0 => format!(
+                        "{} (one per core)",
+                        std::thread::available_parallelism().map_or(1, |n| n.get())
+                    ),
+                    w => w.to_string(),
+                },
                 n.to_string(),
                 match layout {
                     Shape::Spread => "1".to_string(),
@@ -642,7 +671,7 @@ fn main() {
     println!("## Wake-up latency (append → response in the parked connection's queue)\n");
     println!(
         "Figures are the median over repeats of each repeat's percentile. The last two columns \
-         come from the pull-wake thread's /proc schedstat: CPU time it used, and time it was \
+         come from the pull-wake threads' /proc schedstat (summed): CPU time they used, and time they were \
          runnable but waiting for a CPU (other processes on this shared machine), per woken \
          pull.\n"
     );

@@ -100,6 +100,9 @@ pub struct StoreSection {
     pub io_thread_rings_max: u64,
 }
 
+/// Most pull-wake threads (`RINGMQ_LONGPOLL_WAKE_THREADS`).
+pub const WAKE_THREADS_MAX: u64 = 64;
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct LongpollSection {
     pub enabled: bool,
@@ -107,6 +110,8 @@ pub struct LongpollSection {
     pub check_interval_ms: u64,
     pub short_polling_time_ms: u64,
     pub parked_pulls_max: u64,
+    /// Threads re-executing woken pulls; 0 = one per core.
+    pub wake_threads: u64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -245,6 +250,7 @@ impl Default for Config {
                 check_interval_ms: 5_000,
                 short_polling_time_ms: 1_000,
                 parked_pulls_max: 200_000,
+                wake_threads: 0,
             },
             server: ServerSection {
                 worker_threads: 0,
@@ -777,6 +783,12 @@ pub fn fields() -> &'static [FieldSpec] {
             "Most pulls parked at once; beyond it pulls are answered at once."
         ),
         field!(
+            "RINGMQ_LONGPOLL_WAKE_THREADS",
+            "",
+            longpoll.wake_threads,
+            "Threads re-executing woken pulls (Java's pullMessageExecutor for wake-ups); 0 = one per core."
+        ),
+        field!(
             "RINGMQ_SERVER_WORKER_THREADS",
             "",
             server.worker_threads,
@@ -1009,6 +1021,12 @@ impl Config {
             "RINGMQ_LONGPOLL_PARKED_PULLS_MAX",
             l.parked_pulls_max.to_string(),
             "must be at least 1",
+        );
+        check(
+            l.wake_threads <= WAKE_THREADS_MAX,
+            "RINGMQ_LONGPOLL_WAKE_THREADS",
+            l.wake_threads.to_string(),
+            "must be at most 64 (0 = one per core)",
         );
         let v = &self.server;
         check(

@@ -2,6 +2,11 @@
 //! re-executes parked pulls that an arrival woke, and every `check_interval_ms` runs the hold
 //! table's check, which answers pulls whose time is up and catches missed wake-ups.
 //!
+//! Several threads (`RINGMQ_LONGPOLL_WAKE_THREADS`, one per core by default) share one wake
+//! channel; the first also runs the periodic check. When one arrival wakes many pulls (many
+//! groups on one queue), the thread that drained them runs the first itself and puts the rest
+//! back on the channel, so every wake thread re-executes a share of them.
+//!
 //! The store calls [`ArrivalNotifier::arriving`] on the appending thread. That only asks the
 //! hold table whether anything is parked on the queue (an atomic load after a shard lookup)
 //! and, if so, hands the arrival to this thread; the filters, the drain and the re-executed
@@ -84,7 +89,7 @@ impl ArrivalListener for ArrivalNotifier {
 }
 
 /// Runs one wake item on the pull-wake thread.
-fn handle(ctrl: &Arc<BrokerController>, item: WakeItem, unsent: &mut Unsent) {
+fn handle(ctrl: &Arc<BrokerController>, item: WakeItem, share_fan_out: bool, unsent: &mut Unsent) {
     match item {
         WakeItem::Pull { pull, reason } => execute_when_wakeup(ctrl, pull, reason, unsent),
         WakeItem::Arrival {
@@ -101,10 +106,32 @@ fn handle(ctrl: &Arc<BrokerController>, item: WakeItem, unsent: &mut Unsent) {
                 tags_code,
                 &properties,
             );
-            for (pull, reason) in woken {
-                execute_when_wakeup(ctrl, pull, reason, unsent);
-            }
+            run_woken(ctrl, woken, share_fan_out, unsent);
         }
+    }
+}
+
+/// Re-executes the pulls one drain woke. With `share_fan_out` this thread runs the first and
+/// queues the rest on the wake channel, where every wake thread (this one too) takes a share.
+fn run_woken(
+    ctrl: &Arc<BrokerController>,
+    woken: Vec<(ParkedPullRequest, WakeReason)>,
+    share_fan_out: bool,
+    unsent: &mut Unsent,
+) {
+    let mut woken = woken.into_iter();
+    let Some((first, first_reason)) = woken.next() else {
+        return;
+    };
+    if share_fan_out {
+        // Queued before running the first, so idle threads start on them at once.
+        for (pull, reason) in woken.by_ref() {
+            ctrl.wake(pull, reason);
+        }
+    }
+    execute_when_wakeup(ctrl, first, first_reason, unsent);
+    for (pull, reason) in woken {
+        execute_when_wakeup(ctrl, pull, reason, unsent);
     }
 }
 
@@ -173,49 +200,65 @@ const STOP_POLL_INTERVAL_MS: u64 = 100;
 /// How soon responses held back by a full write queue are retried.
 const UNSENT_RETRY_INTERVAL_MS: u64 = 1;
 
-/// The service loop; returns when `stop` is raised, the controller is dropped or the channel
-/// closes.
-pub fn run(
-    ctrl: Weak<BrokerController>,
-    wake_rx: Receiver<WakeItem>,
-    check_interval_ms: u64,
-    stop: StopFlag,
-) {
-    let interval = Duration::from_millis(check_interval_ms.max(1));
-    let mut next_check = Instant::now() + interval;
-    let mut unsent = Unsent::default();
-    while !stop.is_raised() {
-        unsent.retry();
-        let poll_ms = if unsent.is_empty() {
-            STOP_POLL_INTERVAL_MS
-        } else {
-            UNSENT_RETRY_INTERVAL_MS
-        };
-        let timeout = next_check
-            .saturating_duration_since(Instant::now())
-            .min(Duration::from_millis(poll_ms));
-        match wake_rx.recv_timeout(timeout) {
-            Ok(item) => {
-                let Some(ctrl) = ctrl.upgrade() else { return };
-                handle(&ctrl, item, &mut unsent);
-                // Drain what is already queued without re-checking the clock each time.
-                while let Ok(item) = wake_rx.try_recv() {
-                    handle(&ctrl, item, &mut unsent);
+/// One pull-wake thread.
+pub struct WakeService {
+    pub ctrl: Weak<BrokerController>,
+    pub wake_rx: Receiver<WakeItem>,
+    /// Run the hold table's periodic check at this period (on one thread only).
+    pub check_interval_ms: Option<u64>,
+    /// Other threads share the channel: hand them the pulls one arrival wakes.
+    pub share_fan_out: bool,
+    pub stop: StopFlag,
+}
+
+impl WakeService {
+    /// The service loop; returns when `stop` is raised, the controller is dropped or the
+    /// channel closes.
+    pub fn run(self) {
+        let WakeService {
+            ctrl,
+            wake_rx,
+            check_interval_ms,
+            share_fan_out,
+            stop,
+        } = self;
+        let interval = check_interval_ms.map(|ms| Duration::from_millis(ms.max(1)));
+        let mut next_check = interval.map(|i| Instant::now() + i);
+        let mut unsent = Unsent::default();
+        while !stop.is_raised() {
+            unsent.retry();
+            let poll_ms = if unsent.is_empty() {
+                STOP_POLL_INTERVAL_MS
+            } else {
+                UNSENT_RETRY_INTERVAL_MS
+            };
+            let mut timeout = Duration::from_millis(poll_ms);
+            if let Some(next) = next_check {
+                timeout = timeout.min(next.saturating_duration_since(Instant::now()));
+            }
+            match wake_rx.recv_timeout(timeout) {
+                Ok(item) => {
+                    let Some(ctrl) = ctrl.upgrade() else { return };
+                    handle(&ctrl, item, share_fan_out, &mut unsent);
+                    // Drain what is already queued without re-checking the clock each time.
+                    while let Ok(item) = wake_rx.try_recv() {
+                        handle(&ctrl, item, share_fan_out, &mut unsent);
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+            if let (Some(next), Some(interval)) = (next_check, interval) {
+                if Instant::now() >= next {
+                    let Some(ctrl) = ctrl.upgrade() else { return };
+                    let store = ctrl.store.clone();
+                    let due = ctrl.hold_table.check_expired(now_ms(), |topic, queue_id| {
+                        store.max_offset_in_queue(topic, queue_id)
+                    });
+                    run_woken(&ctrl, due, share_fan_out, &mut unsent);
+                    next_check = Some(Instant::now() + interval);
                 }
             }
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => return,
-        }
-        if Instant::now() >= next_check {
-            let Some(ctrl) = ctrl.upgrade() else { return };
-            let store = ctrl.store.clone();
-            let due = ctrl.hold_table.check_expired(now_ms(), |topic, queue_id| {
-                store.max_offset_in_queue(topic, queue_id)
-            });
-            for (pull, reason) in due {
-                execute_when_wakeup(&ctrl, pull, reason, &mut unsent);
-            }
-            next_check = Instant::now() + interval;
         }
     }
 }
@@ -256,5 +299,119 @@ mod tests {
         drop(rx);
         unsent.retry();
         assert!(unsent.is_empty());
+    }
+
+    /// One arrival waking many pulls on one queue: with several wake threads sharing the
+    /// fan-out, every parked pull is answered exactly once, with the message.
+    #[test]
+    fn a_fan_out_shared_by_several_wake_threads_answers_every_pull_once() {
+        use crate::broker::processor::pull::pull_sys_flag;
+        use crate::broker::startup::{build_controller, start_pull_wake};
+        use crate::config::Config;
+        use crate::remoting::codes::{request_code, response_code};
+        use crate::remoting::headers::PullMessageRequestHeader;
+        use crate::store::format::encode_properties;
+        use crate::store::MessageToStore;
+
+        const CONNECTIONS: usize = 6;
+        const PULLS_PER_CONNECTION: usize = 20;
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = Config::default();
+        config.store.root_dir = dir.path().join("store");
+        config.longpoll.wake_threads = 3;
+        let parts = build_controller(config).unwrap();
+        let ctrl = parts.ctrl;
+        let stop = StopFlag::new();
+        let threads = start_pull_wake(&ctrl, parts.wake_rx, &stop).unwrap();
+        assert_eq!(threads.len(), 3);
+        ctrl.topics
+            .create_topic_if_absent("FanOut", 1, 6, 0)
+            .unwrap();
+        let addr: std::net::SocketAddr = "127.0.0.1:10911".parse().unwrap();
+        let mut receivers = Vec::new();
+        let mut opaque = 0;
+        for c in 0..CONNECTIONS {
+            let remote = std::net::SocketAddr::new(addr.ip(), 20_000 + c as u16);
+            let (ctx, rx) = ConnectionContext::detached(c as u64, remote, addr, 64);
+            for _ in 0..PULLS_PER_CONNECTION {
+                opaque += 1;
+                let header = PullMessageRequestHeader {
+                    // Each pull its own group, as many groups reading one queue.
+                    consumer_group: format!("g{opaque}"),
+                    topic: "FanOut".to_string(),
+                    queue_id: 0,
+                    queue_offset: 0,
+                    max_msg_nums: 32,
+                    sys_flag: pull_sys_flag::SUSPEND | pull_sys_flag::SUBSCRIPTION,
+                    commit_offset: 0,
+                    suspend_timeout_millis: 20_000,
+                    subscription: Some("*".to_string()),
+                    sub_version: 0,
+                    expression_type: Some("TAG".to_string()),
+                    max_msg_bytes: None,
+                    request_source: None,
+                    proxy_froward_client_id: None,
+                };
+                let mut request =
+                    RemotingCommand::request(request_code::PULL_MESSAGE).with_opaque(opaque);
+                header.encode(&mut request);
+                let outcome = pull::process_request(&ctrl, &request, remote, ctx.sender());
+                assert!(
+                    matches!(outcome, PullOutcome::Parked),
+                    "pull {opaque} must park"
+                );
+            }
+            receivers.push((ctx, rx));
+        }
+        ctrl.store
+            .put_message(&MessageToStore {
+                topic: "FanOut".to_string(),
+                queue_id: 0,
+                flag: 0,
+                body: bytes::Bytes::from_static(b"hello"),
+                properties: encode_properties([("TAGS", "TagA")]),
+                sys_flag: 0,
+                born_timestamp_ms: 1_700_000_000_000,
+                born_host: addr,
+                reconsume_times: 0,
+                prepared_transaction_offset: 0,
+            })
+            .unwrap();
+        let mut answered = std::collections::BTreeMap::new();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while answered.len() < CONNECTIONS * PULLS_PER_CONNECTION && Instant::now() < deadline {
+            for (_, rx) in receivers.iter_mut() {
+                while let Ok(outbound) = rx.try_recv() {
+                    let Outbound::Command(response) = outbound else {
+                        panic!("a 5-byte message is sent by copy");
+                    };
+                    assert_eq!(
+                        response.code,
+                        response_code::SUCCESS,
+                        "{:?}",
+                        response.remark
+                    );
+                    *answered.entry(response.opaque).or_insert(0) += 1;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // Nothing more may come after everyone got an answer.
+        std::thread::sleep(Duration::from_millis(100));
+        for (_, rx) in receivers.iter_mut() {
+            while let Ok(Outbound::Command(response)) = rx.try_recv() {
+                *answered.entry(response.opaque).or_insert(0) += 1;
+            }
+        }
+        let expected: std::collections::BTreeMap<i32, i32> = (1..=opaque).map(|o| (o, 1)).collect();
+        assert_eq!(
+            answered, expected,
+            "every parked pull answered exactly once"
+        );
+        stop.raise();
+        for t in threads {
+            t.join().unwrap();
+        }
+        ctrl.store.shutdown().unwrap();
     }
 }

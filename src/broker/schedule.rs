@@ -90,7 +90,7 @@ pub fn start(
         .name("ringmq-schedule".into())
         .spawn(move || run(&ctrl, &shutdown))
         .map_err(|source| StartupError::Thread {
-            name: "ringmq-schedule",
+            name: "ringmq-schedule".to_string(),
             source,
         })
 }

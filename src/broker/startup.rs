@@ -45,18 +45,19 @@ pub enum StartupError {
     Config(String),
     #[error("cannot start thread {name}: {source}")]
     Thread {
-        name: &'static str,
+        name: String,
         #[source]
         source: std::io::Error,
     },
 }
 
 fn spawn(
-    name: &'static str,
+    name: impl Into<String>,
     f: impl FnOnce() + Send + 'static,
 ) -> Result<JoinHandle<()>, StartupError> {
+    let name = name.into();
     std::thread::Builder::new()
-        .name(name.to_string())
+        .name(name.clone())
         .spawn(f)
         .map_err(|source| StartupError::Thread { name, source })
 }
@@ -324,23 +325,40 @@ pub fn build_controller(config: Config) -> Result<ControllerParts, StartupError>
     })
 }
 
-/// Starts the pull-wake thread: re-executes woken pulls and runs the hold table's periodic
-/// check (every `check_interval_ms`, or `short_polling_time_ms` with long polling off).
+/// The number of pull-wake threads `RINGMQ_LONGPOLL_WAKE_THREADS` asks for (0 = one per core).
+pub fn wake_threads(config: &Config) -> usize {
+    match config.longpoll.wake_threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n as usize,
+    }
+}
+
+/// Starts the pull-wake threads (`ringmq-wake-<i>`): they share the wake channel and re-execute
+/// woken pulls; the first also runs the hold table's periodic check (every `check_interval_ms`,
+/// or `short_polling_time_ms` with long polling off).
 pub fn start_pull_wake(
     ctrl: &Arc<BrokerController>,
     wake_rx: crossbeam::channel::Receiver<WakeItem>,
     stop: &StopFlag,
-) -> Result<JoinHandle<()>, StartupError> {
+) -> Result<Vec<JoinHandle<()>>, StartupError> {
     let check_ms = if ctrl.config.longpoll.enabled {
         ctrl.config.longpoll.check_interval_ms
     } else {
         ctrl.config.longpoll.short_polling_time_ms
     };
-    let weak = Arc::downgrade(ctrl);
-    let wake_stop = stop.clone();
-    spawn("ringmq-pull-wake", move || {
-        longpoll_service::run(weak, wake_rx, check_ms, wake_stop)
-    })
+    let threads = wake_threads(&ctrl.config);
+    (0..threads)
+        .map(|i| {
+            let service = longpoll_service::WakeService {
+                ctrl: Arc::downgrade(ctrl),
+                wake_rx: wake_rx.clone(),
+                check_interval_ms: (i == 0).then_some(check_ms),
+                share_fan_out: threads > 1,
+                stop: stop.clone(),
+            };
+            spawn(format!("ringmq-wake-{i}"), move || service.run())
+        })
+        .collect()
 }
 
 /// Starts the broker (and, without RINGMQ_NAMESRV_ADDR, an embedded name server first).
@@ -372,12 +390,12 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
     } = build_controller(config)?;
     let shutdown = ShutdownSignal::new();
     let stop = StopFlag::new();
-    let mut threads = vec![
-        start_pull_wake(&ctrl, wake_rx, &stop)?,
+    let mut threads = start_pull_wake(&ctrl, wake_rx, &stop)?;
+    threads.extend([
         start_offset_flusher(&ctrl, &stop)?,
         start_housekeeping(&ctrl, &stop)?,
         schedule::start(&ctrl, &stop)?,
-    ];
+    ]);
     let main_addr = SocketAddr::new(
         ip(&ctrl.config.broker.bind_ip, "RINGMQ_BROKER_BIND_IP")?,
         ctrl.config.broker.listen_port,
