@@ -154,8 +154,8 @@ struct Bench {
     born_host: SocketAddr,
 }
 
-/// `RINGMQ_LONGPOLL_WAKE_THREADS` for the brokers the next cell builds.
-static WAKE_THREADS: AtomicU64 = AtomicU64::new(0);
+/// `RINGMQ_LONGPOLL_WAKE_THREADS` for the brokers the next cell builds (set before each cell).
+static WAKE_THREADS: AtomicU64 = AtomicU64::new(1);
 
 struct Conn {
     ctx: ConnectionContext,
@@ -589,9 +589,9 @@ fn main() {
         std::mem::size_of::<ParkedPullRequest>()
     );
     // RINGMQ_BENCH_WAKE_THREADS: comma list of RINGMQ_LONGPOLL_WAKE_THREADS values to run
-    // (0 = one per core, the broker's default).
+    // (0 = one per core); default the broker's default.
     let wake_thread_counts: Vec<u64> = std::env::var("RINGMQ_BENCH_WAKE_THREADS")
-        .unwrap_or_else(|_| "0".to_string())
+        .unwrap_or_else(|_| Config::default().longpoll.wake_threads.to_string())
         .split(',')
         .map(|s| {
             s.trim()

@@ -110,7 +110,7 @@ pub struct LongpollSection {
     pub check_interval_ms: u64,
     pub short_polling_time_ms: u64,
     pub parked_pulls_max: u64,
-    /// Threads re-executing woken pulls; 0 = one per core.
+    /// Threads re-executing woken pulls; 0 = one per core. Default 1 (measured).
     pub wake_threads: u64,
 }
 
@@ -250,7 +250,9 @@ impl Default for Config {
                 check_interval_ms: 5_000,
                 short_polling_time_ms: 1_000,
                 parked_pulls_max: 200_000,
-                wake_threads: 0,
+                // Measured (docs/BENCHMARKS.md): on 2 cores a second wake thread made the
+                // common one-waiter wake-up slower and did not speed up wide fan-outs.
+                wake_threads: 1,
             },
             server: ServerSection {
                 worker_threads: 0,
@@ -786,7 +788,7 @@ pub fn fields() -> &'static [FieldSpec] {
             "RINGMQ_LONGPOLL_WAKE_THREADS",
             "",
             longpoll.wake_threads,
-            "Threads re-executing woken pulls (Java's pullMessageExecutor for wake-ups); 0 = one per core."
+            "Threads re-executing woken pulls and sharing wide fan-outs; 0 = one per core."
         ),
         field!(
             "RINGMQ_SERVER_WORKER_THREADS",
