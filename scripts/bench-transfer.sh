@@ -22,9 +22,9 @@
 #   TRANSFER_LAYOUTS        layouts to run ["single many"]
 #   TRANSFER_SIZES          body sizes in bytes ["128 4096 65536 1048576"]
 #   TRANSFER_MODES          modes ["copy zerocopy auto"]
-#   TRANSFER_REPS           measured rounds per point [3]
+#   TRANSFER_REPS           measured rounds per point [5]
 #   TRANSFER_SMALL_BACKLOG_BYTES  backlog of bodies for sizes < 4096 [134217728 = 128 MiB]
-#   TRANSFER_BACKLOG_BYTES  backlog of bodies for the other sizes [1073741824 = 1 GiB]
+#   TRANSFER_BACKLOG_BYTES  backlog of bodies for the other sizes [2147483648 = 2 GiB]
 #   TRANSFER_MANY_TOPICS    topics of the many layout [64]
 #   TRANSFER_RUN_LIMIT_S    longest fill and longest consume of one run, at most 600 [300]
 #   TRANSFER_READY_TIMEOUT_S  seconds to wait for a broker to listen [120]
@@ -42,9 +42,9 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TRANSFER_LAYOUTS=${TRANSFER_LAYOUTS:-"single many"}
 TRANSFER_SIZES=${TRANSFER_SIZES:-"128 4096 65536 1048576"}
 TRANSFER_MODES=${TRANSFER_MODES:-"copy zerocopy auto"}
-TRANSFER_REPS=${TRANSFER_REPS:-3}
+TRANSFER_REPS=${TRANSFER_REPS:-5}
 TRANSFER_SMALL_BACKLOG_BYTES=${TRANSFER_SMALL_BACKLOG_BYTES:-134217728}
-TRANSFER_BACKLOG_BYTES=${TRANSFER_BACKLOG_BYTES:-1073741824}
+TRANSFER_BACKLOG_BYTES=${TRANSFER_BACKLOG_BYTES:-2147483648}
 TRANSFER_MANY_TOPICS=${TRANSFER_MANY_TOPICS:-64}
 TRANSFER_RUN_LIMIT_S=${TRANSFER_RUN_LIMIT_S:-300}
 TRANSFER_READY_TIMEOUT_S=${TRANSFER_READY_TIMEOUT_S:-120}
