@@ -256,9 +256,9 @@ impl Default for Config {
                 mode: TransferMode::Auto,
                 msg_by_heap: None,
                 // Break-evens measured with `ringmq-bench catchup` (docs/BENCHMARKS.md, "Pull
-                // response transfer"): interleaved records, copy won at 8 KiB and zero-copy at
-                // 16 KiB; contiguous records, copy won at 4 KiB and zero-copy at 8 KiB.
-                auto_zerocopy_min_range_bytes: 12 * 1024,
+                // response transfer"): interleaved records, copy won at 16 KiB and zero-copy at
+                // 32 KiB; contiguous records, copy tied or won at 4 KiB, zero-copy won at 8 KiB.
+                auto_zerocopy_min_range_bytes: 24 * 1024,
                 auto_zerocopy_min_message_bytes: 6 * 1024,
             },
             log: LogSection {

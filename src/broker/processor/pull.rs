@@ -710,7 +710,8 @@ mod tests {
             (128, false, false),
             (4096, false, false),
             (8192, false, false),
-            (16384, false, true),
+            (16384, false, false),
+            (32768, false, true),
             (65536, false, true),
             (1 << 20, false, true),
         ] {
