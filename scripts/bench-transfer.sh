@@ -281,7 +281,7 @@ transfer_main() {
     echo "- git revision: $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown)"
     echo "- machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores, Linux $(uname -r)"
     echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'), $(($(date +%s) - started)) s; load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
-    echo "- command: TRANSFER_REPS=$TRANSFER_REPS TRANSFER_SMALL_BACKLOG_BYTES=$TRANSFER_SMALL_BACKLOG_BYTES TRANSFER_BACKLOG_BYTES=$TRANSFER_BACKLOG_BYTES TRANSFER_MANY_TOPICS=$TRANSFER_MANY_TOPICS scripts/bench-transfer.sh"
+    echo "- command: TRANSFER_LAYOUTS=\"$TRANSFER_LAYOUTS\" TRANSFER_SIZES=\"$TRANSFER_SIZES\" TRANSFER_MODES=\"$TRANSFER_MODES\" TRANSFER_REPS=$TRANSFER_REPS TRANSFER_SMALL_BACKLOG_BYTES=$TRANSFER_SMALL_BACKLOG_BYTES TRANSFER_BACKLOG_BYTES=$TRANSFER_BACKLOG_BYTES TRANSFER_MANY_TOPICS=$TRANSFER_MANY_TOPICS scripts/bench-transfer.sh"
     echo "- each figure: median of $TRANSFER_REPS runs; MiB/s and s/GiB are of whole records received (pull response bodies)"
     echo "- auto check: ok when auto's median total CPU is at most the worst run of the better fixed mode"
     echo
