@@ -52,6 +52,8 @@ pub const BACKLOG_MAX_BYTES: u64 = 64 * 1024 * 1024 * 1024;
 /// Java client `pullBatchSize`.
 pub const PULL_BATCH_DEFAULT: i32 = 32;
 pub const PULL_BATCH_MAX: i32 = 1024;
+/// Largest pid Linux hands out (`PID_MAX_LIMIT` on 64-bit: 2^22).
+pub const PID_MAX: u64 = 4 * 1024 * 1024;
 /// Echo server default queues per topic (broker `defaultTopicQueueNums`).
 pub const ECHO_QUEUES_DEFAULT: i32 = 8;
 
@@ -153,6 +155,8 @@ pub struct Args {
     pub skip_fill: bool,
     /// Catch-up: the pre-fill stops after this long even if the backlog is not complete.
     pub fill_duration_s: u64,
+    /// Catch-up: the broker process whose CPU time is sampled around the consume phase.
+    pub broker_pid: Option<u32>,
     pub report: Option<PathBuf>,
     pub svg: Option<PathBuf>,
     pub serialize: SerializeType,
@@ -299,6 +303,12 @@ const FLAGS: &[FlagSpec] = &[
         "skip-fill",
         false,
         "catchup: consume the existing backlog, do not pre-fill",
+    ),
+    flag(
+        None,
+        "broker-pid",
+        true,
+        "catchup: broker process id; report its user/sys CPU per GiB served while consuming",
     ),
     flag(None, "report", true, "write the JSON report here"),
     flag(
@@ -474,6 +484,16 @@ where
     check_name("--topic", &topic)?;
     let group = get("group").unwrap_or("benchmark_consumer").to_owned();
     check_name("--group", &group)?;
+    let broker_pid = match get("broker-pid") {
+        None => None,
+        Some(_) if kind != Kind::Catchup => {
+            return Err(BenchError::flag(
+                "--broker-pid",
+                "only the catchup kind measures the broker's CPU",
+            ))
+        }
+        Some(value) => Some(num(Some(value), "--broker-pid", 0, 1, PID_MAX)? as u32),
+    };
 
     let args = Args {
         kind,
@@ -569,6 +589,7 @@ where
             1,
             DURATION_MAX_S,
         )?,
+        broker_pid,
         report,
         svg,
         serialize,
@@ -638,6 +659,7 @@ impl Args {
             "backlog_bytes": self.backlog_bytes,
             "skip_fill": self.skip_fill,
             "fill_duration_s": self.fill_duration_s,
+            "broker_pid": self.broker_pid,
             "serialize": self.serialize.name(),
             "label": self.label,
         })
@@ -758,6 +780,11 @@ mod tests {
         let args = run(&["catchup", "--fill-duration", "30", "--skip-fill"]);
         assert_eq!(args.fill_duration_s, 30);
         assert!(args.skip_fill);
+        assert_eq!(args.broker_pid, None);
+        assert_eq!(
+            run(&["catchup", "--broker-pid", "4242"]).broker_pid,
+            Some(4242)
+        );
     }
 
     #[test]
@@ -787,6 +814,10 @@ mod tests {
             &["producer", "-t", "bad topic"],
             &["nokind"],
             &["producer", "-n"],
+            &["catchup", "--broker-pid", "0"],
+            &["catchup", "--broker-pid", "abc"],
+            &["catchup", "--broker-pid", "4194305"],
+            &["consumer", "--broker-pid", "1"],
         ] {
             assert!(parse(argv.iter().copied()).is_err(), "{argv:?} should fail");
         }

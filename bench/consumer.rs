@@ -4,7 +4,7 @@
 //! per broker (repeated every 30 s) still registers the group like a real client.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -161,6 +161,8 @@ pub struct ConsumerCtx {
     /// retry, offset moved). Many empty answers per second mean the broker is not holding.
     pulls: AtomicI64,
     empty_pulls: AtomicI64,
+    /// Bytes of SUCCESS pull response bodies: the whole records the broker sent.
+    record_bytes: AtomicU64,
     pub tasks: Mutex<Vec<Arc<QueueTask>>>,
 }
 
@@ -203,6 +205,7 @@ impl ConsumerCtx {
             filtered: AtomicI64::new(0),
             pulls: AtomicI64::new(0),
             empty_pulls: AtomicI64::new(0),
+            record_bytes: AtomicU64::new(0),
             tasks: Mutex::new(Vec::new()),
         })
     }
@@ -252,6 +255,12 @@ impl ConsumerCtx {
     }
 
     /// Messages dropped by the client-side tag re-check.
+    /// Bytes of the pull response bodies received with SUCCESS (whole message records,
+    /// headers and properties included), as opposed to the meter's message body bytes.
+    pub fn record_bytes(&self) -> u64 {
+        self.record_bytes.load(Ordering::Relaxed)
+    }
+
     pub fn filtered(&self) -> i64 {
         self.filtered.load(Ordering::Relaxed)
     }
@@ -570,6 +579,8 @@ fn on_pull(
     let header = PullMessageResponseHeader::decode(&response);
     match (response.code, header) {
         (response_code::SUCCESS, Ok(header)) => {
+            ctx.record_bytes
+                .fetch_add(response.body.len() as u64, Ordering::Relaxed);
             consume_batch(ctx, &task, &response.body, sent_at);
             task.next_offset
                 .store(header.next_begin_offset, Ordering::Relaxed);

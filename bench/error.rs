@@ -72,6 +72,15 @@ pub enum BenchError {
     },
     #[error("bad report {path}: {reason}")]
     BadReport { path: String, reason: String },
+    #[error("--broker-pid {pid}: cannot read {path} (is it a running process?): {source}")]
+    BrokerPidRead {
+        pid: u32,
+        path: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("--broker-pid {pid}: {reason}")]
+    BrokerPid { pid: u32, reason: String },
 }
 
 impl BenchError {

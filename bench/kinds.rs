@@ -13,6 +13,7 @@ use crate::consumer::{
 };
 use crate::echo::EchoServer;
 use crate::error::BenchError;
+use crate::procstat::{self, BrokerCpu};
 use crate::producer::{self, MessageFactory, SendPlan};
 use crate::report::MeterResult;
 use crate::stats::{Meter, Progress, TimelinePoint};
@@ -332,8 +333,13 @@ pub fn run_e2e(args: &Args) -> Result<Outcome, BenchError> {
 }
 
 /// `catchup`: pre-fill a backlog (unless `--skip-fill`), then consume it from the first offset
-/// as fast as possible with a fresh group.
+/// as fast as possible with a fresh group. With `--broker-pid`, the broker's CPU time is sampled
+/// right before the first pull and right after the last response (the fill is not counted).
 pub fn run_catchup(args: &Args) -> Result<Outcome, BenchError> {
+    if let Some(pid) = args.broker_pid {
+        // Fail before a long fill, not after it.
+        procstat::read_stat(pid)?;
+    }
     let namesrv = Connection::connect(&args.namesrv, args.serialize)?;
     let topics = args.topic_names();
     let fatal = Arc::new(Mutex::new(None));
@@ -430,6 +436,7 @@ pub fn run_catchup(args: &Args) -> Result<Outcome, BenchError> {
         .map(|t| t.end_offset().unwrap_or(0) - t.next_offset())
         .sum();
     let mut progress = Progress::new(vec![Arc::clone(&meter)], args.progress);
+    let broker_cpu = args.broker_pid.map(BrokerCpu::start).transpose()?;
     consumer::start_pulls(&ctx);
     let mut heartbeats = Heartbeats::new(&pool, &topics, StartFrom::First);
     control_loop(&mut progress, duration(args), &stop, || {
@@ -439,12 +446,14 @@ pub fn run_catchup(args: &Args) -> Result<Outcome, BenchError> {
     });
     let elapsed = progress.elapsed();
     let complete = ctx.all_done();
+    // Sampled before the final offset commits: only the consume phase is counted.
+    let broker_cpu = broker_cpu
+        .map(|cpu| cpu.finish(ctx.record_bytes(), meter.counts().bytes))
+        .transpose();
     consumer::finish(&ctx, &pool);
     results.push(MeterResult::from_meter(&meter, elapsed));
-    Ok(Outcome {
-        results,
-        timeline: progress.timeline,
-        extra: json!({
+    let mut error = take_fatal(&fatal);
+    let mut extra = json!({
             "group": group,
             "queues": queue_count,
             "backlog_messages": backlog_messages,
@@ -455,8 +464,23 @@ pub fn run_catchup(args: &Args) -> Result<Outcome, BenchError> {
             "offset_gaps": ctx.gaps(),
             "fill": fill_extra,
             "latency_meaning": "pull round trip of each non-empty batch",
-        }),
-        error: take_fatal(&fatal),
+    });
+    match broker_cpu {
+        Ok(None) => {}
+        Ok(Some(cpu)) => {
+            println!("{}", cpu.summary());
+            if let (Value::Object(extra), Value::Object(fields)) = (&mut extra, cpu.to_json()) {
+                extra.extend(fields);
+            }
+        }
+        // The broker went away during the run: keep the report, say why the CPU is missing.
+        Err(e) => error = error.or(Some(e.to_string())),
+    }
+    Ok(Outcome {
+        results,
+        timeline: progress.timeline,
+        extra,
+        error,
     })
 }
 

@@ -11,6 +11,7 @@ mod consumer;
 mod echo;
 mod error;
 mod kinds;
+mod procstat;
 mod producer;
 mod record;
 mod report;

@@ -145,9 +145,9 @@ pub struct TransferSection {
     /// decides. Set together with an explicit `copy`/`zerocopy` mode it must agree with it.
     pub msg_by_heap: Option<bool>,
     /// Auto: a pull goes zero-copy only if its average contiguous CommitLog range is at least
-    /// this long ...
+    /// this long (one file -> pipe splice per range: short ranges make zero-copy lose) ...
     pub auto_zerocopy_min_range_bytes: u64,
-    /// ... and its average record is at least this long.
+    /// ... and its average record is at least this long (one head read per record).
     pub auto_zerocopy_min_message_bytes: u64,
 }
 
@@ -263,8 +263,11 @@ impl Default for Config {
             transfer: TransferSection {
                 mode: TransferMode::Auto,
                 msg_by_heap: None,
-                auto_zerocopy_min_range_bytes: 160 * 1024,
-                auto_zerocopy_min_message_bytes: 4 * 1024,
+                // Break-evens measured with `ringmq-bench catchup` (docs/BENCHMARKS.md, "Pull
+                // response transfer"): interleaved records, copy won at 16 KiB and zero-copy at
+                // 32 KiB; contiguous records, copy tied or won at 4 KiB, zero-copy won at 8 KiB.
+                auto_zerocopy_min_range_bytes: 24 * 1024,
+                auto_zerocopy_min_message_bytes: 6 * 1024,
             },
             log: LogSection {
                 level: "info".into(),

@@ -164,12 +164,32 @@ fn every_kind_runs_against_the_echo_server_child() {
         "20",
         "--progress",
         "false",
+        "--broker-pid",
+        &echo.child.id().to_string(),
         "--report",
         &p("catchup"),
     ]);
     let catchup = read_report(&report("catchup"));
     assert_eq!(catchup["results"]["catchup"]["messages"], 1000);
     assert_eq!(catchup["extra"]["complete"], true);
+    // The echo server stands in for the broker: its CPU over the consume phase is reported,
+    // per GiB of the records it served (1000 bodies of 512 B plus their headers).
+    let extra = &catchup["extra"];
+    assert_eq!(extra["broker_pid"], echo.child.id());
+    assert_eq!(extra["served_body_bytes"], 512_000);
+    assert!(extra["served_record_bytes"].as_u64().expect("record bytes") > 512_000);
+    for key in [
+        "broker_cpu_user_s",
+        "broker_cpu_sys_s",
+        "broker_cpu_user_s_per_gib",
+        "broker_cpu_sys_s_per_gib",
+        "broker_cpu_total_s_per_gib",
+    ] {
+        assert!(
+            extra[key].as_f64().is_some_and(|v| v >= 0.0),
+            "{key}: {extra}"
+        );
+    }
 
     let table = run(&[
         "summary",
@@ -190,6 +210,8 @@ fn bad_flags_and_foreign_addresses_fail_cleanly() {
         &["producer", "-n", "192.0.2.7:9876", "--progress", "false"],
         &["echo-server", "--listen", "0.0.0.0:0"],
         &["wat"],
+        // pid_max is at most 2^22: no such process.
+        &["catchup", "--broker-pid", "4194304", "--skip-fill"],
     ] {
         let output = Command::new(BENCH).args(args).output().expect("run");
         assert!(!output.status.success(), "{args:?} should fail");

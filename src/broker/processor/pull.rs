@@ -688,6 +688,41 @@ mod tests {
         assert!(!choose_zero_copy(&by_heap, shape(1, 1, 1 << 20)));
     }
 
+    /// The default thresholds pick the mode that used the less broker CPU per GiB at each
+    /// measured catch-up point (docs/BENCHMARKS.md). Records are the body plus ~200 bytes of
+    /// header, topic and properties; a pull holds at most 32 records and 256 KiB.
+    #[test]
+    fn default_auto_picks_the_measured_winner() {
+        let auto = crate::config::Config::default().transfer;
+        assert_eq!(auto.effective_mode(), TransferMode::Auto);
+        let pull = |body: usize, contiguous: bool| {
+            let record = body + 200;
+            let messages = (256 * 1024 / record).clamp(1, 32);
+            let regions = if contiguous { 1 } else { messages };
+            choose_zero_copy(&auto, shape(regions, messages, messages * record))
+        };
+        for (body, contiguous, zero_copy_won) in [
+            (128, true, false),
+            (4096, true, false),
+            (8192, true, true),
+            (65536, true, true),
+            (1 << 20, true, true),
+            (128, false, false),
+            (4096, false, false),
+            (8192, false, false),
+            (16384, false, false),
+            (32768, false, true),
+            (65536, false, true),
+            (1 << 20, false, true),
+        ] {
+            assert_eq!(
+                pull(body, contiguous),
+                zero_copy_won,
+                "body {body} contiguous {contiguous}"
+            );
+        }
+    }
+
     #[test]
     fn only_subscriptions_that_never_read_records_can_go_zero_copy() {
         let all = ExpressionMessageFilter::new("TAG", "*").unwrap();
