@@ -137,7 +137,7 @@ pub enum TransferMode {
     Auto,
 }
 
-/// Pull response transfer (docs/ARCHITECTURE-transfer.md).
+/// Pull response transfer (docs/ARCHITECTURE.md, "Pull response transfer").
 #[derive(Debug, Clone, PartialEq)]
 pub struct TransferSection {
     pub mode: TransferMode,

@@ -250,7 +250,7 @@ fn choose_zero_copy(transfer: &TransferSection, shape: RegionShape) -> bool {
 }
 
 /// Layer two of the filter needs the record bytes unless it is a TAG `*` subscription; such
-/// pulls are answered by copy (see docs/ARCHITECTURE-transfer.md).
+/// pulls are answered by copy (see docs/ARCHITECTURE.md, "Pull response transfer").
 fn filter_reads_records(filter: &ExpressionMessageFilter) -> bool {
     !matches!(filter.expression(), SubscriptionExpression::Tag(tags) if tags.is_sub_all())
 }
