@@ -504,3 +504,85 @@ fn retention_deleting_segments_mid_transfer_does_not_change_the_bytes() {
     }
     broker.stop();
 }
+
+/// A pull parked by long polling and woken by an arrival goes zero-copy too (the wake thread
+/// queues a file frame on the connection), with the same bytes as the same pull answered at once.
+#[test]
+fn a_pull_woken_from_long_polling_is_spliced_with_the_same_bytes() {
+    const SUSPEND: i32 = 0x2;
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("store");
+    let env = big_backlog_env("72", "10000");
+    let mut broker = start(&root, "zerocopy", &env);
+    let mut c = broker.client();
+    let first = invoke(
+        &mut c,
+        send_request("ZcWoken", 0, body_of(0, 64), SerializeType::Json),
+    );
+    assert_eq!(first.code, rc::SUCCESS, "{first:?}");
+    let parked_pull = |opaque| {
+        let mut cmd = common::pull(
+            req::PULL_MESSAGE,
+            "ZcWoken",
+            0,
+            1,
+            32,
+            SUSPEND,
+            "*",
+            20_000,
+            SerializeType::Json,
+        );
+        cmd.opaque = opaque;
+        cmd
+    };
+    let mut s = connect(&broker);
+    let mut out = BytesMut::new();
+    encode_frame(&parked_pull(77), &mut out).unwrap();
+    s.write_all(&out).unwrap();
+    // Parked: nothing to read until a message arrives.
+    std::thread::sleep(Duration::from_millis(500));
+    s.set_nonblocking(true).unwrap();
+    let mut probe = [0u8; 1];
+    let early = s.read(&mut probe);
+    assert!(
+        matches!(&early, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "the pull must be parked, got {early:?}"
+    );
+    s.set_nonblocking(false).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let before = transfer_totals(&broker.log()).0;
+    let sent = invoke(
+        &mut c,
+        send_request(
+            "ZcWoken",
+            0,
+            body_of(1, BIG_BODY_BYTES),
+            SerializeType::Json,
+        ),
+    );
+    assert_eq!(sent.code, rc::SUCCESS, "{sent:?}");
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).unwrap();
+    let mut woken = len.to_vec();
+    woken.resize(4 + u32::from_be_bytes(len) as usize, 0);
+    s.read_exact(&mut woken[4..]).unwrap();
+    let r = decode(&woken);
+    assert_eq!(r.code, rc::SUCCESS, "{r:?}");
+    assert_eq!(r.opaque, 77);
+    assert_eq!(
+        records(&r.body),
+        vec![(1, body_of(1, BIG_BODY_BYTES).to_vec())]
+    );
+    // The same pull answered at once (the message is there now) is the same frame.
+    let at_once = raw_call(&mut connect(&broker), &parked_pull(77));
+    assert!(at_once == woken, "woken and immediate responses differ");
+    std::thread::sleep(Duration::from_millis(300));
+    let after = transfer_totals(&broker.log()).0;
+    assert!(
+        after >= before + 2 * BIG_BODY_BYTES as u64,
+        "both responses were spliced, not copied: {before} -> {after}"
+    );
+    broker.stop();
+    let log = broker.log();
+    assert!(!log.contains("panicked"), "{log}");
+}

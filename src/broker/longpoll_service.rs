@@ -20,7 +20,7 @@ use crossbeam::channel::{Receiver, RecvTimeoutError};
 use crate::broker::controller::BrokerController;
 use crate::broker::longpoll::WakeReason;
 use crate::broker::processor::now_ms;
-use crate::broker::processor::pull::{self, ParkedPullRequest, PullOutcome};
+use crate::broker::processor::pull::{self, ParkedPullRequest};
 use crate::broker::server::{ConnectionSender, Outbound, SendError};
 use crate::broker::stop::StopFlag;
 use crate::store::ArrivalListener;
@@ -189,9 +189,9 @@ pub fn execute_when_wakeup(
         queue_id = header.queue_id,
         "re-executing parked pull"
     );
-    match pull::process(ctrl, header, context, None, false) {
-        PullOutcome::Respond(response) => unsent.send_or_keep(sender, Outbound::Command(response)),
-        PullOutcome::Parked => debug_assert!(false, "a re-executed pull is never parked"),
+    match pull::process_woken(ctrl, header, context) {
+        Some(outbound) => unsent.send_or_keep(sender, outbound),
+        None => debug_assert!(false, "a re-executed pull is never parked"),
     }
 }
 
@@ -305,7 +305,7 @@ mod tests {
     /// fan-out, every parked pull is answered exactly once, with the message.
     #[test]
     fn a_fan_out_shared_by_several_wake_threads_answers_every_pull_once() {
-        use crate::broker::processor::pull::pull_sys_flag;
+        use crate::broker::processor::pull::{pull_sys_flag, PullOutcome};
         use crate::broker::startup::{build_controller, start_pull_wake};
         use crate::config::Config;
         use crate::remoting::codes::{request_code, response_code};

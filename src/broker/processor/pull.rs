@@ -145,25 +145,8 @@ pub fn process_request(
     }
 }
 
-/// The pull proper. `sender` is None when the pull cannot be parked. The response body is
-/// always in the command (copy): a re-executed pull answers through a sender that the caller
-/// owns.
-pub fn process(
-    ctrl: &Arc<BrokerController>,
-    header: PullMessageRequestHeader,
-    context: PullContext,
-    sender: Option<&ConnectionSender>,
-    broker_allow_suspend: bool,
-) -> PullOutcome {
-    match process_inner(ctrl, header, context, sender, broker_allow_suspend, false) {
-        Answer::Parked => PullOutcome::Parked,
-        Answer::Respond(response, regions) => {
-            debug_assert!(regions.is_none(), "regions only when zero-copy is allowed");
-            PullOutcome::Respond(response)
-        }
-    }
-}
-
+/// The pull proper. `sender` is None when the pull cannot be parked; with `zero_copy_allowed`
+/// the transfer mode may answer with the body's file regions instead of its bytes.
 fn process_inner(
     ctrl: &Arc<BrokerController>,
     header: PullMessageRequestHeader,
@@ -187,14 +170,29 @@ fn send_zero_copy(
     regions: Vec<FileRegion>,
     sender: &ConnectionSender,
 ) -> PullOutcome {
+    let frame = match file_frame(&response, &regions) {
+        Some(frame) => frame,
+        None => return copy_fallback(ctrl, response, &regions),
+    };
+    match sender.send(Outbound::File(frame)) {
+        Ok(()) => PullOutcome::Parked,
+        // The peer is gone: nothing to answer.
+        Err(SendError::Closed(_)) => PullOutcome::Parked,
+        // The peer reads slowly: answer through the handler's path, which waits for room.
+        Err(SendError::Full(_)) => copy_fallback(ctrl, response, &regions),
+    }
+}
+
+/// The zero-copy frame of a response whose body is `regions`, or None when its head cannot be
+/// encoded (the copy path's writer then answers SYSTEM_ERROR, as for any unencodable frame).
+fn file_frame(response: &RemotingCommand, regions: &[FileRegion]) -> Option<FileFrame> {
     let body_len_bytes: usize = regions.iter().map(|r| r.len_bytes).sum();
     let mut head = BytesMut::new();
-    if let Err(e) = encode_frame_header(&response, body_len_bytes, &mut head) {
-        // The copy path's writer answers SYSTEM_ERROR for a frame it cannot encode.
+    if let Err(e) = encode_frame_header(response, body_len_bytes, &mut head) {
         tracing::debug!(error = %e, "zero-copy response head not encodable; using copy");
-        return copy_fallback(ctrl, response, &regions);
+        return None;
     }
-    let frame = FileFrame {
+    Some(FileFrame {
         head: head.freeze(),
         body: regions
             .iter()
@@ -204,13 +202,28 @@ fn send_zero_copy(
                 len_bytes: r.len_bytes,
             })
             .collect(),
-    };
-    match sender.send(Outbound::File(frame)) {
-        Ok(()) => PullOutcome::Parked,
-        // The peer is gone: nothing to answer.
-        Err(SendError::Closed(_)) => PullOutcome::Parked,
-        // The peer reads slowly: answer through the handler's path, which waits for room.
-        Err(SendError::Full(_)) => copy_fallback(ctrl, response, &regions),
+    })
+}
+
+/// Re-executes a pull woken from the hold table (Java `executeRequestWhenWakeup`: no second
+/// park, no second offset commit) and returns what to queue on its connection: the response, or
+/// a zero-copy frame when the transfer mode picks zero-copy for it, as for a pull answered at
+/// once. None only if the pull parked, which a re-execution never does.
+pub fn process_woken(
+    ctrl: &Arc<BrokerController>,
+    header: PullMessageRequestHeader,
+    context: PullContext,
+) -> Option<Outbound> {
+    match process_inner(ctrl, header, context, None, false, true) {
+        Answer::Parked => None,
+        Answer::Respond(response, None) => Some(Outbound::Command(response)),
+        Answer::Respond(response, Some(regions)) => match file_frame(&response, &regions) {
+            Some(frame) => Some(Outbound::File(frame)),
+            None => match copy_fallback(ctrl, response, &regions) {
+                PullOutcome::Respond(r) => Some(Outbound::Command(r)),
+                PullOutcome::Parked => None,
+            },
+        },
     }
 }
 
