@@ -171,10 +171,10 @@ fn main() {
     let mut table = Table::new(&[
         "workload",
         "threads",
-        "sharded commits/s (median)",
+        "table commits/s (median)",
         "single RwLock commits/s (median)",
-        "sharded / RwLock (median of per-repeat ratios)",
-        "sharded best",
+        "table / RwLock (median of per-repeat ratios)",
+        "table best",
         "RwLock best",
     ]);
     for workload in workloads {
