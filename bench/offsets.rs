@@ -117,6 +117,7 @@ fn run(
                     .iter()
                     .filter(|k| !workload.queue_per_thread || k.2 as usize % threads == t)
                     .collect();
+                assert!(!mine.is_empty(), "more threads than queues to own");
                 let mut key_buf = String::new();
                 let mut commits = 0u64;
                 start.wait();

@@ -242,7 +242,7 @@ impl<P: ParkedPull> HoldTable<P> {
             .fetch_max(store_max, Ordering::SeqCst)
             .max(store_max);
         if max > offset {
-            return Ok(self.drain(&slot, |p| {
+            return Ok(self.drain(&slot, max, |p| {
                 (p.request_offset() < max).then_some(WakeReason::Readable)
             }));
         }
@@ -268,7 +268,7 @@ impl<P: ParkedPull> HoldTable<P> {
         if slot.is_empty() {
             return Vec::new();
         }
-        self.drain(&slot, |p| {
+        self.drain(&slot, max_offset, |p| {
             (p.request_offset() < max_offset && p.matches(tags_code, properties))
                 .then_some(WakeReason::Arrived)
         })
@@ -305,7 +305,7 @@ impl<P: ParkedPull> HoldTable<P> {
         for (topic, queue_id, slot) in slots {
             let max_offset = max_offset_of(&topic, queue_id);
             slot.max_offset.fetch_max(max_offset, Ordering::SeqCst);
-            out.extend(self.drain(&slot, |p| {
+            out.extend(self.drain(&slot, max_offset, |p| {
                 if p.request_offset() < max_offset {
                     Some(WakeReason::Readable)
                 } else if now_ms >= p.deadline_ms() {
@@ -319,21 +319,29 @@ impl<P: ParkedPull> HoldTable<P> {
     }
 
     /// Takes every parked pull out of `slot`, returns those `decide` picks (and drops cancelled
-    /// ones), and puts the rest back. If the queue's max offset moved while the pulls were out
-    /// of the slot (an arrival that found the slot empty), kept pulls that became readable are
-    /// taken too, so an overlapping arrival is never lost.
+    /// ones), and puts the rest back. `decided_max` is the max offset `decide` judged by. If the
+    /// slot's max offset is past it, or moves while the pulls are out of the slot (an arrival
+    /// that found the slot empty), kept pulls that became readable are taken too, so an
+    /// overlapping arrival is never lost.
+    ///
+    /// Starting from `decided_max` rather than the slot's max matters when two drains overlap:
+    /// an arrival handled on another wake thread may raise the slot's max and find the slot
+    /// empty (its pulls are out here) before this drain reads the max; had this drain started
+    /// from that raised max, it would see no change and keep a pull only the newer message can
+    /// satisfy, until the periodic check.
     fn drain(
         &self,
         slot: &QueueSlot<P>,
+        decided_max: i64,
         mut decide: impl FnMut(&P) -> Option<WakeReason>,
     ) -> Vec<(P, WakeReason)> {
         let mut woken = Vec::new();
-        let mut seen_max = slot.max_offset.load(Ordering::SeqCst);
+        let mut seen_max = decided_max;
         let mut kept = self.sift(slot, &mut decide, &mut woken);
         loop {
             std::sync::atomic::fence(Ordering::SeqCst);
             let now_max = slot.max_offset.load(Ordering::SeqCst);
-            if kept == 0 || now_max == seen_max {
+            if kept == 0 || now_max <= seen_max {
                 return woken;
             }
             seen_max = now_max;
@@ -577,10 +585,25 @@ mod tests {
         let slot = t.slot("T", 0).unwrap();
         slot.max_offset.fetch_max(5, Ordering::SeqCst);
         // Simulate: drain for arrival max=5 (pull wants 5, kept), while max moved to 6.
-        let woken = t.drain(&slot, |p| {
+        let woken = t.drain(&slot, 5, |p| {
             slot.max_offset.fetch_max(6, Ordering::SeqCst);
             (p.request_offset() < 5).then_some(WakeReason::Arrived)
         });
+        assert_eq!(ids(&woken), vec![(1, WakeReason::Readable)]);
+        assert!(t.is_empty());
+    }
+
+    #[test]
+    fn a_stale_arrival_drained_after_a_newer_one_raised_the_max_still_wakes() {
+        // Two wake threads: the arrival of message 5 (max 6) raised the slot's max and found
+        // the slot empty because the drain of the arrival of message 4 (max 5) had the pulls
+        // out; that drain must not take the raised max as already judged.
+        let t = HoldTable::new(10);
+        t.park("T", 0, pull(1, 5, 15_000, &[]), || -1).unwrap();
+        let slot = t.slot("T", 0).unwrap();
+        // The newer arrival's fetch_max, then its emptiness check missing the pull.
+        slot.max_offset.fetch_max(6, Ordering::SeqCst);
+        let woken = t.notify_message_arriving("T", 0, 5, 0, b"");
         assert_eq!(ids(&woken), vec![(1, WakeReason::Readable)]);
         assert!(t.is_empty());
     }

@@ -2,8 +2,8 @@
 //! re-executes parked pulls that an arrival woke, and every `check_interval_ms` runs the hold
 //! table's check, which answers pulls whose time is up and catches missed wake-ups.
 //!
-//! Several threads (`RINGMQ_LONGPOLL_WAKE_THREADS`, one per core by default) share one wake
-//! channel; the first also runs the periodic check. When one arrival wakes many pulls (many
+//! One thread by default; with more (`RINGMQ_LONGPOLL_WAKE_THREADS`) they share one wake
+//! channel, and the first also runs the periodic check. When one arrival wakes many pulls (many
 //! groups on one queue), the thread that drained them runs the first itself and puts the rest
 //! back on the channel, so every wake thread re-executes a share of them.
 //!
@@ -197,6 +197,8 @@ pub fn execute_when_wakeup(
 
 /// Longest the loop sleeps before looking at the stop flag.
 const STOP_POLL_INTERVAL_MS: u64 = 100;
+/// Wake items handled back to back before the loop looks at its timers and the stop flag.
+const WAKE_ITEMS_PER_BATCH: usize = 256;
 /// How soon responses held back by a full write queue are retried.
 const UNSENT_RETRY_INTERVAL_MS: u64 = 1;
 
@@ -240,8 +242,11 @@ impl WakeService {
                 Ok(item) => {
                     let Some(ctrl) = ctrl.upgrade() else { return };
                     handle(&ctrl, item, share_fan_out, &mut unsent);
-                    // Drain what is already queued without re-checking the clock each time.
-                    while let Ok(item) = wake_rx.try_recv() {
+                    // Drain what is already queued without re-checking the clock each time,
+                    // but in bounded batches, so a steady stream of wake items cannot keep
+                    // this thread from the periodic check, the unsent retries or the stop flag.
+                    for _ in 0..WAKE_ITEMS_PER_BATCH {
+                        let Ok(item) = wake_rx.try_recv() else { break };
                         handle(&ctrl, item, share_fan_out, &mut unsent);
                     }
                 }

@@ -328,7 +328,9 @@ pub fn build_controller(config: Config) -> Result<ControllerParts, StartupError>
 /// The number of pull-wake threads `RINGMQ_LONGPOLL_WAKE_THREADS` asks for (0 = one per core).
 pub fn wake_threads(config: &Config) -> usize {
     match config.longpoll.wake_threads {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        0 => std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(crate::config::WAKE_THREADS_MAX as usize),
         n => n as usize,
     }
 }
