@@ -41,7 +41,7 @@ use ringmq_client_it::{
     DeliveryLog, TestBroker,
 };
 use rocketmq_client_rust::{
-    ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, DefaultMQAdminExt,
+    ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, DefaultMQAdminExt, DefaultMQProducer,
     DefaultMQPullConsumer, MessageSelector, OffsetAdmin, PullResult, PullStatus,
 };
 use rocketmq_model::common::message::message_queue::MessageQueue;
@@ -218,6 +218,67 @@ fn assert_moved(result: &PullResult, queue: &MessageQueue, requested: i64, corre
     );
 }
 
+/// A started producer after creating `topics` (with [`TEST_TOPIC_QUEUES`] queues each).
+async fn producer_with_topics(
+    env: &ClientEnv,
+    namesrv: &str,
+    topics: &[&str],
+) -> Arc<DefaultMQProducer> {
+    let mut producer = start_producer(env, namesrv, &unique_name("it_pg"))
+        .await
+        .expect("start producer");
+    for topic in topics {
+        create_topic(&mut producer, topic, TEST_TOPIC_QUEUES)
+            .await
+            .unwrap_or_else(|error| panic!("create topic {topic}: {error}"));
+    }
+    Arc::new(producer)
+}
+
+/// A started classic pull consumer of `group`.
+async fn start_puller(env: &ClientEnv, namesrv: &str, group: &str) -> DefaultMQPullConsumer {
+    let puller = DefaultMQPullConsumer::builder(env.runtime())
+        .consumer_group(group.to_string())
+        .name_server_addr(namesrv.to_string())
+        .build()
+        .expect("build classic pull consumer");
+    puller.start().await.expect("start classic pull consumer");
+    puller
+}
+
+/// The queues of `topic`, by queue id.
+async fn sorted_queues(puller: &DefaultMQPullConsumer, topic: &str) -> Vec<MessageQueue> {
+    let mut queues = puller
+        .fetch_subscribe_message_queues(topic)
+        .await
+        .unwrap_or_else(|error| panic!("queues of {topic}: {error}"));
+    queues.sort_by_key(MessageQueue::queue_id);
+    queues
+}
+
+/// The single queue of the OFFSET_MOVED_EVENT topic.
+async fn event_queue(puller: &DefaultMQPullConsumer) -> MessageQueue {
+    let mut event_queues = sorted_queues(puller, OFFSET_MOVED_EVENT).await;
+    assert_eq!(event_queues.len(), 1, "{event_queues:?}");
+    event_queues.remove(0)
+}
+
+/// Stops the clients a test started.
+async fn shut_down(
+    env: ClientEnv,
+    puller: DefaultMQPullConsumer,
+    producer: Arc<DefaultMQProducer>,
+) {
+    if let Err(error) = puller.shutdown().await {
+        eprintln!("[client-it] classic pull consumer shutdown: {error}");
+    }
+    match Arc::try_unwrap(producer) {
+        Ok(producer) => shutdown_producer(producer).await,
+        Err(_) => unreachable!("all send tasks have finished"),
+    }
+    env.shutdown().await;
+}
+
 #[test]
 fn out_of_range_offsets_get_pull_offset_moved_and_an_event() {
     let mut broker = TestBroker::start(&[]).expect("start broker");
@@ -238,31 +299,13 @@ fn out_of_range_offsets_get_pull_offset_moved_and_an_event() {
         let push_group = unique_name("it_moved_push_cg");
         let env = ClientEnv::new("offset-moved").expect("client runtime");
 
-        let mut producer = start_producer(&env, &namesrv, &unique_name("it_pg"))
-            .await
-            .expect("start producer");
-        create_topic(&mut producer, &topic, TEST_TOPIC_QUEUES)
-            .await
-            .expect("create topic");
-        create_topic(&mut producer, &empty_topic, TEST_TOPIC_QUEUES)
-            .await
-            .expect("create the empty topic");
-        let producer = Arc::new(producer);
+        let producer = producer_with_topics(&env, &namesrv, &[&topic, &empty_topic]).await;
         let old = send_range(Arc::clone(&producer), &topic, &run, 0..OLD, false).await;
         assert!(old.failures.is_empty(), "sends failed: {:?}", old.failures);
 
         // 1. Classic pulls out of range.
-        let puller = DefaultMQPullConsumer::builder(env.runtime())
-            .consumer_group(pull_group.clone())
-            .name_server_addr(namesrv.clone())
-            .build()
-            .expect("build classic pull consumer");
-        puller.start().await.expect("start classic pull consumer");
-        let mut queues = puller
-            .fetch_subscribe_message_queues(&topic)
-            .await
-            .expect("queues of the topic");
-        queues.sort_by_key(MessageQueue::queue_id);
+        let puller = start_puller(&env, &namesrv, &pull_group).await;
+        let queues = sorted_queues(&puller, &topic).await;
         assert_eq!(queues.len(), TEST_TOPIC_QUEUES as usize, "{queues:?}");
         let mut max_offsets: BTreeMap<i32, i64> = BTreeMap::new();
         for queue in &queues {
@@ -295,11 +338,7 @@ fn out_of_range_offsets_get_pull_offset_moved_and_an_event() {
             OLD as i64,
             "every old message is in one of the queues: {max_offsets:?}"
         );
-        let mut empty_queues = puller
-            .fetch_subscribe_message_queues(&empty_topic)
-            .await
-            .expect("queues of the empty topic");
-        empty_queues.sort_by_key(MessageQueue::queue_id);
+        let empty_queues = sorted_queues(&puller, &empty_topic).await;
         let empty_queue = empty_queues
             .first()
             .expect("the empty topic has queues")
@@ -362,12 +401,7 @@ fn out_of_range_offsets_get_pull_offset_moved_and_an_event() {
         )
         .await
         .expect("start second push consumer");
-        let mut event_queues = puller
-            .fetch_subscribe_message_queues(OFFSET_MOVED_EVENT)
-            .await
-            .expect("queues of OFFSET_MOVED_EVENT");
-        assert_eq!(event_queues.len(), 1, "{event_queues:?}");
-        let event_queue = event_queues.remove(0);
+        let event_queue = event_queue(&puller).await;
         // The broker stores the event before it answers the moved pull, so once every queue
         // has one, every queue's corrected offset is fixed and later messages lie beyond it.
         let deadline = Instant::now() + MOVED_TIMEOUT;
@@ -456,14 +490,7 @@ fn out_of_range_offsets_get_pull_offset_moved_and_an_event() {
             &pull_expected,
         );
 
-        if let Err(error) = puller.shutdown().await {
-            eprintln!("[client-it] classic pull consumer shutdown: {error}");
-        }
-        match Arc::try_unwrap(producer) {
-            Ok(producer) => shutdown_producer(producer).await,
-            Err(_) => unreachable!("all send tasks have finished"),
-        }
-        env.shutdown().await;
+        shut_down(env, puller, producer).await;
     });
 }
 
@@ -531,13 +558,7 @@ fn offsets_below_the_min_are_moved_up_after_retention() {
         let push_group = unique_name("it_small_push_cg");
         let env = ClientEnv::new("offset-too-small").expect("client runtime");
 
-        let mut producer = start_producer(&env, &namesrv, &unique_name("it_pg"))
-            .await
-            .expect("start producer");
-        create_topic(&mut producer, &topic, TEST_TOPIC_QUEUES)
-            .await
-            .expect("create topic");
-        let producer = Arc::new(producer);
+        let producer = producer_with_topics(&env, &namesrv, &[&topic]).await;
         let sent = send_range(
             Arc::clone(&producer),
             &topic,
@@ -552,17 +573,8 @@ fn offsets_below_the_min_are_moved_up_after_retention() {
             sent.failures
         );
 
-        let puller = DefaultMQPullConsumer::builder(env.runtime())
-            .consumer_group(pull_group.clone())
-            .name_server_addr(namesrv.clone())
-            .build()
-            .expect("build classic pull consumer");
-        puller.start().await.expect("start classic pull consumer");
-        let mut queues = puller
-            .fetch_subscribe_message_queues(&topic)
-            .await
-            .expect("queues of the topic");
-        queues.sort_by_key(MessageQueue::queue_id);
+        let puller = start_puller(&env, &namesrv, &pull_group).await;
+        let queues = sorted_queues(&puller, &topic).await;
         assert_eq!(queues.len(), TEST_TOPIC_QUEUES as usize, "{queues:?}");
 
         // Retention deletes every CommitLog file but the one being written.
@@ -669,12 +681,7 @@ fn offsets_below_the_min_are_moved_up_after_retention() {
             &unexpected[..unexpected.len().min(20)]
         );
 
-        let mut event_queues = puller
-            .fetch_subscribe_message_queues(OFFSET_MOVED_EVENT)
-            .await
-            .expect("queues of OFFSET_MOVED_EVENT");
-        assert_eq!(event_queues.len(), 1, "{event_queues:?}");
-        let event_queue = event_queues.remove(0);
+        let event_queue = event_queue(&puller).await;
         let mut pull_expected = Vec::new();
         let mut push_expected = Vec::new();
         for queue in &queues {
@@ -693,13 +700,6 @@ fn offsets_below_the_min_are_moved_up_after_retention() {
         let push_events = events_of(&puller, &event_queue, &push_group).await;
         check_events("push group", &push_events, &push_group, &push_expected);
 
-        if let Err(error) = puller.shutdown().await {
-            eprintln!("[client-it] classic pull consumer shutdown: {error}");
-        }
-        match Arc::try_unwrap(producer) {
-            Ok(producer) => shutdown_producer(producer).await,
-            Err(_) => unreachable!("all send tasks have finished"),
-        }
-        env.shutdown().await;
+        shut_down(env, puller, producer).await;
     });
 }
