@@ -27,7 +27,7 @@ pub struct BrokerController {
     pub producers: ProducerManager,
     pub filters: FilterCache,
     pub hold_table: HoldTable<ParkedPullRequest>,
-    /// Pulls woken by arrivals or the periodic check, executed by the pull-wake thread.
+    /// Pulls woken by arrivals or the periodic check, executed by the wake threads.
     pub wake_queue: crossbeam::channel::Sender<super::longpoll_service::WakeItem>,
     /// `ip:port` of the main listen port, as registered with the name server.
     pub broker_addr: String,

@@ -25,7 +25,7 @@ use crate::broker::server::{ConnectionSender, Outbound, SendError};
 use crate::broker::stop::StopFlag;
 use crate::store::ArrivalListener;
 
-/// Work for the pull-wake thread.
+/// Work for the wake threads.
 pub enum WakeItem {
     /// A parked pull to re-execute now.
     Pull {
@@ -88,7 +88,7 @@ impl ArrivalListener for ArrivalNotifier {
     }
 }
 
-/// Runs one wake item on the pull-wake thread.
+/// Runs one wake item on a wake thread.
 fn handle(ctrl: &Arc<BrokerController>, item: WakeItem, share_fan_out: bool, unsent: &mut Unsent) {
     match item {
         WakeItem::Pull { pull, reason } => execute_when_wakeup(ctrl, pull, reason, unsent),

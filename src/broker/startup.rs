@@ -250,7 +250,7 @@ pub fn io_engine(config: &Config) -> Result<IoEngine, StartupError> {
 /// listener installed, but no thread started and no socket bound.
 pub struct ControllerParts {
     pub ctrl: Arc<BrokerController>,
-    /// Pulls woken by arrivals, for the pull-wake thread ([`start_pull_wake`]).
+    /// Pulls woken by arrivals, for the wake threads ([`start_pull_wake`]).
     pub wake_rx: crossbeam::channel::Receiver<WakeItem>,
     /// Topic-table change notifications, for the name server registration thread.
     pub topic_changes_rx: crossbeam::channel::Receiver<()>,
@@ -259,7 +259,7 @@ pub struct ControllerParts {
 /// Builds the controller [`start_broker`] runs: opens the store, loads topics, groups and
 /// offsets, and connects store arrivals to the hold table. Starts no thread and binds no
 /// socket, so benches and tests can drive the processors and long polling directly (start the
-/// pull-wake thread with [`start_pull_wake`]).
+/// wake threads with [`start_pull_wake`]).
 pub fn build_controller(config: Config) -> Result<ControllerParts, StartupError> {
     let delay_levels_ms = config
         .delay_levels_ms()
