@@ -83,20 +83,15 @@ pub fn run_producer(args: &Args) -> Result<Outcome, BenchError> {
     let stop = Arc::new(AtomicBool::new(false));
     let fatal = Arc::new(Mutex::new(None));
     let mut progress = Progress::new(vec![Arc::clone(&meter)], args.progress);
-    let running = producer::start(SendPlan {
-        queues: Arc::new(queues.clone()),
-        pool: Arc::clone(&pool),
+    let running = producer::start(SendPlan::from_args(
+        args,
+        queues.clone(),
+        &pool,
         factory,
-        meter: Arc::clone(&meter),
-        stop: Arc::clone(&stop),
-        fatal: Arc::clone(&fatal),
-        count: args.count,
-        rate: args.rate,
-        threads: args.threads,
-        async_send: args.async_send,
-        inflight_per_connection: args.inflight,
-        timeout_ms: args.send_timeout_ms,
-    })?;
+        &meter,
+        &stop,
+        &fatal,
+    ))?;
     progress.reset();
     control_loop(&mut progress, duration(args), &stop, || running.finished());
     stop.store(true, Ordering::Relaxed);
@@ -266,20 +261,15 @@ pub fn run_e2e(args: &Args) -> Result<Outcome, BenchError> {
         vec![Arc::clone(&send_meter), Arc::clone(&e2e_meter)],
         args.progress,
     );
-    let running = producer::start(SendPlan {
-        queues: Arc::new(publish.clone()),
-        pool: Arc::clone(&send_pool),
+    let running = producer::start(SendPlan::from_args(
+        args,
+        publish.clone(),
+        &send_pool,
         factory,
-        meter: Arc::clone(&send_meter),
-        stop: Arc::clone(&producer_stop),
-        fatal: Arc::clone(&fatal),
-        count: args.count,
-        rate: args.rate,
-        threads: args.threads,
-        async_send: args.async_send,
-        inflight_per_connection: args.inflight,
-        timeout_ms: args.send_timeout_ms,
-    })?;
+        &send_meter,
+        &producer_stop,
+        &fatal,
+    ))?;
     progress.reset();
     let mut heartbeats = Heartbeats::new(&pull_pool, &topics, StartFrom::Last);
     control_loop(&mut progress, duration(args), &consumer_stop, || {
@@ -360,19 +350,11 @@ pub fn run_catchup(args: &Args) -> Result<Outcome, BenchError> {
         let meter = Meter::new("fill");
         let stop = Arc::new(AtomicBool::new(false));
         let mut progress = Progress::new(vec![Arc::clone(&meter)], args.progress);
+        // The fill sends the whole backlog as fast as it can.
         let running = producer::start(SendPlan {
-            queues: Arc::new(publish),
-            pool: Arc::clone(&pool),
-            factory,
-            meter: Arc::clone(&meter),
-            stop: Arc::clone(&stop),
-            fatal: Arc::clone(&fatal),
             count,
             rate: 0,
-            threads: args.threads,
-            async_send: args.async_send,
-            inflight_per_connection: args.inflight,
-            timeout_ms: args.send_timeout_ms,
+            ..SendPlan::from_args(args, publish, &pool, factory, &meter, &stop, &fatal)
         })?;
         progress.reset();
         control_loop(

@@ -300,6 +300,34 @@ pub struct SendPlan {
     pub timeout_ms: u64,
 }
 
+impl SendPlan {
+    /// A plan with `args`' count, rate, threads, async mode, in-flight bound and timeout.
+    pub fn from_args(
+        args: &Args,
+        queues: Vec<QueueAddr>,
+        pool: &Arc<ConnectionPool>,
+        factory: Arc<MessageFactory>,
+        meter: &Arc<Meter>,
+        stop: &Arc<AtomicBool>,
+        fatal: &Arc<Mutex<Option<String>>>,
+    ) -> Self {
+        SendPlan {
+            queues: Arc::new(queues),
+            pool: Arc::clone(pool),
+            factory,
+            meter: Arc::clone(meter),
+            stop: Arc::clone(stop),
+            fatal: Arc::clone(fatal),
+            count: args.count,
+            rate: args.rate,
+            threads: args.threads,
+            async_send: args.async_send,
+            inflight_per_connection: args.inflight,
+            timeout_ms: args.send_timeout_ms,
+        }
+    }
+}
+
 /// Running producer threads.
 pub struct RunningProducers {
     handles: Vec<JoinHandle<()>>,

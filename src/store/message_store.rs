@@ -1198,17 +1198,7 @@ impl Inner {
         if candidates.is_empty() {
             return Ok(false);
         }
-        let ops: Vec<ReadOp<'_>> = candidates
-            .iter()
-            .map(|c| {
-                let seg = &cl_segments[c.segment_index];
-                ReadOp {
-                    file: &seg.file,
-                    offset_bytes: (c.commit_log_offset - seg.start_offset) as u64,
-                    len_bytes: c.size as usize,
-                }
-            })
-            .collect();
+        let ops = candidate_reads(cl_segments, candidates, |c| c.size as usize);
         let wanted: usize = candidates.iter().map(|c| c.size as usize).sum();
         buffer.reserve(wanted);
         let mut rejected = false;
@@ -1234,15 +1224,7 @@ impl Inner {
             })
             .map_err(|e| StoreError::io("read commit log", self.commit_log.segments().dir(), e))?;
         if let Some(i) = corrupt {
-            let c = &candidates[i];
-            return Err(StoreError::Corrupted {
-                path: cl_segments[c.segment_index].path.clone(),
-                offset: c.commit_log_offset,
-                reason: format!(
-                    "ConsumeQueue unit (size {}) does not point at a record",
-                    c.size
-                ),
-            });
+            return Err(not_a_record(cl_segments, &candidates[i]));
         }
         Ok(rejected)
     }
@@ -1262,17 +1244,9 @@ impl Inner {
         if candidates.is_empty() {
             return Ok(());
         }
-        let ops: Vec<ReadOp<'_>> = candidates
-            .iter()
-            .map(|c| {
-                let seg = &cl_segments[c.segment_index];
-                ReadOp {
-                    file: &seg.file,
-                    offset_bytes: (c.commit_log_offset - seg.start_offset) as u64,
-                    len_bytes: RECORD_HEAD_BYTES.min(c.size as usize),
-                }
-            })
-            .collect();
+        let ops = candidate_reads(cl_segments, candidates, |c| {
+            RECORD_HEAD_BYTES.min(c.size as usize)
+        });
         let mut corrupt: Option<usize> = None;
         self.io
             .read_batch(&ops, &mut |i, head| {
@@ -1282,15 +1256,7 @@ impl Inner {
             })
             .map_err(|e| StoreError::io("read commit log", self.commit_log.segments().dir(), e))?;
         if let Some(i) = corrupt {
-            let c = &candidates[i];
-            return Err(StoreError::Corrupted {
-                path: cl_segments[c.segment_index].path.clone(),
-                offset: c.commit_log_offset,
-                reason: format!(
-                    "ConsumeQueue unit (size {}) does not point at a record",
-                    c.size
-                ),
-            });
+            return Err(not_a_record(cl_segments, &candidates[i]));
         }
         for c in candidates {
             let seg = &cl_segments[c.segment_index];
@@ -1448,6 +1414,37 @@ pub(crate) fn segment_index(list: &[Arc<Segment>], offset: i64, file_size: i64) 
 
 /// TOTALSIZE and MAGICCODE: what `record_head_matches` needs.
 const RECORD_HEAD_BYTES: usize = 8;
+
+/// One read per candidate of the first `len_of(candidate)` bytes of its record.
+fn candidate_reads<'a>(
+    cl_segments: &'a [Arc<Segment>],
+    candidates: &[Candidate],
+    len_of: impl Fn(&Candidate) -> usize,
+) -> Vec<ReadOp<'a>> {
+    candidates
+        .iter()
+        .map(|c| {
+            let seg = &cl_segments[c.segment_index];
+            ReadOp {
+                file: &seg.file,
+                offset_bytes: (c.commit_log_offset - seg.start_offset) as u64,
+                len_bytes: len_of(c),
+            }
+        })
+        .collect()
+}
+
+/// The error for a ConsumeQueue unit whose CommitLog bytes are not the record it describes.
+fn not_a_record(cl_segments: &[Arc<Segment>], c: &Candidate) -> StoreError {
+    StoreError::Corrupted {
+        path: cl_segments[c.segment_index].path.clone(),
+        offset: c.commit_log_offset,
+        reason: format!(
+            "ConsumeQueue unit (size {}) does not point at a record",
+            c.size
+        ),
+    }
+}
 
 fn record_head_matches(bytes: &[u8], size: i32) -> bool {
     matches!(
