@@ -224,15 +224,6 @@ impl ConsumerManager {
             .unwrap_or_else(|p| p.into_inner())
             .get(group))
     }
-
-    pub fn group_names(&self) -> Vec<String> {
-        self.groups
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .keys()
-            .cloned()
-            .collect()
-    }
 }
 
 /// Producer groups by name (kept for admin queries and channel expiry).
@@ -284,10 +275,6 @@ impl ProducerManager {
             !g.is_empty()
         });
         expired
-    }
-
-    pub fn group_count(&self) -> usize {
-        self.groups.read().unwrap_or_else(|p| p.into_inner()).len()
     }
 }
 

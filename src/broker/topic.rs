@@ -311,20 +311,6 @@ impl TopicConfigManager {
         self.persist()?;
         Ok((created, true))
     }
-
-    pub fn delete_topic(&self, topic: &str) -> Result<bool, PersistError> {
-        let removed = self
-            .table
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(topic)
-            .is_some();
-        if removed {
-            self.bump_version();
-            self.persist()?;
-        }
-        Ok(removed)
-    }
 }
 
 #[cfg(test)]

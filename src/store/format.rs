@@ -156,11 +156,6 @@ impl DecodedRecord<'_> {
     pub fn body_crc_matches(&self) -> bool {
         body_crc(self.body) == self.body_crc
     }
-
-    /// The transaction type bits of SYSFLAG.
-    pub fn transaction_type(&self) -> i32 {
-        self.sys_flag & sys_flag::TRANSACTION_MASK
-    }
 }
 
 /// Java `UtilAll.crc32(body) & 0x7FFFFFFF`.

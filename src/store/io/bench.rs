@@ -37,15 +37,6 @@ impl BenchResult {
         self.bytes as f64 / (1024.0 * 1024.0) / self.seconds
     }
 
-    pub fn ops_per_second(&self) -> f64 {
-        self.ops as f64 / self.seconds
-    }
-
-    /// Throughput per second of the calling thread's CPU time.
-    pub fn mib_per_cpu_second(&self) -> f64 {
-        self.bytes as f64 / (1024.0 * 1024.0) / self.cpu_seconds
-    }
-
     /// CPU cost of one op in nanoseconds.
     pub fn cpu_ns_per_op(&self) -> f64 {
         self.cpu_seconds * 1e9 / self.ops as f64

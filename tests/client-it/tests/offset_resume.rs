@@ -41,6 +41,31 @@ const DUPLICATE_GRACE: Duration = Duration::from_secs(2);
 const WAIT_POLL_INTERVAL: Duration = Duration::from_millis(50);
 const TEST_TIMEOUT: Duration = Duration::from_secs(240);
 
+/// Sends `seqs` to `topic` (created if needed) with a producer of its own, then stops it.
+async fn send_with_new_producer(
+    env: &ClientEnv,
+    namesrv: &str,
+    topic: &str,
+    run: &str,
+    seqs: std::ops::Range<u64>,
+) {
+    let mut producer = start_producer(env, namesrv, &unique_name("it_pg"))
+        .await
+        .expect("start producer");
+    ensure_topic(&mut producer, topic, TEST_TOPIC_QUEUES).await;
+    let producer = Arc::new(producer);
+    let sent = send_range(Arc::clone(&producer), topic, run, seqs.clone(), false).await;
+    assert!(
+        sent.failures.is_empty(),
+        "sends of {seqs:?} failed: {:?}",
+        sent.failures
+    );
+    match Arc::try_unwrap(producer) {
+        Ok(producer) => shutdown_producer(producer).await,
+        Err(_) => unreachable!("all send tasks have finished"),
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Between {
     /// Only the consumer restarts.
@@ -97,21 +122,7 @@ fn offset_resume(test_name: &str, between: Between) {
         let env = ClientEnv::new("offset-resume").expect("client runtime");
 
         // Phase 1: send BATCH, consume all of them, commit.
-        let mut producer = start_producer(&env, &namesrv, &unique_name("it_pg"))
-            .await
-            .expect("start producer");
-        ensure_topic(&mut producer, &topic, TEST_TOPIC_QUEUES).await;
-        let producer = Arc::new(producer);
-        let first = send_range(Arc::clone(&producer), &topic, &run, 0..BATCH, false).await;
-        assert!(
-            first.failures.is_empty(),
-            "sends failed: {:?}",
-            first.failures
-        );
-        match Arc::try_unwrap(producer) {
-            Ok(producer) => shutdown_producer(producer).await,
-            Err(_) => unreachable!("all send tasks have finished"),
-        }
+        send_with_new_producer(&env, &namesrv, &topic, &run, 0..BATCH).await;
         let first_log = Arc::new(DeliveryLog::default());
         let first_started = Instant::now();
         let consumer = start_push_consumer_with_selector(
@@ -174,21 +185,7 @@ fn offset_resume(test_name: &str, between: Between) {
         }
 
         // Phase 2: BATCH more; a new consumer in the same group gets exactly those.
-        let mut producer = start_producer(&env, &namesrv, &unique_name("it_pg"))
-            .await
-            .expect("start second producer");
-        ensure_topic(&mut producer, &topic, TEST_TOPIC_QUEUES).await;
-        let producer = Arc::new(producer);
-        let second = send_range(Arc::clone(&producer), &topic, &run, BATCH..2 * BATCH, false).await;
-        assert!(
-            second.failures.is_empty(),
-            "sends after the restart failed: {:?}",
-            second.failures
-        );
-        match Arc::try_unwrap(producer) {
-            Ok(producer) => shutdown_producer(producer).await,
-            Err(_) => unreachable!("all send tasks have finished"),
-        }
+        send_with_new_producer(&env, &namesrv, &topic, &run, BATCH..2 * BATCH).await;
         let second_log = Arc::new(DeliveryLog::default());
         let resumed = Instant::now();
         let consumer = start_push_consumer_with_selector(
