@@ -481,6 +481,15 @@ mod tests {
     }
 
     #[test]
+    fn a_group_with_up_to_16_queues_costs_about_2_kib() {
+        // docs/ARCHITECTURE.md states ~2 KiB per (topic, group) with up to 16 queues: the
+        // entry (chunk directory inline) plus one chunk.
+        assert_eq!(std::mem::size_of::<Chunk>(), 1024);
+        let entry = std::mem::size_of::<GroupOffsets>();
+        assert!((1024..=1280).contains(&entry), "GroupOffsets is {entry} bytes");
+    }
+
+    #[test]
     fn racing_first_commits_of_the_same_groups_all_land() {
         let dir = tempfile::tempdir().unwrap();
         let m = std::sync::Arc::new(ConsumerOffsetManager::new(dir.path()));
