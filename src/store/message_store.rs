@@ -185,55 +185,33 @@ impl MessageStore {
         self.inner.wait_flushed(end_offset).await
     }
 
-    /// Pulls messages (Java `DefaultMessageStore.getMessage`, 5.x semantics).
+    /// Pulls messages (Java `DefaultMessageStore.getMessage`, 5.x semantics), at most
+    /// [`MAX_PULL_MSG_SIZE_BYTES`] of them. `group` is Java's parameter, kept for parity; the
+    /// store does not use it.
     pub fn get_message(
-        &self,
-        group: &str,
-        topic: &str,
-        queue_id: i32,
-        offset: i64,
-        max_msg_nums: i32,
-        filter: &dyn MessageFilter,
-    ) -> Result<GetMessageResult, StoreError> {
-        self.get_message_with_max_bytes(
-            group,
-            topic,
-            queue_id,
-            offset,
-            max_msg_nums,
-            MAX_PULL_MSG_SIZE_BYTES,
-            filter,
-        )
-    }
-
-    /// [`MessageStore::get_message`] with the pull request's `maxMsgBytes` (5.x
-    /// `maxTotalMsgSize`; at least 100, at most [`MAX_PULL_MSG_SIZE_BYTES`]).
-    #[allow(clippy::too_many_arguments)]
-    pub fn get_message_with_max_bytes(
         &self,
         _group: &str,
         topic: &str,
         queue_id: i32,
         offset: i64,
         max_msg_nums: i32,
-        max_total_msg_size_bytes: usize,
         filter: &dyn MessageFilter,
     ) -> Result<GetMessageResult, StoreError> {
-        let max_pull = max_total_msg_size_bytes.clamp(100, MAX_PULL_MSG_SIZE_BYTES);
         self.inner.get_message(
             topic,
             queue_id,
             offset,
             max_msg_nums,
-            max_pull,
+            MAX_PULL_MSG_SIZE_BYTES,
             filter,
             None,
         )
     }
 
-    /// [`MessageStore::get_message_with_max_bytes`] that can answer with where the records are
-    /// (file regions, for a zero-copy transfer) instead of their bytes. Same planning, limits,
-    /// status and offsets. Once the records are planned, `choose` sees the pull's shape and
+    /// [`MessageStore::get_message`] with the pull request's `maxMsgBytes` (5.x
+    /// `maxTotalMsgSize`; at least 100, at most [`MAX_PULL_MSG_SIZE_BYTES`]) that can answer
+    /// with where the records are (file regions, for a zero-copy transfer) instead of their
+    /// bytes. Same planning, limits, status and offsets. Once the records are planned, `choose` sees the pull's shape and
     /// says whether to answer with regions (`true`) or to read the bytes as `get_message` does
     /// (`false`); a pull that finds nothing asks nothing and answers with empty regions.
     ///
