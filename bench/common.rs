@@ -14,17 +14,7 @@ pub const DEFAULT_REPEATS: usize = 3;
 
 /// Reads a numeric environment knob, falling back to `default` when unset; a set but unparsable
 /// value is a usage error and stops the bench with a message naming the variable.
-pub fn env_f64(name: &str, default: f64) -> f64 {
-    match std::env::var(name) {
-        Err(_) => default,
-        Ok(text) => text
-            .trim()
-            .parse()
-            .unwrap_or_else(|_| usage_error(name, &text)),
-    }
-}
-
-pub fn env_usize(name: &str, default: usize) -> usize {
+pub fn env_num<T: std::str::FromStr>(name: &str, default: T) -> T {
     match std::env::var(name) {
         Err(_) => default,
         Ok(text) => text
@@ -41,12 +31,12 @@ fn usage_error(name: &str, text: &str) -> ! {
 
 /// `RINGMQ_BENCH_REPEATS`, at least 1.
 pub fn repeats() -> usize {
-    env_usize("RINGMQ_BENCH_REPEATS", DEFAULT_REPEATS).max(1)
+    env_num::<usize>("RINGMQ_BENCH_REPEATS", DEFAULT_REPEATS).max(1)
 }
 
 /// Length of one timed run: `default_secs` × `RINGMQ_BENCH_SCALE` (default 1).
 pub fn run_duration(default_secs: f64) -> Duration {
-    Duration::from_secs_f64((default_secs * env_f64("RINGMQ_BENCH_SCALE", 1.0)).max(0.01))
+    Duration::from_secs_f64((default_secs * env_num("RINGMQ_BENCH_SCALE", 1.0)).max(0.01))
 }
 
 /// Median of the samples (mean of the middle two for an even count).

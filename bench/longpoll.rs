@@ -477,7 +477,7 @@ fn memory_child(spec: &str) {
     let (layout, n) = spec.split_once(':').expect("layout:n");
     let layout = Shape::parse(layout);
     let n: usize = n.parse().expect("pull count");
-    let per_conn = common::env_usize("RINGMQ_BENCH_LONGPOLL_PULLS_PER_CONNECTION", 100);
+    let per_conn = common::env_num::<usize>("RINGMQ_BENCH_LONGPOLL_PULLS_PER_CONNECTION", 100);
     let mut bench = Bench::new(n, per_conn);
     match layout {
         Shape::Spread => {
@@ -572,8 +572,9 @@ fn main() {
         common::machine_facts()
     );
     let repeats = common::repeats();
-    let scale = common::env_f64("RINGMQ_BENCH_SCALE", 1.0);
-    let per_conn = common::env_usize("RINGMQ_BENCH_LONGPOLL_PULLS_PER_CONNECTION", 100).max(1);
+    let scale = common::env_num("RINGMQ_BENCH_SCALE", 1.0);
+    let per_conn =
+        common::env_num::<usize>("RINGMQ_BENCH_LONGPOLL_PULLS_PER_CONNECTION", 100).max(1);
     let sizes: Vec<usize> = std::env::var("RINGMQ_BENCH_LONGPOLL_SIZES")
         .unwrap_or_else(|_| "1,1000,100000".to_string())
         .split(',')

@@ -368,26 +368,33 @@ fn latency_panel(svg: &mut String, x0: f64, y0: f64, results: &[MeterResult]) {
         .filter(|r| !r.histogram.is_empty())
         .enumerate()
     {
-        let color = COLORS[i % COLORS.len()];
         let points: Vec<String> = percentile_curve(&result.histogram)
             .into_iter()
             .map(|(pct, us)| format!("{:.1},{:.1}", x_of(pct), y_of(us as f64)))
             .collect();
-        let _ = write!(
-            svg,
-            r#"<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{}"/><text x="{}" y="{}" fill="{color}">{}</text>"#,
-            points.join(" "),
-            x0 + 8.0,
-            y0 + 16.0 + 14.0 * i as f64,
-            escape_xml(&format!(
-                "{} p50 {} p99 {} max {}",
-                result.name,
-                format_us(result.histogram.value_at_quantile(0.5)),
-                format_us(result.histogram.value_at_quantile(0.99)),
-                format_us(result.histogram.max())
-            ))
+        let label = format!(
+            "{} p50 {} p99 {} max {}",
+            result.name,
+            format_us(result.histogram.value_at_quantile(0.5)),
+            format_us(result.histogram.value_at_quantile(0.99)),
+            format_us(result.histogram.max())
         );
+        series(svg, (x0, y0), i, &points, &label);
     }
+}
+
+/// Series `i` of a panel whose top-left corner is `origin`: its line through `points` and its
+/// label in the series' colour.
+fn series(svg: &mut String, origin: (f64, f64), i: usize, points: &[String], label: &str) {
+    let color = COLORS[i % COLORS.len()];
+    let _ = write!(
+        svg,
+        r#"<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{}"/><text x="{}" y="{}" fill="{color}">{}</text>"#,
+        points.join(" "),
+        origin.0 + 8.0,
+        origin.1 + 16.0 + 14.0 * i as f64,
+        escape_xml(label)
+    );
 }
 
 fn throughput_panel(svg: &mut String, x0: f64, y0: f64, timeline: &[TimelinePoint]) {
@@ -431,7 +438,6 @@ fn throughput_panel(svg: &mut String, x0: f64, y0: f64, timeline: &[TimelinePoin
         );
     }
     for (i, name) in names.iter().enumerate() {
-        let color = COLORS[i % COLORS.len()];
         let points: Vec<String> = timeline
             .iter()
             .filter_map(|p| {
@@ -442,14 +448,7 @@ fn throughput_panel(svg: &mut String, x0: f64, y0: f64, timeline: &[TimelinePoin
             })
             .map(|(t, r)| format!("{:.1},{:.1}", x_of(t), y_of(r)))
             .collect();
-        let _ = write!(
-            svg,
-            r#"<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{}"/><text x="{}" y="{}" fill="{color}">{}</text>"#,
-            points.join(" "),
-            x0 + 8.0,
-            y0 + 16.0 + 14.0 * i as f64,
-            escape_xml(name)
-        );
+        series(svg, (x0, y0), i, &points, name);
     }
 }
 

@@ -486,7 +486,10 @@ mod tests {
         // entry (chunk directory inline) plus one chunk.
         assert_eq!(std::mem::size_of::<Chunk>(), 1024);
         let entry = std::mem::size_of::<GroupOffsets>();
-        assert!((1024..=1280).contains(&entry), "GroupOffsets is {entry} bytes");
+        assert!(
+            (1024..=1280).contains(&entry),
+            "GroupOffsets is {entry} bytes"
+        );
     }
 
     #[test]
