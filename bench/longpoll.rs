@@ -347,10 +347,23 @@ struct Repeat {
     put: Histogram<u64>,
     /// Per append: time until the last woken pull's response was queued.
     last: Histogram<u64>,
-    /// Pull-wake thread CPU ns per woken pull (re-execution + send + its own wake-up).
+    /// Wake threads' CPU ns per woken pull (re-execution + send + its own wake-up).
     wake_cpu_ns: f64,
-    /// Pull-wake thread ns spent runnable but waiting for a CPU, per woken pull.
+    /// Wake threads' ns spent runnable but waiting for a CPU, per woken pull.
     wake_wait_ns: f64,
+}
+
+impl Repeat {
+    /// Nothing recorded yet; the wake-thread figures are unknown until measured.
+    fn empty() -> Repeat {
+        Repeat {
+            latency: histogram(),
+            put: histogram(),
+            last: histogram(),
+            wake_cpu_ns: f64::NAN,
+            wake_wait_ns: f64::NAN,
+        }
+    }
 }
 
 fn run_spread(parked: usize, pulls_per_connection: usize, samples: usize) -> Repeat {
@@ -374,13 +387,7 @@ fn run_spread(parked: usize, pulls_per_connection: usize, samples: usize) -> Rep
         *slot = bench.park(i / pulls_per_connection, &topic, q, hot_offset[i]);
     }
     assert_eq!(bench.ctrl.hold_table.len(), parked);
-    let mut rep = Repeat {
-        latency: histogram(),
-        put: histogram(),
-        last: histogram(),
-        wake_cpu_ns: f64::NAN,
-        wake_wait_ns: f64::NAN,
-    };
+    let mut rep = Repeat::empty();
     let mut rng = Rng::new(0xB0BA + parked as u64);
     let sched_before = pull_wake_schedstat();
     for _ in 0..samples {
@@ -411,13 +418,7 @@ fn run_one_queue(parked: usize, pulls_per_connection: usize, rounds: usize) -> R
     // The queue's ConsumeQueue file exists before timing.
     bench.append(TOPIC, 0);
     let mut offset = 1i64;
-    let mut rep = Repeat {
-        latency: histogram(),
-        put: histogram(),
-        last: histogram(),
-        wake_cpu_ns: f64::NAN,
-        wake_wait_ns: f64::NAN,
-    };
+    let mut rep = Repeat::empty();
     let (mut cpu, mut wait) = (Vec::new(), Vec::new());
     let conn_count = bench.conns.len();
     let mut pending = vec![0usize; conn_count];
