@@ -327,7 +327,7 @@ fn pull(
             ),
         ));
     }
-    let filter = subscription_filter(ctrl, h, &group.consume_broadcast_enable)?;
+    let filter = subscription_filter(ctrl, h, group.consume_broadcast_enable)?;
     let transfer = &ctrl.config.transfer;
     let zero_copy_possible = zero_copy_allowed
         && transfer.effective_mode() != TransferMode::Copy
@@ -375,7 +375,7 @@ fn pull(
 fn subscription_filter(
     ctrl: &Arc<BrokerController>,
     h: &PullMessageRequestHeader,
-    consume_broadcast_enable: &bool,
+    consume_broadcast_enable: bool,
 ) -> Result<Arc<ExpressionMessageFilter>, ProcessError> {
     if h.sys_flag & pull_sys_flag::SUBSCRIPTION != 0 {
         let expression_type = match h.expression_type.as_deref() {
