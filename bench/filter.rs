@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use ringmq::broker::filter::ExpressionMessageFilter;
+use ringmq::filter::ExpressionMessageFilter;
 use ringmq::store::filter::{AcceptAll, MessageFilter};
 use ringmq::store::format::encode_properties;
 use ringmq::store::io::{IoConfig, IoEngine};

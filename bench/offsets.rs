@@ -18,7 +18,7 @@ use std::sync::{Arc, Barrier, RwLock};
 use std::time::{Duration, Instant};
 
 use common::{grouped, median, Rng, Table};
-use ringmq::broker::offset::ConsumerOffsetManager;
+use ringmq::broker::consumer_offset_manager::ConsumerOffsetManager;
 
 /// Seconds of one timed run (times `RINGMQ_BENCH_SCALE`).
 const RUN_SECS: f64 = 0.6;

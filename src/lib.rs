@@ -12,6 +12,10 @@
 //! - [`config`]: the one configuration struct, read from `RINGMQ_<SECTION>_<FIELD>` env vars.
 
 pub mod broker;
+pub mod common;
 pub mod config;
+pub mod filter;
+pub mod namesrv;
+pub mod net;
 pub mod remoting;
 pub mod store;

@@ -61,7 +61,7 @@ fn run_broker(config: Config) -> ExitCode {
 
 fn run_namesrv(config: Config) -> ExitCode {
     let signals = block_stop_signals();
-    let handle = match startup::start_namesrv(&config) {
+    let handle = match ringmq::namesrv::start_namesrv(&config) {
         Ok(h) => h,
         Err(e) => {
             eprintln!("ringmq: cannot start the name server: {e}");

@@ -607,7 +607,7 @@ fn send_back_goes_to_retry_topic_after_delay_then_dlq() {
     );
     let (_, phy) = format::decode_offset_msg_id(sent.ext_opt_str("msgId").unwrap()).unwrap();
     invoke(&mut c, heartbeat("c1", "rg", "Orig", "TAG", "*"));
-    let back = |c: &mut ringmq::broker::remoting_client::BlockingClient, offset: i64, max: i32| {
+    let back = |c: &mut ringmq::net::remoting_client::BlockingClient, offset: i64, max: i32| {
         invoke(
             c,
             RemotingCommand::request(req::CONSUMER_SEND_MSG_BACK)
@@ -711,11 +711,9 @@ fn standalone_namesrv_routes_to_a_registered_broker_and_drops_it_on_stop() {
         .code,
         rc::SUCCESS
     );
-    let mut ns_client = ringmq::broker::remoting_client::BlockingClient::connect(
-        &ns.addr(),
-        Duration::from_secs(5),
-    )
-    .unwrap();
+    let mut ns_client =
+        ringmq::net::remoting_client::BlockingClient::connect(&ns.addr(), Duration::from_secs(5))
+            .unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let route = invoke(

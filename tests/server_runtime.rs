@@ -2,7 +2,7 @@
 //! blocking client over std::net::TcpStream that uses the remoting codec.
 
 use bytes::{Bytes, BytesMut};
-use ringmq::broker::server::{
+use ringmq::net::{
     serve, ConnectionContext, Outbound, RequestHandler, SendError, ServerConfig, ServerHandle,
     ShutdownSignal,
 };
@@ -633,7 +633,7 @@ fn invalid_config_is_refused_before_binding() {
     );
     assert!(matches!(
         result,
-        Err(ringmq::broker::server::ServerError::InvalidConfig {
+        Err(ringmq::net::ServerError::InvalidConfig {
             field: "write_queue_max_per_connection",
             ..
         })

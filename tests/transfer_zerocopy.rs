@@ -95,10 +95,7 @@ fn start(dir: &Path, mode: &str, extra: &[(&str, &str)]) -> Broker {
     let mut env = vec![
         ("RINGMQ_STORE_ROOT_DIR", root.as_str()),
         ("RINGMQ_TRANSFER_MODE", mode),
-        (
-            "RINGMQ_LOG_LEVEL",
-            "info,ringmq::broker::server::zerocopy=trace",
-        ),
+        ("RINGMQ_LOG_LEVEL", "info,ringmq::net::zerocopy=trace"),
     ];
     env.extend_from_slice(extra);
     Broker::start(&env)

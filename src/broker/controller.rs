@@ -9,12 +9,12 @@ use crate::config::{BrokerRole, Config};
 use crate::store::MessageStore;
 
 use super::client::{ConsumerManager, ProducerManager};
-use super::filter_cache::FilterCache;
-use super::longpoll::HoldTable;
-use super::offset::ConsumerOffsetManager;
+use super::consumer_filter_manager::FilterCache;
+use super::consumer_offset_manager::ConsumerOffsetManager;
+use super::longpoll::hold_table::HoldTable;
 use super::processor::pull::ParkedPullRequest;
-use super::subscription_group::SubscriptionGroupManager;
-use super::topic::TopicConfigManager;
+use super::subscription_group_manager::SubscriptionGroupManager;
+use super::topic_config_manager::TopicConfigManager;
 
 /// Everything a processor needs.
 pub struct BrokerController {
@@ -28,7 +28,8 @@ pub struct BrokerController {
     pub filters: FilterCache,
     pub hold_table: HoldTable<ParkedPullRequest>,
     /// Pulls woken by arrivals or the periodic check, executed by the wake threads.
-    pub wake_queue: crossbeam::channel::Sender<super::longpoll_service::WakeItem>,
+    pub wake_queue:
+        crossbeam::channel::Sender<super::longpoll::pull_request_hold_service::WakeItem>,
     /// `ip:port` of the main listen port, as registered with the name server.
     pub broker_addr: String,
     pub store_host: SocketAddr,

@@ -7,7 +7,7 @@ use crate::broker::controller::BrokerController;
 use crate::broker::processor::{
     admin, client_manage, consumer_manage, pull, query, send, ProcessError, ProcessResult,
 };
-use crate::broker::server::{ConnectionContext, RequestHandler};
+use crate::net::{ConnectionContext, RequestHandler};
 use crate::remoting::codes::{request_code as code, response_code as rc};
 use crate::remoting::command::RemotingCommand;
 

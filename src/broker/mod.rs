@@ -1,27 +1,25 @@
-//! The broker: processors, long polling, offsets, filters, name server, network runtime.
+//! The broker: request processors, long polling, consumer offsets and the metadata tables
+//! (Java `broker`). It sits on the store, speaks through [`crate::net`] and imports the filter
+//! engine and the name server; none of them imports it.
 //!
 //! - [`startup`] builds a [`controller::BrokerController`] and starts the threads and servers.
 //! - [`dispatch`] maps each request code to its processor in [`processor`].
-//! - [`longpoll`] is the hold table of parked pulls; [`longpoll_service`] re-executes them.
-//! - [`offset`], [`topic`], [`subscription_group`] are the persisted metadata tables.
-//! - [`server`] is the io_uring network runtime; [`namesrv`] the name server core.
+//! - [`longpoll`]: the hold table of parked pulls and the service that re-executes them.
+//! - [`consumer_offset_manager`], [`topic_config_manager`], [`subscription_group_manager`] are
+//!   the persisted metadata tables; [`config_manager`] writes their JSON files.
+//! - [`client`]: the producer and consumer tables filled by heartbeats.
+//! - [`schedule_message_service`]: delay levels.
 
 pub mod client;
+pub mod config_manager;
+pub mod consumer_filter_manager;
+pub mod consumer_offset_manager;
 pub mod controller;
 pub mod dispatch;
-pub mod filter;
-pub mod filter_cache;
 pub mod longpoll;
-pub mod longpoll_service;
 pub mod msg_id;
-pub mod namesrv;
-pub mod offset;
-pub mod persist;
 pub mod processor;
-pub mod remoting_client;
-pub mod schedule;
-pub mod server;
+pub mod schedule_message_service;
 pub mod startup;
-pub mod stop;
-pub mod subscription_group;
-pub mod topic;
+pub mod subscription_group_manager;
+pub mod topic_config_manager;

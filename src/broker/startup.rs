@@ -3,28 +3,29 @@
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::AtomicI32;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::broker::client::{ConsumerManager, ProducerManager};
+use crate::broker::consumer_filter_manager::FilterCache;
+use crate::broker::consumer_offset_manager::ConsumerOffsetManager;
 use crate::broker::controller::BrokerController;
 use crate::broker::dispatch::BrokerRequestHandler;
-use crate::broker::filter_cache::FilterCache;
-use crate::broker::longpoll::HoldTable;
-use crate::broker::longpoll_service::{self, ArrivalNotifier, WakeItem};
-use crate::broker::namesrv::{build_register_broker_request, NamesrvProcessor, RouteInfoManager};
-use crate::broker::offset::ConsumerOffsetManager;
-use crate::broker::processor::now_ms;
-use crate::broker::remoting_client::BlockingClient;
-use crate::broker::schedule;
-use crate::broker::server::{
-    self, ConnectionContext, RequestHandler, ServerConfig, ServerHandle, ShutdownSignal,
+use crate::broker::longpoll::hold_table::HoldTable;
+use crate::broker::longpoll::pull_request_hold_service::{
+    self as longpoll_service, ArrivalNotifier, WakeItem,
 };
-pub use crate::broker::stop::StopFlag;
-use crate::broker::subscription_group::SubscriptionGroupManager;
-use crate::broker::topic::{TopicConfigManager, TopicDefaults};
+use crate::broker::schedule_message_service as schedule;
+use crate::broker::subscription_group_manager::SubscriptionGroupManager;
+use crate::broker::topic_config_manager::{TopicConfigManager, TopicDefaults};
+use crate::common::now_ms;
+pub use crate::common::StopFlag;
 use crate::config::{Config, FlushPolicy, StoreIoMode};
+use crate::namesrv::{start_namesrv, NamesrvHandle, NamesrvStartError};
+use crate::net::remoting_client::BlockingClient;
+use crate::net::{self as server, ServerConfig, ServerHandle, ShutdownSignal};
+use crate::remoting::body::register_broker::build_register_broker_request;
 use crate::remoting::codes::request_code;
 use crate::remoting::command::RemotingCommand;
 use crate::store::io::{IoConfig, IoEngine, IoMode};
@@ -39,8 +40,10 @@ pub enum StartupError {
     Io(#[from] store::io::IoSetupError),
     #[error("server: {0}")]
     Server(#[from] server::ServerError),
+    #[error("embedded name server: {0}")]
+    Namesrv(#[from] NamesrvStartError),
     #[error("broker metadata: {0}")]
-    Persist(#[from] crate::broker::persist::PersistError),
+    Persist(#[from] crate::broker::config_manager::PersistError),
     #[error("configuration: {0}")]
     Config(String),
     #[error("cannot start thread {name}: {source}")]
@@ -65,124 +68,6 @@ fn spawn(
 fn ip(text: &str, var: &str) -> Result<IpAddr, StartupError> {
     text.parse()
         .map_err(|_| StartupError::Config(format!("{var}={text:?} is not an IP address")))
-}
-
-fn worker_threads(config: &Config) -> usize {
-    match config.server.worker_threads {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        n => n as usize,
-    }
-}
-
-fn server_config(config: &Config, addr: SocketAddr, extra: Vec<SocketAddr>) -> ServerConfig {
-    let mut sc = ServerConfig::new(addr);
-    sc.additional_listen_addrs = extra;
-    sc.worker_threads = worker_threads(config);
-    sc.frame_size_max_bytes = config.server.frame_size_max_bytes as usize;
-    sc.requests_in_flight_max_per_connection = config.server.requests_in_flight_max as usize;
-    sc.write_queue_max_per_connection = config.server.write_queue_max as usize;
-    sc
-}
-
-// ---------------------------------------------------------------------------------------------
-// Name server
-
-/// The name server's [`RequestHandler`]: the transport-free processor plus per-connection
-/// memory of which broker registered on which connection, so a closed connection drops its
-/// broker at once (Java `BrokerHousekeepingService`).
-pub struct NamesrvHandler {
-    processor: NamesrvProcessor,
-    registered: Mutex<HashMap<u64, String>>,
-}
-
-impl RequestHandler for NamesrvHandler {
-    async fn handle(
-        &self,
-        conn: ConnectionContext,
-        request: RemotingCommand,
-    ) -> Option<RemotingCommand> {
-        if request.is_response() {
-            return None;
-        }
-        let response = self.processor.process(&request, now_ms());
-        if let Some(addr) = NamesrvProcessor::registered_broker_addr(&request, &response) {
-            self.registered
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(conn.id, addr.to_string());
-        }
-        (!request.is_oneway()).then_some(response)
-    }
-
-    fn on_connection_closed(&self, conn: &ConnectionContext) {
-        let addr = self
-            .registered
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&conn.id);
-        if let Some(addr) = addr {
-            self.processor.route_info().on_channel_closed(&addr);
-        }
-    }
-}
-
-/// A running name server.
-pub struct NamesrvHandle {
-    pub server: ServerHandle,
-    pub route_info: Arc<RouteInfoManager>,
-    scan: Option<JoinHandle<()>>,
-    shutdown: ShutdownSignal,
-    stop: StopFlag,
-}
-
-impl NamesrvHandle {
-    pub fn stop(mut self) {
-        self.stop.raise();
-        self.shutdown.trigger();
-        self.server.shutdown();
-        if let Some(t) = self.scan.take() {
-            let _ = t.join();
-        }
-        if let Err(e) = self.server.join() {
-            tracing::warn!(error = %e, "name server stopped with an error");
-        }
-    }
-}
-
-pub fn start_namesrv(config: &Config) -> Result<NamesrvHandle, StartupError> {
-    let addr = SocketAddr::new(
-        ip(&config.namesrv.bind_ip, "RINGMQ_NAMESRV_BIND_IP")?,
-        config.namesrv.listen_port,
-    );
-    let route_info = Arc::new(RouteInfoManager::new());
-    let handler = Arc::new(NamesrvHandler {
-        processor: NamesrvProcessor::new(route_info.clone()),
-        registered: Mutex::new(HashMap::new()),
-    });
-    let shutdown = ShutdownSignal::new();
-    let mut sc = server_config(config, addr, Vec::new());
-    // Name server traffic is light; one thread is plenty.
-    sc.worker_threads = 1;
-    let server = server::serve(sc, handler, shutdown.clone())?;
-    let scan_interval = Duration::from_millis(config.namesrv.scan_not_active_broker_interval_ms);
-    let scan_route = route_info.clone();
-    let stop = StopFlag::new();
-    let scan_stop = stop.clone();
-    let scan = spawn("ringmq-namesrv-scan", move || {
-        while !scan_stop.wait_timeout(scan_interval) {
-            for gone in scan_route.scan_not_active_broker(now_ms()) {
-                tracing::info!(broker = ?gone, "name server expired a silent broker");
-            }
-        }
-    })?;
-    tracing::info!(addr = %server.local_addrs()[0], "ringmq name server listening");
-    Ok(NamesrvHandle {
-        server,
-        route_info,
-        scan: Some(scan),
-        shutdown,
-        stop,
-    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -411,7 +296,11 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
     }
     let handler = Arc::new(BrokerRequestHandler { ctrl: ctrl.clone() });
     let server = server::serve(
-        server_config(&ctrl.config, main_addr, extra),
+        {
+            let mut sc = ServerConfig::from_config(&ctrl.config, main_addr);
+            sc.additional_listen_addrs = extra;
+            sc
+        },
         handler,
         shutdown.clone(),
     )?;
@@ -530,7 +419,7 @@ fn invoke_namesrv(
     connections: &mut HashMap<String, BlockingClient>,
     addr: &str,
     request: RemotingCommand,
-) -> Result<RemotingCommand, crate::broker::remoting_client::ClientError> {
+) -> Result<RemotingCommand, crate::net::remoting_client::ClientError> {
     if let Some(client) = connections.get_mut(addr) {
         match client.invoke(request.clone()) {
             Ok(r) => return Ok(r),

@@ -1,5 +1,6 @@
 //! The RocketMQ remoting protocol: pure codec, no I/O.
 //!
+//! - [`body`]: the JSON bodies shared by broker, name server and clients.
 //! - [`codes`]: request/response codes with Java's names, [`codes::CURRENT_VERSION`].
 //! - [`command`]: [`RemotingCommand`] and lenient typed access to its ext fields.
 //! - [`frame`]: [`decode_frame`] / [`encode_frame`] / [`encode_frame_header`].
@@ -7,8 +8,9 @@
 //! - [`headers`]: typed custom headers (send, pull, offsets, client and name server requests).
 //! - [`error`]: [`CodecError`] (close the connection) and [`HeaderError`] (answer the request).
 //!
-//! Wire format: docs/PROTOCOL.md and /work/shared/reference/rocketmq-protocol.md §1–§3.
+//! Wire format: docs/PROTOCOL.md (Java `RemotingCommand`, `RocketMQSerializable`).
 
+pub mod body;
 pub mod codes;
 pub mod command;
 pub mod error;

@@ -14,7 +14,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, UNIX_EPOCH};
+
+use crate::common::now_ms;
 
 use bytes::{Bytes, BytesMut};
 use tokio::sync::watch;
@@ -750,12 +752,6 @@ fn next_store_timestamp(writer: &mut Writer) -> i64 {
     let ts = now_ms().max(writer.last_store_timestamp_ms);
     writer.last_store_timestamp_ms = ts;
     ts
-}
-
-pub(crate) fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 fn is_retry_topic(topic: &str) -> bool {

@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use ringmq::broker::remoting_client::BlockingClient;
+use ringmq::net::remoting_client::BlockingClient;
 use ringmq::remoting::command::RemotingCommand;
 
 /// A free loopback port `p` whose `p - 2` (the broker's fast port) is free too.

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::broker::controller::BrokerController;
-use crate::broker::namesrv::types::{TopicConfig, TopicFilterType};
-use crate::broker::topic;
+use crate::broker::topic_config_manager as topic;
+use crate::remoting::body::{TopicConfig, TopicFilterType};
 use crate::remoting::codes::response_code as rc;
 use crate::remoting::command::RemotingCommand;
 use crate::remoting::headers::{
@@ -21,7 +21,8 @@ use crate::remoting::headers::{
 };
 use crate::store;
 
-use super::{now_ms, ProcessError, ProcessResult};
+use super::{ProcessError, ProcessResult};
+use crate::common::now_ms;
 
 /// Java `MQVersion.CURRENT_VERSION` name, reported as brokerVersionDesc.
 const BROKER_VERSION_DESC: &str = "V5_3_3";

@@ -3,18 +3,20 @@
 
 use std::sync::Arc;
 
-use crate::broker::client::{ClientChannelInfo, HeartbeatData, SubscriptionData};
+use crate::broker::client::ClientChannelInfo;
 use crate::broker::controller::BrokerController;
-use crate::broker::namesrv::types::perm;
-use crate::broker::server::{ConnectionContext, Outbound};
-use crate::broker::topic::retry_topic;
+use crate::broker::topic_config_manager::retry_topic;
+use crate::net::{ConnectionContext, Outbound};
+use crate::remoting::body::heartbeat::{HeartbeatData, SubscriptionData};
+use crate::remoting::body::perm;
 use crate::remoting::codes::{request_code, response_code as rc};
 use crate::remoting::command::RemotingCommand;
 use crate::remoting::headers::{
     NotifyConsumerIdsChangedRequestHeader, UnregisterClientRequestHeader,
 };
 
-use super::{now_ms, ProcessError, ProcessResult};
+use super::{ProcessError, ProcessResult};
+use crate::common::now_ms;
 
 fn channel_info(
     conn: &ConnectionContext,
@@ -126,8 +128,8 @@ pub fn check_client_config(
             sub.expression_type()
         )));
     }
-    crate::broker::filter::ExpressionMessageFilter::new(sub.expression_type(), &sub.sub_string)
-        .map_err(|e| {
+    crate::filter::ExpressionMessageFilter::new(sub.expression_type(), &sub.sub_string).map_err(
+        |e| {
             ProcessError::new(
                 rc::SUBSCRIPTION_PARSE_FAILED,
                 format!(
@@ -135,7 +137,8 @@ pub fn check_client_config(
                     sub.sub_string, body.group
                 ),
             )
-        })?;
+        },
+    )?;
     Ok(RemotingCommand::response_to(request, rc::SUCCESS, None))
 }
 

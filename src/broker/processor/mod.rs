@@ -55,8 +55,8 @@ impl From<HeaderError> for ProcessError {
     }
 }
 
-impl From<crate::broker::persist::PersistError> for ProcessError {
-    fn from(e: crate::broker::persist::PersistError) -> Self {
+impl From<crate::broker::config_manager::PersistError> for ProcessError {
+    fn from(e: crate::broker::config_manager::PersistError) -> Self {
         ProcessError::system(format!("persisting broker metadata failed: {e}"))
     }
 }
@@ -69,10 +69,3 @@ impl From<crate::store::StoreError> for ProcessError {
 
 /// A result of a processor: the response, or an error turned into one.
 pub type ProcessResult = Result<RemotingCommand, ProcessError>;
-
-/// Milliseconds since the epoch.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}

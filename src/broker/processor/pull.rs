@@ -14,19 +14,20 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 
 use crate::broker::controller::BrokerController;
-use crate::broker::filter::{ExpressionMessageFilter, SubscriptionExpression};
-use crate::broker::longpoll::ParkedPull;
-use crate::broker::namesrv::types::perm;
-use crate::broker::server::{ConnectionSender, FileFrame, FileRange, Outbound, SendError};
-use crate::broker::topic::OFFSET_MOVED_EVENT;
+use crate::broker::longpoll::hold_table::ParkedPull;
+use crate::broker::topic_config_manager::OFFSET_MOVED_EVENT;
 use crate::config::{TransferMode, TransferSection};
+use crate::filter::{ExpressionMessageFilter, SubscriptionExpression};
+use crate::net::{ConnectionSender, FileFrame, FileRange, Outbound, SendError};
+use crate::remoting::body::perm;
 use crate::remoting::codes::response_code as rc;
 use crate::remoting::command::{RemotingCommand, SerializeType};
 use crate::remoting::frame::encode_frame_header;
 use crate::remoting::headers::{PullMessageRequestHeader, PullMessageResponseHeader};
 use crate::store::{FileRegion, GetMessageResult, GetMessageStatus, MessageToStore, RegionShape};
 
-use super::{now_ms, ProcessError};
+use super::ProcessError;
+use crate::common::now_ms;
 
 /// PullSysFlag bits (Java `PullSysFlag`).
 pub mod pull_sys_flag {
@@ -468,7 +469,7 @@ fn map_result(
     ctrl: &Arc<BrokerController>,
     h: &PullMessageRequestHeader,
     context: &PullContext,
-    group: &crate::broker::subscription_group::SubscriptionGroupConfig,
+    group: &crate::broker::subscription_group_manager::SubscriptionGroupConfig,
     result: GetMessageResult,
 ) -> RemotingCommand {
     let code = status_to_code(result.status, h.queue_offset);

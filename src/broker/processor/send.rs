@@ -8,11 +8,11 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::broker::controller::BrokerController;
-use crate::broker::namesrv::types::{perm, TopicConfig};
-use crate::broker::topic::{
-    self, dlq_topic, retry_topic, RETRY_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC,
+use crate::broker::topic_config_manager::{
+    self as topic, dlq_topic, retry_topic, RETRY_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC,
 };
 use crate::config::FlushPolicy;
+use crate::remoting::body::{perm, TopicConfig};
 use crate::remoting::codes::response_code as rc;
 use crate::remoting::command::RemotingCommand;
 use crate::remoting::headers::{
@@ -199,12 +199,11 @@ fn send_single(
             queue_id = 0;
         }
     }
-    let sys_flag =
-        if tc.topic_filter_type == crate::broker::namesrv::types::TopicFilterType::MultiTag {
-            h.sys_flag | MULTI_TAGS_FLAG
-        } else {
-            h.sys_flag
-        };
+    let sys_flag = if tc.topic_filter_type == crate::remoting::body::TopicFilterType::MultiTag {
+        h.sys_flag | MULTI_TAGS_FLAG
+    } else {
+        h.sys_flag
+    };
     complete_properties(ctrl, &mut properties);
     let uniq_key = property_value(properties.as_bytes(), property::UNIQ_KEY.as_bytes())
         .map(|v| String::from_utf8_lossy(v).into_owned());

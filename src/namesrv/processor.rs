@@ -1,10 +1,10 @@
 //! Request handling of the name server (Java `DefaultRequestProcessor` and
 //! `ClientRequestProcessor`), independent of the transport: one request in, one response out.
 
-use super::json::parse_lenient;
-use super::register_body::{body_crc32, decode_register_broker_body};
 use super::route_info::{BrokerRegistration, RouteInfoManager};
-use super::types::TopicRouteData;
+use crate::remoting::body::json::parse_lenient;
+use crate::remoting::body::register_broker::{body_crc32, decode_register_broker_body};
+use crate::remoting::body::TopicRouteData;
 use crate::remoting::headers::{
     GetRouteInfoRequestHeader, RegisterBrokerRequestHeader, RegisterBrokerResponseHeader,
     UnregisterBrokerRequestHeader,
@@ -198,9 +198,11 @@ fn json_response<T: Serialize>(req: &RemotingCommand, value: &T) -> RemotingComm
 
 #[cfg(test)]
 mod tests {
-    use super::super::register_body::{build_register_broker_request, encode_compressed_for_test};
-    use super::super::types::{DataVersion, TopicConfig};
     use super::*;
+    use crate::remoting::body::register_broker::{
+        build_register_broker_request, encode_compressed_for_test,
+    };
+    use crate::remoting::body::{DataVersion, TopicConfig};
     use serde_json::Value;
     use std::collections::BTreeSet;
 

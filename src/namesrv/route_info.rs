@@ -11,7 +11,7 @@
 //! - `register_topic` checks every queue's broker before changing anything (Java may apply
 //!   a prefix of the list and then give up).
 
-use super::types::{
+use crate::remoting::body::{
     perm, BrokerData, ClusterInfo, DataVersion, QueueData, TopicConfig,
     TopicConfigSerializeWrapper, TopicList, TopicRouteData,
 };

@@ -1,6 +1,7 @@
 //! Server settings and their defaults. Every bound of the network runtime lives here.
 
 use super::ServerError;
+use crate::config::Config;
 use crate::remoting::frame::FRAME_SIZE_MAX_BYTES;
 use std::net::SocketAddr;
 
@@ -84,6 +85,18 @@ impl ServerConfig {
             ring_entries: RING_ENTRIES,
             shutdown_grace_ms: SHUTDOWN_GRACE_MS,
         }
+    }
+
+    /// The runtime settings of `config` (`RINGMQ_SERVER_*`), listening on `listen_addr`.
+    pub fn from_config(config: &Config, listen_addr: SocketAddr) -> Self {
+        let mut sc = ServerConfig::new(listen_addr);
+        if config.server.worker_threads != 0 {
+            sc.worker_threads = config.server.worker_threads as usize;
+        }
+        sc.frame_size_max_bytes = config.server.frame_size_max_bytes as usize;
+        sc.requests_in_flight_max_per_connection = config.server.requests_in_flight_max as usize;
+        sc.write_queue_max_per_connection = config.server.write_queue_max as usize;
+        sc
     }
 
     /// Adds the fast/VIP port, `listen_addr.port() - 2` on the same IP, as Java does.

@@ -5,8 +5,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
-use super::namesrv::types::{perm, DataVersion, TopicConfig, TopicConfigSerializeWrapper};
-use super::persist::{self, Loaded, PersistError};
+use super::config_manager::{self as persist, Loaded, PersistError};
+use crate::common::now_ms;
+use crate::remoting::body::{perm, DataVersion, TopicConfig, TopicConfigSerializeWrapper};
 
 /// The auto-create template topic.
 pub const AUTO_CREATE_TOPIC_KEY_TOPIC: &str = "TBW102";
@@ -90,12 +91,6 @@ pub struct TopicConfigManager {
     table: RwLock<HashMap<String, Arc<TopicConfig>>>,
     data_version: RwLock<DataVersion>,
     path: PathBuf,
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 fn topic(name: &str, read: i32, write: i32, perm_bits: i32) -> TopicConfig {

@@ -25,7 +25,7 @@
 //! slot's marker); QUERY_CONSUMER_OFFSET treats every negative offset that way anyway.
 //!
 //! Persistence: [`ConsumerOffsetManager::persist`] writes RocketMQ's `consumerOffset.json`
-//! (`{"offsetTable":{"topic@group":{"0":120}}}`) through [`crate::broker::persist`], crash-safely,
+//! (`{"offsetTable":{"topic@group":{"0":120}}}`) through [`crate::broker::config_manager`], crash-safely,
 //! and skips the write when the text equals the last one written. Loading accepts files written
 //! by the Java broker (unquoted integer keys, extra members).
 
@@ -38,7 +38,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use arc_swap::ArcSwap;
 use hashbrown::HashTable;
 
-use super::persist::{self, Loaded, PersistError};
+use super::config_manager::{self as persist, Loaded, PersistError};
 
 /// Number of (topic, group) shards. Only a group's first commit locks a shard (to copy it), so
 /// this bounds how many first commits of different groups can run at once and how much each

@@ -143,7 +143,7 @@ fn read_optional(path: &Path) -> Result<Option<String>, PersistError> {
 /// Java broker wrote. Valid JSON passes through unchanged. (One implementation, shared with the
 /// name server's lenient body parsing.)
 pub fn quote_bare_integer_keys(text: &str) -> String {
-    match crate::broker::namesrv::json::quote_bare_integer_keys(text.as_bytes()) {
+    match crate::remoting::body::json::quote_bare_integer_keys(text.as_bytes()) {
         std::borrow::Cow::Borrowed(_) => text.to_string(),
         // Only ASCII quotes are inserted between whole UTF-8 sequences.
         std::borrow::Cow::Owned(bytes) => String::from_utf8(bytes)

@@ -18,11 +18,11 @@ use std::time::{Duration, Instant};
 use crossbeam::channel::{Receiver, RecvTimeoutError};
 
 use crate::broker::controller::BrokerController;
-use crate::broker::longpoll::WakeReason;
-use crate::broker::processor::now_ms;
+use crate::broker::longpoll::hold_table::WakeReason;
 use crate::broker::processor::pull::{self, ParkedPullRequest};
-use crate::broker::server::{ConnectionSender, Outbound, SendError};
-use crate::broker::stop::StopFlag;
+use crate::common::now_ms;
+use crate::common::StopFlag;
+use crate::net::{ConnectionSender, Outbound, SendError};
 use crate::store::ArrivalListener;
 
 /// Work for the wake threads.
@@ -271,7 +271,7 @@ impl WakeService {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::broker::server::ConnectionContext;
+    use crate::net::ConnectionContext;
     use crate::remoting::command::RemotingCommand;
 
     #[test]

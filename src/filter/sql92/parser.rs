@@ -37,7 +37,7 @@ use std::collections::{HashSet, VecDeque};
 use super::eval::{compare_values, Value};
 use super::lexer::{Keyword, Lexer, Token, TokenKind};
 use super::{MAX_EXPRESSION_LENGTH_BYTES, MAX_NESTING_DEPTH, MAX_TREE_DEPTH};
-use crate::broker::filter::FilterError;
+use crate::filter::FilterError;
 
 /// `>`, `>=`, `<`, `<=`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

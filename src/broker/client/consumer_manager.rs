@@ -1,78 +1,10 @@
-//! Producer and consumer tables filled by HEART_BEAT (Java `ProducerManager`,
-//! `ConsumerManager`, `ConsumerGroupInfo`, `ClientChannelInfo`).
-//!
-//! A client is known by its connection: entries are keyed by connection id, and the connection's
-//! [`ConnectionSender`] is kept so the broker can send NOTIFY_CONSUMER_IDS_CHANGED on the
-//! client's own connection (it never dials an address a client announces).
+//! Consumer groups filled by HEART_BEAT (Java `ConsumerManager`, `ConsumerGroupInfo`).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::RwLock;
 
-use serde::{Deserialize, Serialize};
-
-use super::server::ConnectionSender;
-
-/// Java `SubscriptionData` as carried in heartbeats.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "camelCase", default)]
-pub struct SubscriptionData {
-    pub class_filter_mode: bool,
-    pub topic: String,
-    pub sub_string: String,
-    pub tags_set: BTreeSet<String>,
-    pub code_set: BTreeSet<i32>,
-    pub sub_version: i64,
-    pub expression_type: Option<String>,
-}
-
-impl SubscriptionData {
-    /// `TAG` unless the subscription says otherwise (null/empty mean TAG, as in Java).
-    pub fn expression_type(&self) -> &str {
-        match self.expression_type.as_deref() {
-            None | Some("") => "TAG",
-            Some(t) => t,
-        }
-    }
-}
-
-/// Java `ConsumerData`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "camelCase", default)]
-pub struct ConsumerData {
-    pub group_name: String,
-    pub consume_type: String,
-    pub message_model: String,
-    pub consume_from_where: String,
-    pub subscription_data_set: Vec<SubscriptionData>,
-    pub unit_mode: bool,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "camelCase", default)]
-pub struct ProducerData {
-    pub group_name: String,
-}
-
-/// Java `HeartbeatData`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "camelCase", default)]
-pub struct HeartbeatData {
-    #[serde(rename = "clientID")]
-    pub client_id: String,
-    pub producer_data_set: Vec<ProducerData>,
-    pub consumer_data_set: Vec<ConsumerData>,
-}
-
-/// One client connection of a group.
-#[derive(Debug, Clone)]
-pub struct ClientChannelInfo {
-    pub client_id: String,
-    pub connection_id: u64,
-    pub sender: ConnectionSender,
-    pub language: String,
-    pub version: i32,
-    pub last_update_ms: i64,
-}
+use super::ClientChannelInfo;
+use crate::remoting::body::heartbeat::{ConsumerData, SubscriptionData};
 
 /// A consumer group's members and subscriptions.
 #[derive(Debug, Clone, Default)]
@@ -223,73 +155,5 @@ impl ConsumerManager {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .get(group))
-    }
-}
-
-/// Producer groups by name (kept for admin queries and channel expiry).
-#[derive(Default)]
-pub struct ProducerManager {
-    groups: RwLock<HashMap<String, HashMap<u64, ClientChannelInfo>>>,
-}
-
-impl ProducerManager {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    pub fn register_producer(&self, group: &str, channel: ClientChannelInfo) {
-        let mut groups = self.groups.write().unwrap_or_else(|p| p.into_inner());
-        groups
-            .entry(group.to_string())
-            .or_default()
-            .insert(channel.connection_id, channel);
-    }
-
-    pub fn unregister_producer(&self, group: &str, connection_id: u64) {
-        let mut groups = self.groups.write().unwrap_or_else(|p| p.into_inner());
-        if let Some(g) = groups.get_mut(group) {
-            g.remove(&connection_id);
-            if g.is_empty() {
-                groups.remove(group);
-            }
-        }
-    }
-
-    pub fn remove_connection(&self, connection_id: u64) {
-        let mut groups = self.groups.write().unwrap_or_else(|p| p.into_inner());
-        groups.retain(|_, g| {
-            g.remove(&connection_id);
-            !g.is_empty()
-        });
-    }
-
-    pub fn scan_not_active_channels(&self, now_ms: i64, timeout_ms: i64) -> usize {
-        let mut groups = self.groups.write().unwrap_or_else(|p| p.into_inner());
-        let mut expired = 0;
-        groups.retain(|_, g| {
-            g.retain(|_, c| {
-                let alive = now_ms - c.last_update_ms <= timeout_ms && !c.sender.is_closed();
-                expired += usize::from(!alive);
-                alive
-            });
-            !g.is_empty()
-        });
-        expired
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn heartbeat_json_from_a_java_client_parses() {
-        let json = r#"{"clientID":"10.0.0.5@12345#987654321","consumerDataSet":[{"consumeFromWhere":"CONSUME_FROM_LAST_OFFSET","consumeType":"CONSUME_PASSIVELY","groupName":"cg","messageModel":"CLUSTERING","subscriptionDataSet":[{"classFilterMode":false,"codeSet":[97],"expressionType":"TAG","subString":"a","subVersion":1700000000000,"tagsSet":["a"],"topic":"T"}],"unitMode":false}],"heartbeatFingerprint":0,"producerDataSet":[{"groupName":"pg"}],"withoutSub":false}"#;
-        let hb: HeartbeatData = serde_json::from_str(json).unwrap();
-        assert_eq!(hb.client_id, "10.0.0.5@12345#987654321");
-        let sub = &hb.consumer_data_set[0].subscription_data_set[0];
-        assert_eq!(sub.code_set, BTreeSet::from([97]));
-        assert_eq!(sub.expression_type(), "TAG");
-        assert_eq!(hb.producer_data_set[0].group_name, "pg");
     }
 }

@@ -120,9 +120,9 @@ impl MessageFilter for ExpressionMessageFilter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::broker::filter::properties::tests::MESSAGE_MAGIC_CODE_V1;
-    use crate::broker::filter::properties::tests::{build_record, encode_properties};
-    use crate::broker::filter::tag::java_string_hash_code;
+    use crate::filter::properties::tests::MESSAGE_MAGIC_CODE_V1;
+    use crate::filter::properties::tests::{build_record, encode_properties};
+    use crate::filter::tag::java_string_hash_code;
 
     fn record(pairs: &[(&str, &str)]) -> Vec<u8> {
         build_record(

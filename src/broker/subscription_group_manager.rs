@@ -7,7 +7,7 @@ use std::sync::{Arc, RwLock};
 
 use serde::{Deserialize, Serialize};
 
-use super::persist::{self, Loaded, PersistError};
+use super::config_manager::{self as persist, Loaded, PersistError};
 
 /// Java `SubscriptionGroupConfig` with its defaults. Unknown members of files written by Java
 /// (groupRetryPolicy, attributes, ...) are ignored on load.

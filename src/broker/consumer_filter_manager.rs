@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
-use super::filter::{ExpressionMessageFilter, FilterError};
+use crate::filter::{ExpressionMessageFilter, FilterError};
 
 struct Entry {
     sub_version: i64,

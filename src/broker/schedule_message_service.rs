@@ -13,12 +13,13 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use crate::broker::config_manager::{self as persist, Loaded};
 use crate::broker::controller::BrokerController;
-use crate::broker::persist::{self, Loaded};
-use crate::broker::processor::now_ms;
 use crate::broker::processor::send::{property, remove_property};
-use crate::broker::startup::{StartupError, StopFlag};
-use crate::broker::topic::SCHEDULE_TOPIC;
+use crate::broker::startup::StartupError;
+use crate::broker::topic_config_manager::SCHEDULE_TOPIC;
+use crate::common::now_ms;
+use crate::common::StopFlag;
 use crate::store::filter::AcceptAll;
 use crate::store::format::{self, property_value};
 use crate::store::{GetMessageStatus, MessageToStore};

@@ -17,6 +17,7 @@
 mod config;
 mod connection;
 mod listener;
+pub mod remoting_client;
 mod runtime;
 mod writer;
 pub mod zerocopy;

@@ -1,16 +1,26 @@
 //! The REGISTER_BROKER body in both directions: the name server decodes it (JSON, or the
 //! zlib-compressed binary form), the broker builds the request.
 
+use super::json::null_as_default;
 use super::json::{parse_lenient, JsonBodyError};
-use super::types::{
-    DataVersion, RegisterBrokerBody, TopicConfig, TopicConfigSerializeWrapper, TopicFilterType,
-};
+use super::topic_config::{DataVersion, TopicConfig, TopicConfigSerializeWrapper, TopicFilterType};
 use crate::remoting::headers::RegisterBrokerRequestHeader;
 use crate::remoting::{request_code, RemotingCommand};
 use bytes::Bytes;
+use serde::Deserialize;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io::Read;
+
+/// `RegisterBrokerBody` (uncompressed JSON form) as read by the name server.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct RegisterBrokerBody {
+    #[serde(deserialize_with = "null_as_default")]
+    pub filter_server_list: Vec<String>,
+    #[serde(deserialize_with = "null_as_default")]
+    pub topic_config_serialize_wrapper: TopicConfigSerializeWrapper,
+}
 
 /// `MQVersion.Version.V3_0_11.ordinal()`: older brokers send a bare
 /// `TopicConfigSerializeWrapper` instead of a `RegisterBrokerBody`.

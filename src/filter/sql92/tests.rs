@@ -845,8 +845,8 @@ fn deepest_expressions_fit_in_a_small_stack() {
 
 #[test]
 fn evaluates_raw_record_properties() {
-    use crate::broker::filter::properties::tests::encode_properties;
-    use crate::broker::filter::properties::RawProperties;
+    use crate::filter::properties::tests::encode_properties;
+    use crate::filter::properties::RawProperties;
     let bytes = encode_properties(&[("TAGS", "TagA"), ("price", "12.5"), ("region", "eu-1")]);
     let raw = RawProperties(&bytes);
     let expression =
