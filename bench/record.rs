@@ -1,5 +1,5 @@
-//! The stored message record (protocol reference §5.1): a minimal decoder for pull bodies and
-//! an encoder for the echo server and tests, plus the properties string (§5.3) and the bench's
+//! The stored message record (docs/FORMAT.md, Java `MessageDecoder`): a minimal decoder for pull bodies and
+//! an encoder for the echo server and tests, plus the properties string and the bench's
 //! body stamp.
 //!
 //! Own code on purpose: the bench must not depend on the broker's store.

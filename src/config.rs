@@ -909,12 +909,13 @@ impl Config {
             }
         };
         let s = &self.store;
+        let size_check =
+            crate::store::config::check_commit_log_file_size(s.commit_log_file_size_bytes);
         check(
-            s.commit_log_file_size_bytes >= 64 * 1024
-                && s.commit_log_file_size_bytes.is_multiple_of(4096),
+            size_check.is_ok(),
             "RINGMQ_STORE_COMMIT_LOG_FILE_SIZE_BYTES",
             s.commit_log_file_size_bytes.to_string(),
-            "must be a multiple of 4096 and at least 65536",
+            size_check.as_ref().err().map_or("", String::as_str),
         );
         check(
             s.commit_log_file_size_bytes > s.max_message_size_bytes + 64 * 1024,

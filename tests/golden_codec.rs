@@ -1,5 +1,6 @@
 //! Golden-byte tests for the remoting codec. Every expected frame here is written out by hand
-//! from /work/shared/reference/rocketmq-protocol.md §1 (not produced by the encoder under test).
+//! from the layout Java `RemotingCommand` and `RocketMQSerializable` write, as docs/PROTOCOL.md
+//! states it (not produced by the encoder under test).
 
 use std::collections::HashMap;
 
@@ -47,7 +48,7 @@ fn encode(cmd: &RemotingCommand) -> Vec<u8> {
 
 #[test]
 fn heart_beat_binary_frame_of_the_reference() {
-    // §1.3: HEART_BEAT (34), JAVA, version 479, opaque 7, flag 0, no remark, no ext.
+    // A binary-header frame: HEART_BEAT (34), JAVA, version 479, opaque 7, flag 0, no remark, no ext.
     #[rustfmt::skip]
     let expected: [u8; 29] = [
         0x00, 0x00, 0x00, 0x19,             // length = 4 + 21

@@ -1,5 +1,5 @@
 //! Golden bytes: records and ConsumeQueue units built by hand from the layout in
-//! rocketmq-protocol.md §5.1/§6.1 decode to the expected fields, and our encoder produces
+//! docs/FORMAT.md (Java `CommitLog`, `ConsumeQueue`) decode to the expected fields, and our encoder produces
 //! exactly those bytes.
 
 use std::net::SocketAddr;
@@ -254,7 +254,7 @@ fn consume_queue_unit_golden() {
 
 #[test]
 fn batch_body_golden() {
-    // §5.4: TOTALSIZE, MAGIC(0), BODYCRC(0), FLAG, BODYLEN, BODY, PROPLEN, PROPERTIES.
+    // Java `MessageDecoder.encodeMessage`: TOTALSIZE, MAGIC(0), BODYCRC(0), FLAG, BODYLEN, BODY, PROPLEN, PROPERTIES.
     let golden = Hand::default()
         .i32(20 + 5 + 2 + 10)
         .i32(0)

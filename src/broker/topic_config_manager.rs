@@ -1,4 +1,5 @@
-//! Topic configurations (Java `TopicConfigManager`, `TopicValidator`), persisted to
+//! Topic configurations (Java `TopicConfigManager`; names are checked by
+//! [`crate::common::topic_validator`]), persisted to
 //! `config/topics.json`.
 
 use std::collections::{BTreeMap, HashMap};
@@ -15,12 +16,7 @@ pub const SELF_TEST_TOPIC: &str = "SELF_TEST_TOPIC";
 pub const BENCHMARK_TOPIC: &str = "BenchmarkTest";
 pub const OFFSET_MOVED_EVENT: &str = "OFFSET_MOVED_EVENT";
 pub const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
-pub const RETRY_GROUP_TOPIC_PREFIX: &str = "%RETRY%";
-pub const DLQ_GROUP_TOPIC_PREFIX: &str = "%DLQ%";
-/// Java `TopicValidator.TOPIC_MAX_LENGTH` for ordinary topics.
-pub const TOPIC_MAX_LENGTH: usize = 127;
-/// Retry and DLQ topics embed a group name (≤ 120 chars) behind their prefix.
-pub const SYSTEM_GROUP_TOPIC_MAX_LENGTH: usize = 255;
+pub use crate::common::topic_validator::{DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX};
 /// Java `SCHEDULE_TOPIC_XXXX` has one queue per delay level; 18 by default.
 pub const SCHEDULE_TOPIC_QUEUE_NUMS: i32 = 18;
 
@@ -40,35 +36,6 @@ pub fn retry_topic(group: &str) -> String {
 /// The dead-letter topic of a consumer group.
 pub fn dlq_topic(group: &str) -> String {
     format!("{DLQ_GROUP_TOPIC_PREFIX}{group}")
-}
-
-/// Checks a topic name like Java's `TopicValidator.validateTopic`: not blank, only
-/// `[A-Za-z0-9_%|-]`, at most 127 chars (255 for `%RETRY%`/`%DLQ%` topics).
-pub fn validate_topic(topic: &str) -> Result<(), String> {
-    if topic.trim().is_empty() {
-        return Err("the specified topic is blank".into());
-    }
-    let max = if topic.starts_with(RETRY_GROUP_TOPIC_PREFIX)
-        || topic.starts_with(DLQ_GROUP_TOPIC_PREFIX)
-    {
-        SYSTEM_GROUP_TOPIC_MAX_LENGTH
-    } else {
-        TOPIC_MAX_LENGTH
-    };
-    if topic.len() > max {
-        return Err(format!(
-            "the specified topic is longer than topic max length {max}"
-        ));
-    }
-    if let Some(bad) = topic
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || "_%|-".contains(*c)))
-    {
-        return Err(format!(
-            "the specified topic[{topic}] contains illegal characters ({bad:?}), allowing only ^[%|a-zA-Z0-9_-]+$"
-        ));
-    }
-    Ok(())
 }
 
 /// Whether producers may send to `topic`.
@@ -322,17 +289,7 @@ mod tests {
     }
 
     #[test]
-    fn topic_names_are_validated_like_java() {
-        assert!(validate_topic("TopicTest").is_ok());
-        assert!(validate_topic("a-b_c%d|e").is_ok());
-        assert!(validate_topic("").is_err());
-        assert!(validate_topic("a b").unwrap_err().contains("illegal"));
-        assert!(validate_topic("a.b").is_err());
-        assert!(validate_topic(&"x".repeat(127)).is_ok());
-        assert!(validate_topic(&"x".repeat(128))
-            .unwrap_err()
-            .contains("127"));
-        assert!(validate_topic(&format!("%RETRY%{}", "g".repeat(120))).is_ok());
+    fn system_topics_refuse_sends() {
         assert!(!is_send_allowed(SCHEDULE_TOPIC));
         assert!(is_send_allowed("TopicTest"));
     }

@@ -74,7 +74,7 @@ impl ExpressionMessageFilter {
         }
     }
 
-    /// Layer two, from a message's encoded properties (§5.3; the bytes a record stores, or
+    /// Layer two, from a message's encoded properties (the bytes a record stores, or
     /// that an arrival event carries).
     pub fn matches_properties(&self, properties: &[u8]) -> bool {
         let properties = RawProperties(properties);

@@ -1,4 +1,4 @@
-//! Message filtering: tags and SQL92 (protocol reference §8).
+//! Message filtering: tags and SQL92 (Java `filter` module: `ExpressionMessageFilter`, `SqlFilter`).
 //!
 //! - [`tag`]: TAG subscriptions (`"*"` or `"TagA || TagB"`) and Java's `String.hashCode`.
 //! - [`sql92`]: the SQL92 property-filter language: lexer, parser, evaluator.

@@ -1,9 +1,9 @@
 //! Property access on a stored record without decoding or copying it.
 //!
-//! [`record_properties`] walks the fixed CommitLog record header (RocketMQ layout, protocol
-//! reference §5.1, Java `MessageDecoder.decodeProperties`) to the properties bytes;
+//! [`record_properties`] walks the fixed CommitLog record header (RocketMQ layout, Java
+//! `MessageDecoder.decodeProperties`; docs/FORMAT.md) to the properties bytes;
 //! [`RawProperties`] looks a key up by scanning the `name \x01 value \x02` pairs in place
-//! (§5.3, Java `MessageDecoder.string2messageProperties`). No map is built and the body is
+//! (Java `MessageDecoder.string2messageProperties`). No map is built and the body is
 //! never touched. This walk is deliberately minimal; `store::format` owns the full codec.
 
 use std::borrow::Cow;
@@ -57,7 +57,7 @@ pub(crate) mod tests {
     const NAME_VALUE_SEPARATOR: u8 = 0x01;
     const PROPERTY_SEPARATOR: u8 = 0x02;
 
-    /// Builds a record in the CommitLog layout (§5.1), as the store writes it.
+    /// Builds a record in the CommitLog layout (docs/FORMAT.md), as the store writes it.
     pub(crate) fn build_record(
         magic_code: u32,
         sys_flag: u32,
@@ -118,7 +118,7 @@ pub(crate) mod tests {
 
     #[test]
     fn ipv4_v1_record_size_matches_the_reference_formula() {
-        // §5.1: 91 + bodyLen + topicLen + propsLen for v1 with IPv4 hosts; 92 + … for v2.
+        // Java `CommitLog.calMsgLength`: 91 + bodyLen + topicLen + propsLen for v1 with IPv4 hosts; 92 + … for v2.
         let properties = encode_properties(&[("TAGS", "TagA")]);
         let v1 = build_record(
             MESSAGE_MAGIC_CODE_V1,

@@ -233,7 +233,7 @@ mod tests {
 
     #[test]
     fn heart_beat_golden() {
-        // rocketmq-protocol.md §1.3: HEART_BEAT, JAVA, version 479, opaque 7, flag 0.
+        // A frame as Java `RocketMQSerializable.rocketMQProtocolEncode` writes it: HEART_BEAT, JAVA, version 479, opaque 7, flag 0.
         let cmd = RemotingCommand::request(34)
             .with_opaque(7)
             .with_serialize_type(SerializeType::RocketMq);

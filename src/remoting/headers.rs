@@ -164,7 +164,7 @@ macro_rules! header {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Send (§3.1–§3.3)
+// Send (Java `SendMessageRequestHeader`, `SendMessageRequestHeaderV2`, `SendMessageResponseHeader`)
 
 /// `SendMessageRequestHeader` (code 10, full key names) and `SendMessageRequestHeaderV2`
 /// (codes 310/320/325, single-letter keys `a`..`n`), as one struct with Java's V1 field names.
@@ -377,7 +377,7 @@ impl SendMessageResponseHeader {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Pull (§3.4)
+// Pull (Java `PullMessageRequestHeader`, `PullMessageResponseHeader`)
 
 header! {
     /// `PullMessageRequestHeader` (PULL_MESSAGE 11, LITE_PULL_MESSAGE 361).
@@ -420,7 +420,7 @@ header! {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Offsets (§3.5)
+// Offsets (Java `QueryConsumerOffsetRequestHeader`, `UpdateConsumerOffsetRequestHeader` and the max/min/time lookups)
 
 header! {
     /// `QueryConsumerOffsetRequestHeader` (14).
@@ -557,7 +557,7 @@ header! {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Message query (§3.7)
+// Message query (Java `ViewMessageRequestHeader`)
 
 header! {
     /// `ViewMessageRequestHeader` (33).
@@ -569,7 +569,7 @@ header! {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Client management (§3.6)
+// Client management (Java `ClientManageProcessor`'s headers)
 
 header! {
     /// `ConsumerSendMsgBackRequestHeader` (36).
@@ -631,7 +631,7 @@ header! {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Name server (§3.8)
+// Name server (Java `RegisterBrokerRequestHeader`, `GetRouteInfoRequestHeader` and friends)
 
 header! {
     /// `RegisterBrokerRequestHeader` (103).

@@ -15,9 +15,23 @@ pub const DEFAULT_MAX_MESSAGE_SIZE_BYTES: usize = 4 * 1024 * 1024;
 /// `StoreUtil.TOTAL_PHYSICAL_MEMORY_SIZE` fallback when the OS does not say.
 pub const FALLBACK_TOTAL_PHYSICAL_MEMORY_BYTES: u64 = 24 * 1024 * 1024 * 1024;
 /// Smallest CommitLog file we accept: room for a few records and the BLANK filler.
-pub const MIN_COMMIT_LOG_FILE_SIZE_BYTES: u64 = 4096;
+pub const COMMIT_LOG_FILE_SIZE_MIN_BYTES: u64 = 4096;
 /// A BLANK filler's TOTALSIZE is an i32, so a file can hold at most i32::MAX bytes.
-pub const MAX_COMMIT_LOG_FILE_SIZE_BYTES: u64 = i32::MAX as u64;
+pub const COMMIT_LOG_FILE_SIZE_MAX_BYTES: u64 = i32::MAX as u64;
+
+/// The one rule for a CommitLog file's size, used by [`StoreConfig::validate`] and by the
+/// broker's configuration check: within the bounds above and a whole number of 4 KiB pages
+/// (files are preallocated and read with O_DIRECT-sized buffers).
+pub fn check_commit_log_file_size(size_bytes: u64) -> Result<(), String> {
+    let bounds = COMMIT_LOG_FILE_SIZE_MIN_BYTES..=COMMIT_LOG_FILE_SIZE_MAX_BYTES;
+    if !bounds.contains(&size_bytes) || !size_bytes.is_multiple_of(COMMIT_LOG_FILE_SIZE_MIN_BYTES) {
+        return Err(format!(
+            "{size_bytes} must be a multiple of {COMMIT_LOG_FILE_SIZE_MIN_BYTES} within \
+             {COMMIT_LOG_FILE_SIZE_MIN_BYTES}..={COMMIT_LOG_FILE_SIZE_MAX_BYTES}"
+        ));
+    }
+    Ok(())
+}
 
 /// `flushDiskType`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -132,14 +146,8 @@ impl StoreConfig {
     /// Checks every field; names the first bad key.
     pub fn validate(&self) -> Result<(), StoreError> {
         let bad = |key: &'static str, reason: String| Err(StoreError::Config { key, reason });
-        let size = self.commit_log_file_size_bytes;
-        if !(MIN_COMMIT_LOG_FILE_SIZE_BYTES..=MAX_COMMIT_LOG_FILE_SIZE_BYTES).contains(&size) {
-            return bad(
-                "commit_log_file_size_bytes",
-                format!(
-                    "{size} is outside {MIN_COMMIT_LOG_FILE_SIZE_BYTES}..={MAX_COMMIT_LOG_FILE_SIZE_BYTES}"
-                ),
-            );
+        if let Err(reason) = check_commit_log_file_size(self.commit_log_file_size_bytes) {
+            return bad("commit_log_file_size_bytes", reason);
         }
         let cq_size = self.consume_queue_file_size_bytes();
         if self.consume_queue_file_units == 0 || cq_size > i32::MAX as u64 {
@@ -150,7 +158,7 @@ impl StoreConfig {
         }
         if self.max_message_size_bytes == 0
             || self.max_message_size_bytes as u64 + END_FILE_MIN_BLANK_LENGTH_BYTES as u64
-                >= MAX_COMMIT_LOG_FILE_SIZE_BYTES
+                >= COMMIT_LOG_FILE_SIZE_MAX_BYTES
         {
             return bad(
                 "max_message_size_bytes",

@@ -29,7 +29,11 @@ pub enum StoreError {
     #[error("message body of {size_bytes} bytes exceeds the limit of {max_bytes} bytes")]
     MessageTooLarge { size_bytes: usize, max_bytes: usize },
     #[error("illegal topic {topic:?}: {reason}")]
-    TopicIllegal { topic: String, reason: &'static str },
+    TopicIllegal {
+        topic: String,
+        #[source]
+        reason: crate::common::topic_validator::TopicNameError,
+    },
     #[error("properties of {size_bytes} bytes exceed the limit of {max_bytes} bytes")]
     PropertiesTooLarge { size_bytes: usize, max_bytes: usize },
     #[error("illegal queue id {queue_id}")]

@@ -394,7 +394,7 @@ pub fn record_store_timestamp(buf: &[u8]) -> Result<i64, FormatError> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Properties (§5.3): `name \x01 value \x02` repeated.
+// Properties (Java `MessageDecoder.messageProperties2String`): `name \x01 value \x02` repeated.
 
 /// Iterates `(name, value)` pairs the way Java `MessageDecoder.string2messageProperties` does:
 /// segments without a separator in a valid position are skipped.
@@ -491,7 +491,7 @@ pub fn decode_cq_unit(buf: &[u8]) -> Result<CqUnit, FormatError> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Offset message id (§5.5): store ip + port (i32) + commit log offset (i64), uppercase hex.
+// Offset message id (Java `MessageDecoder.createMessageId`): store ip + port (i32) + commit log offset (i64), uppercase hex.
 
 pub fn encode_offset_msg_id(store_host: &SocketAddr, physical_offset: i64) -> String {
     let mut raw = Vec::with_capacity(28);
@@ -519,7 +519,7 @@ pub fn decode_offset_msg_id(msg_id: &str) -> Result<(SocketAddr, i64), FormatErr
 }
 
 // ---------------------------------------------------------------------------------------------
-// Batch body (§5.4, `MessageDecoder.encodeMessage`): per message
+// Batch body (Java `MessageDecoder.encodeMessage`): per message
 // TOTALSIZE:i32, MAGIC:i32, BODYCRC:i32, FLAG:i32, BODYLEN:i32, BODY, PROPLEN:i16, PROPERTIES.
 
 /// One message inside a batch body.

@@ -17,6 +17,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use crate::common::now_ms;
+use crate::common::topic_validator::{self, RETRY_GROUP_TOPIC_PREFIX};
 
 use bytes::{Bytes, BytesMut};
 use tokio::sync::watch;
@@ -29,7 +30,7 @@ use crate::store::filter::MessageFilter;
 use crate::store::format::{
     self, decode_record_head, encode_cq_unit, CqUnit, RecordFields, RecordHead, CQ_UNIT_SIZE_BYTES,
     END_FILE_MIN_BLANK_LENGTH_BYTES, PROPERTIES_MAX_BYTES, STORE_TIMESTAMP_PROBE_BYTES,
-    TOPIC_MAX_BYTES_V1, TOPIC_MAX_BYTES_V2,
+    TOPIC_MAX_BYTES_V2,
 };
 use crate::store::fs;
 use crate::store::io::{IoEngine, ReadOp};
@@ -177,7 +178,7 @@ impl MessageStore {
         self.inner.put_message(msg)
     }
 
-    /// Appends a batch (§5.4) as consecutive records with consecutive queue offsets.
+    /// Appends a batch (Java `MessageBatch`) as consecutive records with consecutive queue offsets.
     pub fn put_messages(&self, batch: &BatchToStore) -> Result<PutMessageResult, StoreError> {
         self.inner.put_messages(batch)
     }
@@ -755,36 +756,18 @@ fn next_store_timestamp(writer: &mut Writer) -> i64 {
 }
 
 fn is_retry_topic(topic: &str) -> bool {
-    topic.starts_with("%RETRY%")
+    topic.starts_with(RETRY_GROUP_TOPIC_PREFIX)
 }
 
-fn validate_topic(topic: &str, allow_long_system: bool) -> Result<(), StoreError> {
-    let illegal = |reason| {
-        Err(StoreError::TopicIllegal {
+/// The record's topic length field allows 255 bytes only in the V2 layout, which retry and DLQ
+/// topics may use; a batch is always written V1.
+fn validate_topic(topic: &str, group_topic_long_allowed: bool) -> Result<(), StoreError> {
+    topic_validator::validate_topic(topic, group_topic_long_allowed).map_err(|reason| {
+        StoreError::TopicIllegal {
             topic: topic.chars().take(TOPIC_MAX_BYTES_V2 + 1).collect(),
             reason,
-        })
-    };
-    if topic.is_empty() {
-        return illegal("topic is empty");
-    }
-    // Java `TopicValidator`: ^[%|a-zA-Z0-9_-]+$
-    if !topic
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'%' | b'|' | b'_' | b'-'))
-    {
-        return illegal("topic has characters outside [%|a-zA-Z0-9_-]");
-    }
-    let long_allowed = allow_long_system && (is_retry_topic(topic) || topic.starts_with("%DLQ%"));
-    let max = if long_allowed {
-        TOPIC_MAX_BYTES_V2
-    } else {
-        TOPIC_MAX_BYTES_V1
-    };
-    if topic.len() > max {
-        return illegal("topic is longer than allowed (127, or 255 for retry/DLQ topics)");
-    }
-    Ok(())
+        }
+    })
 }
 
 fn validate_queue_id(queue_id: i32) -> Result<(), StoreError> {

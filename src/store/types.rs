@@ -15,7 +15,7 @@ pub struct MessageToStore {
     pub queue_id: i32,
     pub flag: i32,
     pub body: Bytes,
-    /// Already encoded with the `\x01`/`\x02` separators (§5.3).
+    /// Already encoded with the `\x01`/`\x02` separators (Java `MessageDecoder.messageProperties2String`).
     pub properties: String,
     pub sys_flag: i32,
     pub born_timestamp_ms: i64,
@@ -24,7 +24,7 @@ pub struct MessageToStore {
     pub prepared_transaction_offset: i64,
 }
 
-/// A batch send (§5.4): many messages for one queue, consecutive queue offsets, one append.
+/// A batch send (Java `MessageBatch`): many messages for one queue, consecutive queue offsets, one append.
 #[derive(Debug, Clone)]
 pub struct BatchToStore {
     pub topic: String,
@@ -69,7 +69,7 @@ pub struct PutMessageResult {
     pub wrote_bytes: i32,
     /// Queue offset of the first message (0 for prepared/rollback transaction messages).
     pub logics_offset: i64,
-    /// Offset msgIds (§5.5), one per record, uppercase hex.
+    /// Offset msgIds (Java `MessageDecoder.createMessageId`), one per record, uppercase hex.
     pub msg_ids: Vec<String>,
     pub store_timestamp_ms: i64,
     pub message_count: i32,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::broker::controller::BrokerController;
-use crate::broker::topic_config_manager as topic;
+use crate::common::topic_validator::validate_topic;
 use crate::remoting::body::{TopicConfig, TopicFilterType};
 use crate::remoting::codes::response_code as rc;
 use crate::remoting::command::RemotingCommand;
@@ -34,7 +34,8 @@ pub fn update_and_create_topic(
     request: &RemotingCommand,
 ) -> ProcessResult {
     let h = CreateTopicRequestHeader::decode(request)?;
-    topic::validate_topic(&h.topic).map_err(|e| ProcessError::new(rc::INVALID_PARAMETER, e))?;
+    validate_topic(&h.topic, true)
+        .map_err(|e| ProcessError::new(rc::INVALID_PARAMETER, e.to_string()))?;
     if h.topic == ctrl.config.broker.cluster_name || h.topic == ctrl.config.broker.name {
         return Err(ProcessError::new(
             rc::INVALID_PARAMETER,

@@ -464,7 +464,7 @@ fn compile_filter(
         })
 }
 
-/// GetMessageStatus → response code and header (§7.2), and the suggested broker.
+/// GetMessageStatus → response code and header (Java `DefaultPullMessageResultHandler`), and the suggested broker.
 fn map_result(
     ctrl: &Arc<BrokerController>,
     h: &PullMessageRequestHeader,

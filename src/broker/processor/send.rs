@@ -11,6 +11,7 @@ use crate::broker::controller::BrokerController;
 use crate::broker::topic_config_manager::{
     self as topic, dlq_topic, retry_topic, RETRY_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC,
 };
+use crate::common::topic_validator::validate_topic;
 use crate::config::FlushPolicy;
 use crate::remoting::body::{perm, TopicConfig};
 use crate::remoting::codes::response_code as rc;
@@ -100,7 +101,8 @@ fn msg_check(
             ),
         ));
     }
-    topic::validate_topic(&h.topic).map_err(|e| ProcessError::new(rc::INVALID_PARAMETER, e))?;
+    validate_topic(&h.topic, true)
+        .map_err(|e| ProcessError::new(rc::INVALID_PARAMETER, e.to_string()))?;
     if !topic::is_send_allowed(&h.topic) {
         return Err(ProcessError::new(
             rc::NO_PERMISSION,

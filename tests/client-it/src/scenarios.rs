@@ -21,7 +21,7 @@ use crate::client::{
 };
 use crate::messages::{build_message, seq_of_body, DeliveryLog};
 
-/// Concurrent in-flight sends (one sync producer does ~700 msg/s here; peers.md).
+/// Concurrent in-flight sends (one sync producer does about 700 msg/s on this machine).
 pub const SEND_CONCURRENCY: u64 = 8;
 /// Bound on receiving every message once sending is done.
 pub const CONSUME_TIMEOUT: Duration = Duration::from_secs(120);
