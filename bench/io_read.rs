@@ -1,7 +1,7 @@
 //! Compares the store's io_uring engine (ReadFixed into registered buffers) with pread(2) on a
 //! hot page cache.
 //!
-//! `nice cargo run --release --example io_read_bench -- [file_mib] [repeats]`
+//! `nice cargo bench --bench io_read -- [file_mib] [repeats]`
 //!
 //! Writes a temp file of `file_mib` MiB (default 256), then for each op size and batch size
 //! runs both engines `repeats` times (default 3) and prints the run of each with the least CPU per
@@ -31,9 +31,13 @@ fn total_bytes_for(op_size_bytes: usize) -> u64 {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let file_mib: usize = args.get(1).map_or(256, |a| a.parse().expect("file_mib"));
-    let repeats: usize = args.get(2).map_or(3, |a| a.parse().expect("repeats"));
+    // `cargo bench` appends `--bench`; only the positional arguments are ours.
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let file_mib: usize = args.first().map_or(256, |a| a.parse().expect("file_mib"));
+    let repeats: usize = args.get(1).map_or(3, |a| a.parse().expect("repeats"));
     assert!(repeats >= 1);
 
     let mut file = tempfile::NamedTempFile::new().expect("temp file");
