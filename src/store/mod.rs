@@ -16,7 +16,6 @@ pub mod format;
 pub mod fs;
 pub mod io;
 pub mod message_store;
-mod recovery;
 pub mod segment;
 pub mod types;
 

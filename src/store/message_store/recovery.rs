@@ -19,6 +19,8 @@
 
 use std::sync::Arc;
 
+use super::get::segment_index;
+use super::{lock, write_guard, Inner};
 use crate::store::consume_queue::ConsumeQueue;
 use crate::store::error::StoreError;
 use crate::store::format::{
@@ -27,7 +29,6 @@ use crate::store::format::{
 };
 use crate::store::fs;
 use crate::store::io::ReadOp;
-use crate::store::message_store::{lock, segment_index, write_guard, Inner};
 use crate::store::segment::{Segment, SegmentList};
 use crate::store::types::RecoveryReport;
 
