@@ -5,7 +5,6 @@ use std::io;
 use std::path::PathBuf;
 
 use crate::store::format::FormatError;
-use crate::store::types::PutMessageStatus;
 
 /// A failure of the message store. I/O errors keep their source.
 #[derive(Debug, thiserror::Error)]
@@ -61,25 +60,6 @@ impl StoreError {
             op,
             path: path.into(),
             source,
-        }
-    }
-
-    /// The Java `PutMessageStatus` a broker answers with when a put fails with this error.
-    pub fn put_status(&self) -> PutMessageStatus {
-        match self {
-            StoreError::MessageTooLarge { .. }
-            | StoreError::TopicIllegal { .. }
-            | StoreError::QueueIdIllegal { .. }
-            | StoreError::MessageIllegal { .. }
-            | StoreError::BatchMalformed { .. } => PutMessageStatus::MessageIllegal,
-            StoreError::PropertiesTooLarge { .. } => PutMessageStatus::PropertiesSizeExceeded,
-            StoreError::FlushTimeout => PutMessageStatus::FlushDiskTimeout,
-            StoreError::Poisoned { .. } | StoreError::ShutDown | StoreError::Locked { .. } => {
-                PutMessageStatus::ServiceNotAvailable
-            }
-            StoreError::Io { .. } | StoreError::Corrupted { .. } | StoreError::Config { .. } => {
-                PutMessageStatus::UnknownError
-            }
         }
     }
 }

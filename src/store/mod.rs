@@ -16,6 +16,7 @@ pub mod format;
 pub mod fs;
 pub mod io;
 pub mod message_store;
+pub mod region;
 pub mod segment;
 pub mod types;
 
@@ -24,8 +25,8 @@ pub use error::StoreError;
 pub use filter::{AcceptAll, MessageFilter};
 pub use format::{DecodedRecord, FormatError};
 pub use message_store::{MessageStore, MAX_PULL_MSG_SIZE_BYTES};
+pub use region::{FileRegion, GetMessageRegions, RegionShape};
 pub use types::{
-    ArrivalListener, BatchToStore, BoundaryType, FileRegion, GetMessageRegions, GetMessageResult,
-    GetMessageStatus, MessageToStore, PutMessageResult, PutMessageStatus, RecoveryReport,
-    RegionShape,
+    ArrivalListener, BatchToStore, BoundaryType, GetMessageResult, GetMessageStatus,
+    MessageToStore, PutMessageResult, PutMessageStatus, RecoveryReport,
 };

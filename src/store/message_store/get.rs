@@ -13,10 +13,9 @@ use crate::store::format::{
     self, decode_record_head, RecordHead, CQ_UNIT_SIZE_BYTES, STORE_TIMESTAMP_PROBE_BYTES,
 };
 use crate::store::io::ReadOp;
-use crate::store::segment::Segment;
-use crate::store::types::{
-    BoundaryType, FileRegion, GetMessageResult, GetMessageStatus, RegionShape,
-};
+use crate::store::region::{FileRegion, RegionShape};
+use crate::store::segment::{self, Segment};
+use crate::store::types::{BoundaryType, GetMessageResult, GetMessageStatus};
 
 // -------------------------------------------------------------------------------------------
 // Pulls.
@@ -292,7 +291,9 @@ impl Inner {
                     && unit.commit_log_offset >= cl_min
                     && unit.commit_log_offset + i64::from(unit.size) <= max_offset_py;
                 let segment_index = available
-                    .then(|| segment_index(&cl_segments, unit.commit_log_offset, file_size))
+                    .then(|| {
+                        segment::index_in(&cl_segments, unit.commit_log_offset, file_size as u64)
+                    })
                     .flatten();
                 let Some(segment_index) = segment_index else {
                     state.miss(i, GetMessageStatus::MessageWasRemoving);
@@ -598,13 +599,6 @@ impl Inner {
             }
         }
     }
-}
-
-pub(crate) fn segment_index(list: &[Arc<Segment>], offset: i64, file_size: i64) -> Option<usize> {
-    let idx = list
-        .partition_point(|s| s.start_offset <= offset)
-        .checked_sub(1)?;
-    (offset < list[idx].start_offset + file_size).then_some(idx)
 }
 
 /// TOTALSIZE and MAGICCODE: what `record_head_matches` needs.

@@ -36,9 +36,10 @@ use crate::store::consume_queue::ConsumeQueue;
 use crate::store::error::StoreError;
 use crate::store::filter::MessageFilter;
 use crate::store::io::{IoEngine, ReadOp};
+use crate::store::region::{FileRegion, GetMessageRegions, RegionShape};
 use crate::store::types::{
-    ArrivalListener, BatchToStore, BoundaryType, FileRegion, GetMessageRegions, GetMessageResult,
-    MessageToStore, PutMessageResult, RecoveryReport, RegionShape,
+    ArrivalListener, BatchToStore, BoundaryType, GetMessageResult, MessageToStore,
+    PutMessageResult, RecoveryReport,
 };
 
 use self::get::RegionsWanted;

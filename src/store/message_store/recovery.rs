@@ -19,7 +19,6 @@
 
 use std::sync::Arc;
 
-use super::get::segment_index;
 use super::{lock, write_guard, Inner};
 use crate::store::consume_queue::ConsumeQueue;
 use crate::store::error::StoreError;
@@ -29,7 +28,7 @@ use crate::store::format::{
 };
 use crate::store::fs;
 use crate::store::io::ReadOp;
-use crate::store::segment::{Segment, SegmentList};
+use crate::store::segment::{self, Segment, SegmentList};
 use crate::store::types::RecoveryReport;
 
 /// Bytes read per call while scanning the CommitLog (records larger than this are read whole).
@@ -257,7 +256,7 @@ impl Inner {
         let mut reader = ChunkReader::default();
         let mut pos = from;
         let mut last_ts = 0i64;
-        let Some(mut seg_idx) = segment_index(segs, from, file_size) else {
+        let Some(mut seg_idx) = segment::index_in(segs, from, file_size as u64) else {
             return Ok(end(from, false, last_ts));
         };
         loop {
@@ -405,7 +404,7 @@ fn scan_start_index(
         } else if offset == last.start_offset + file_size {
             Some(segs.len() - 1)
         } else {
-            segment_index(segs, offset, file_size)
+            segment::index_in(segs, offset, file_size as u64)
         }
     });
     match (checkpoint_index, abnormal) {
