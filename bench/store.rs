@@ -128,7 +128,7 @@ fn run_append(
                     let msg = message(&topic, queue_id, &body, born_host);
                     let put = store.put_message(&msg).expect("put_message");
                     if sync {
-                        rt.block_on(store.wait_flushed(put.end_offset()))
+                        rt.block_on(store.wait_flushed(put.end_phy_offset()))
                             .expect("wait_flushed");
                     }
                     msgs += 1;

@@ -663,10 +663,10 @@ fn send_back_goes_to_retry_topic_after_delay_then_dlq() {
     let rec = format::decode_record(&r.body).unwrap();
     assert_eq!(rec.reconsume_times, 1);
     // Reconsumed too often: straight to the DLQ.
-    let mut phy2 = rec.physical_offset;
+    let mut phy2 = rec.phy_offset;
     for _ in 0..2 {
         assert_eq!(back(&mut c, phy2, 1).code, rc::SUCCESS);
-        phy2 = rec.physical_offset;
+        phy2 = rec.phy_offset;
     }
     let dlq = invoke(
         &mut c,

@@ -90,7 +90,7 @@ fn batch_put_gets_consecutive_offsets_and_ids() {
     };
     let put = store.put_messages(&batch).unwrap();
     assert_eq!(put.message_count, 5);
-    assert_eq!(put.logics_offset, 1);
+    assert_eq!(put.queue_offset, 1);
     assert_eq!(put.msg_ids.len(), 5);
     let got = store.get_message("g", "B", 1, 1, 32, &AcceptAll).unwrap();
     assert_eq!(got.queue_offsets, vec![1, 2, 3, 4, 5]);
@@ -99,10 +99,7 @@ fn batch_put_gets_consecutive_offsets_and_ids() {
         assert_eq!(rec.body, format!("m{k}").as_bytes());
         assert_eq!(rec.flag, k as i32);
         let (host, phy) = format::decode_offset_msg_id(&put.msg_ids[k]).unwrap();
-        assert_eq!(
-            (host, phy),
-            (store.config().store_host, rec.physical_offset)
-        );
+        assert_eq!((host, phy), (store.config().store_host, rec.phy_offset));
     }
     // Batches to retry topics and malformed bodies are refused without writing.
     let before = store.max_phy_offset();
@@ -136,7 +133,7 @@ fn offsets_by_time_and_lookup_by_offset() {
     for i in 0..30 {
         let r = store.put_message(&msg("T", 0, &[i as u8], "A")).unwrap();
         times.push(r.store_timestamp_ms);
-        offsets.push(r.wrote_offset);
+        offsets.push(r.wrote_phy_offset);
         if i % 10 == 9 {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
@@ -294,7 +291,7 @@ async fn sync_flush_group_commit_acknowledges_after_fsync() {
         let r = store
             .put_message(&msg("T", 0, &[i as u8; 32], "A"))
             .unwrap();
-        last = r.end_offset();
+        last = r.end_phy_offset();
     }
     store.wait_flushed(last).await.unwrap();
     assert!(store.flushed_phy_offset() >= last);
@@ -307,7 +304,7 @@ async fn sync_flush_group_commit_acknowledges_after_fsync() {
                 let r = store
                     .put_message(&msg("T", t, &[i as u8; 16], "A"))
                     .unwrap();
-                store.wait_flushed(r.end_offset()).await.unwrap();
+                store.wait_flushed(r.end_phy_offset()).await.unwrap();
             }
         }));
     }

@@ -4,7 +4,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 
 use crate::store::error::StoreError;
-use crate::store::format::{CQ_UNIT_SIZE_BYTES, END_FILE_MIN_BLANK_LENGTH_BYTES};
+use crate::store::format::{CQ_UNIT_SIZE_BYTES, END_FILE_BLANK_SIZE_MIN_BYTES};
 
 /// `mappedFileSizeCommitLog`.
 pub const DEFAULT_COMMIT_LOG_FILE_SIZE_BYTES: u64 = 1024 * 1024 * 1024;
@@ -157,7 +157,7 @@ impl StoreConfig {
             );
         }
         if self.max_message_size_bytes == 0
-            || self.max_message_size_bytes as u64 + END_FILE_MIN_BLANK_LENGTH_BYTES as u64
+            || self.max_message_size_bytes as u64 + END_FILE_BLANK_SIZE_MIN_BYTES as u64
                 >= COMMIT_LOG_FILE_SIZE_MAX_BYTES
         {
             return bad(

@@ -1,6 +1,6 @@
 //! One ConsumeQueue: the per topic/queue index of 20-byte units under
 //! `<root>/consumequeue/<topic>/<queueId>/`, files of `consume_queue_file_units` units named by
-//! their start byte offset (Java `ConsumeQueue`). Logical offset N is unit N.
+//! their start byte offset (Java `ConsumeQueue`). Queue offset N is unit N.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -20,10 +20,10 @@ pub struct ConsumeQueue {
     pub queue_id: i32,
     segs: SegmentList,
     units_per_file: i64,
-    /// Next logical offset to write (published after the unit is written).
-    max_offset: AtomicI64,
-    /// First logical offset that still points at live CommitLog data.
-    min_offset: AtomicI64,
+    /// Next queue offset to write (published after the unit is written).
+    max_offset_in_queue: AtomicI64,
+    /// First queue offset that still points at live CommitLog data.
+    min_offset_in_queue: AtomicI64,
     /// Written since the last ConsumeQueue flush.
     dirty: AtomicBool,
 }
@@ -36,8 +36,8 @@ impl ConsumeQueue {
             queue_id,
             segs: SegmentList::new(dir, units_per_file * CQ_UNIT_SIZE_BYTES as u64),
             units_per_file: units_per_file as i64,
-            max_offset: AtomicI64::new(0),
-            min_offset: AtomicI64::new(0),
+            max_offset_in_queue: AtomicI64::new(0),
+            min_offset_in_queue: AtomicI64::new(0),
             dirty: AtomicBool::new(false),
         }
     }
@@ -46,32 +46,32 @@ impl ConsumeQueue {
         &self.segs
     }
 
-    pub fn max_offset(&self) -> i64 {
-        self.max_offset.load(Ordering::Acquire)
+    pub fn max_offset_in_queue(&self) -> i64 {
+        self.max_offset_in_queue.load(Ordering::Acquire)
     }
 
-    pub fn min_offset(&self) -> i64 {
-        self.min_offset.load(Ordering::Acquire)
+    pub fn min_offset_in_queue(&self) -> i64 {
+        self.min_offset_in_queue.load(Ordering::Acquire)
     }
 
-    pub(crate) fn set_max_offset(&self, max: i64) {
-        self.max_offset.store(max, Ordering::Release);
+    pub(crate) fn set_max_offset_in_queue(&self, max: i64) {
+        self.max_offset_in_queue.store(max, Ordering::Release);
     }
 
-    pub(crate) fn set_min_offset(&self, min: i64) {
-        self.min_offset.store(min, Ordering::Release);
+    pub(crate) fn set_min_offset_in_queue(&self, min: i64) {
+        self.min_offset_in_queue.store(min, Ordering::Release);
     }
 
     pub fn units_per_file(&self) -> i64 {
         self.units_per_file
     }
 
-    /// First logical offset of the next file (Java `ConsumeQueue.rollNextFile`).
+    /// First queue offset of the next file (Java `ConsumeQueue.rollNextFile`).
     pub fn roll_next_file(&self, index: i64) -> i64 {
         index + self.units_per_file - index % self.units_per_file
     }
 
-    /// Writes encoded units for logical offsets `first..` (the caller publishes the new max).
+    /// Writes encoded units for queue offsets `first..` (the caller publishes the new max).
     /// A queue whose first file starts before `first` gets Java's filler units in front.
     pub fn write_units(&self, first: i64, units: &[u8]) -> Result<(), StoreError> {
         assert_eq!(units.len() % CQ_UNIT_SIZE_BYTES, 0);

@@ -32,7 +32,7 @@ impl FileRegion {
     }
 
     /// CommitLog offset of the region's first byte.
-    pub fn commit_log_offset(&self) -> i64 {
+    pub fn phy_offset(&self) -> i64 {
         self.segment.start_offset + self.offset_bytes as i64
     }
 }

@@ -85,11 +85,11 @@ impl StoreError {
 pub struct PutMessageResult {
     pub status: PutMessageStatus,
     /// CommitLog offset of the first record.
-    pub wrote_offset: i64,
+    pub wrote_phy_offset: i64,
     /// Bytes of all records written (not counting a BLANK filler).
     pub wrote_bytes: i32,
     /// Queue offset of the first message (0 for prepared/rollback transaction messages).
-    pub logics_offset: i64,
+    pub queue_offset: i64,
     /// Offset msgIds (Java `MessageDecoder.createMessageId`), one per record, uppercase hex.
     pub msg_ids: Vec<String>,
     pub store_timestamp_ms: i64,
@@ -99,8 +99,8 @@ pub struct PutMessageResult {
 impl PutMessageResult {
     /// CommitLog offset just past the last record: what [`crate::store::MessageStore::wait_flushed`]
     /// takes.
-    pub fn end_offset(&self) -> i64 {
-        self.wrote_offset + i64::from(self.wrote_bytes)
+    pub fn end_phy_offset(&self) -> i64 {
+        self.wrote_phy_offset + i64::from(self.wrote_bytes)
     }
 }
 
@@ -123,8 +123,8 @@ pub enum GetMessageStatus {
 pub struct GetMessageResult {
     pub status: GetMessageStatus,
     pub next_begin_offset: i64,
-    pub min_offset: i64,
-    pub max_offset: i64,
+    pub min_offset_in_queue: i64,
+    pub max_offset_in_queue: i64,
     pub suggest_pulling_from_slave: bool,
     /// All found records concatenated, byte-for-byte as stored (the pull response body).
     pub buffer: Bytes,
@@ -143,8 +143,8 @@ impl GetMessageResult {
         GetMessageResult {
             status,
             next_begin_offset,
-            min_offset: 0,
-            max_offset: 0,
+            min_offset_in_queue: 0,
+            max_offset_in_queue: 0,
             suggest_pulling_from_slave: false,
             buffer: Bytes::new(),
             message_ranges: Vec::new(),
@@ -181,7 +181,7 @@ pub trait ArrivalListener: Send + Sync {
         &self,
         topic: &str,
         queue_id: i32,
-        logic_offset_max_next: i64,
+        max_offset_in_queue: i64,
         tags_code: i64,
         store_timestamp_ms: i64,
         properties: &[u8],
@@ -194,9 +194,9 @@ pub struct RecoveryReport {
     /// The abort file was present: the previous run did not shut down cleanly.
     pub abnormal: bool,
     /// CommitLog offset where the validating scan started.
-    pub scanned_from_offset: i64,
+    pub scanned_from_phy_offset: i64,
     /// CommitLog offset where valid data ends (the new max physical offset).
-    pub commit_log_end_offset: i64,
+    pub end_phy_offset: i64,
     /// The scan stopped at bytes that were not the clean (zeroed) end of data: a torn,
     /// corrupted or stale record was cut off.
     pub invalid_tail_found: bool,

@@ -61,7 +61,7 @@ pub fn rebuild_from_commit_log(root: &Path, file_size: u64) -> QueueUnits {
                     let Ok(rec) = format::decode_record(&data[pos..]) else {
                         break;
                     };
-                    if !rec.body_crc_matches() || rec.physical_offset != start + pos as i64 {
+                    if !rec.body_crc_matches() || rec.phy_offset != start + pos as i64 {
                         break;
                     }
                     out.entry((rec.topic.to_owned(), rec.queue_id))
@@ -69,7 +69,7 @@ pub fn rebuild_from_commit_log(root: &Path, file_size: u64) -> QueueUnits {
                         .insert(
                             rec.queue_offset,
                             (
-                                rec.physical_offset,
+                                rec.phy_offset,
                                 rec.total_size,
                                 format::tags_code(rec.properties),
                             ),

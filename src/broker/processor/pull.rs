@@ -355,7 +355,7 @@ fn pull(
         h.queue_id,
         h.queue_offset,
         h.max_msg_nums.max(1),
-        crate::store::MAX_PULL_MSG_SIZE_BYTES,
+        crate::store::PULL_MSG_SIZE_MAX_BYTES,
         filter.as_ref(),
         &|shape| choose_zero_copy(transfer, shape),
     )?;
@@ -493,8 +493,8 @@ fn map_result(
     PullMessageResponseHeader {
         suggest_which_broker_id: suggest,
         next_begin_offset: result.next_begin_offset,
-        min_offset: result.min_offset,
-        max_offset: result.max_offset,
+        min_offset: result.min_offset_in_queue,
+        max_offset: result.max_offset_in_queue,
         offset_delta: None,
         topic_sys_flag: None,
         group_sys_flag: None,

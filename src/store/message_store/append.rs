@@ -12,8 +12,8 @@ use crate::store::config::FlushPolicy;
 use crate::store::consume_queue::ConsumeQueue;
 use crate::store::error::StoreError;
 use crate::store::format::{
-    self, encode_cq_unit, CqUnit, RecordFields, END_FILE_MIN_BLANK_LENGTH_BYTES,
-    PROPERTIES_MAX_BYTES, TOPIC_MAX_BYTES_V2,
+    self, encode_cq_unit, CqUnit, RecordFields, END_FILE_BLANK_SIZE_MIN_BYTES,
+    PROPERTIES_MAX_BYTES, TOPIC_V2_MAX_BYTES,
 };
 use crate::store::fs;
 use crate::store::segment::Segment;
@@ -132,7 +132,7 @@ impl Inner {
         let cq = dispatched
             .then(|| self.get_or_create_queue(common.topic, common.queue_id))
             .transpose()?;
-        let first_queue_offset = cq.as_ref().map_or(0, |cq| cq.max_offset());
+        let first_queue_offset = cq.as_ref().map_or(0, |cq| cq.max_offset_in_queue());
         let store_timestamp_ms = next_store_timestamp(&mut writer);
         let place = self.place(total)?;
         let Writer {
@@ -156,7 +156,7 @@ impl Inner {
                     queue_id: common.queue_id,
                     flag: entry.flag,
                     queue_offset,
-                    physical_offset: phy,
+                    phy_offset: phy,
                     sys_flag,
                     born_timestamp_ms: common.born_timestamp_ms,
                     born_host: common.born_host,
@@ -171,7 +171,7 @@ impl Inner {
                 record_buf,
             );
             unit_buf.extend_from_slice(&encode_cq_unit(&CqUnit {
-                commit_log_offset: phy,
+                phy_offset: phy,
                 size: (record_buf.len() - start) as i32,
                 tags_code: format::tags_code(entry.properties),
             }));
@@ -184,7 +184,7 @@ impl Inner {
         }
         self.publish(place.offset + total as i64, store_timestamp_ms);
         if let Some(cq) = &cq {
-            cq.set_max_offset(first_queue_offset + entries.len() as i64);
+            cq.set_max_offset_in_queue(first_queue_offset + entries.len() as i64);
         }
         drop(writer);
         self.after_append();
@@ -205,9 +205,9 @@ impl Inner {
         }
         Ok(PutMessageResult {
             status: PutMessageStatus::PutOk,
-            wrote_offset: place.offset,
+            wrote_phy_offset: place.offset,
             wrote_bytes: total as i32,
-            logics_offset: first_queue_offset,
+            queue_offset: first_queue_offset,
             msg_ids,
             store_timestamp_ms,
             message_count: entries.len() as i32,
@@ -226,7 +226,7 @@ impl Inner {
 
     /// A record (or a whole batch) must fit one file with room for the BLANK filler.
     fn validate_record_fits(&self, size: usize) -> Result<(), StoreError> {
-        let max = self.commit_log.file_size_bytes() as usize - END_FILE_MIN_BLANK_LENGTH_BYTES;
+        let max = self.commit_log.file_size_bytes() as usize - END_FILE_BLANK_SIZE_MIN_BYTES;
         if size > max {
             return Err(StoreError::MessageTooLarge {
                 size_bytes: size,
@@ -257,18 +257,18 @@ impl Inner {
     /// not fit before its end (a record never spans files). Writer only.
     fn place(&self, size: usize) -> Result<Placement, StoreError> {
         let file_size = self.commit_log.file_size_bytes();
-        let mut offset = self.commit_log.max_offset();
+        let mut offset = self.commit_log.max_phy_offset();
         let in_file = offset % file_size;
         let remaining = (file_size - in_file) as usize;
         // Every append leaves at least END_FILE_MIN_BLANK_LENGTH bytes, so a BLANK always fits.
-        assert!(remaining >= END_FILE_MIN_BLANK_LENGTH_BYTES);
-        if size + END_FILE_MIN_BLANK_LENGTH_BYTES > remaining {
+        assert!(remaining >= END_FILE_BLANK_SIZE_MIN_BYTES);
+        if size + END_FILE_BLANK_SIZE_MIN_BYTES > remaining {
             let segment = self.commit_log.segments().get_or_create(offset - in_file)?;
-            let mut blank = Vec::with_capacity(END_FILE_MIN_BLANK_LENGTH_BYTES);
+            let mut blank = Vec::with_capacity(END_FILE_BLANK_SIZE_MIN_BYTES);
             format::encode_blank(remaining, &mut blank);
             self.write_or_poison(&segment, &blank, in_file as u64)?;
             offset += remaining as i64;
-            self.commit_log.set_max_offset(offset);
+            self.commit_log.set_max_phy_offset(offset);
         }
         let in_file = offset % file_size;
         let segment = self.commit_log.segments().get_or_create(offset - in_file)?;
@@ -301,10 +301,10 @@ impl Inner {
         })
     }
 
-    fn publish(&self, end_offset: i64, store_timestamp_ms: i64) {
+    fn publish(&self, end_phy_offset: i64, store_timestamp_ms: i64) {
         self.last_store_timestamp_ms
             .store(store_timestamp_ms, Ordering::Release);
-        self.commit_log.set_max_offset(end_offset);
+        self.commit_log.set_max_phy_offset(end_phy_offset);
     }
 
     fn after_append(&self) {
@@ -375,7 +375,7 @@ fn is_retry_topic(topic: &str) -> bool {
 fn validate_topic(topic: &str, group_topic_long_allowed: bool) -> Result<(), StoreError> {
     topic_validator::validate_topic(topic, group_topic_long_allowed).map_err(|reason| {
         StoreError::TopicIllegal {
-            topic: topic.chars().take(TOPIC_MAX_BYTES_V2 + 1).collect(),
+            topic: topic.chars().take(TOPIC_V2_MAX_BYTES + 1).collect(),
             reason,
         }
     })

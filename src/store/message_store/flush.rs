@@ -16,19 +16,19 @@ use crate::store::fs;
 // Durability.
 
 impl Inner {
-    pub(super) async fn wait_flushed(&self, end_offset: i64) -> Result<(), StoreError> {
+    pub(super) async fn wait_flushed(&self, end_phy_offset: i64) -> Result<(), StoreError> {
         let mut rx = self.flush_tx.subscribe();
         self.request_flush();
         let timeout = Duration::from_millis(self.config.sync_flush_timeout_ms);
         let wait = async {
-            rx.wait_for(|s| s.flushed_offset >= end_offset || s.poisoned.is_some())
+            rx.wait_for(|s| s.flushed_phy_offset >= end_phy_offset || s.poisoned.is_some())
                 .await
-                .map(|s| (s.flushed_offset, s.poisoned.clone()))
+                .map(|s| (s.flushed_phy_offset, s.poisoned.clone()))
         };
         match tokio::time::timeout(timeout, wait).await {
             Err(_) => Err(StoreError::FlushTimeout),
             Ok(Err(_)) => Err(StoreError::ShutDown),
-            Ok(Ok((flushed, _))) if flushed >= end_offset => Ok(()),
+            Ok(Ok((flushed, _))) if flushed >= end_phy_offset => Ok(()),
             Ok(Ok((_, poisoned))) => Err(StoreError::Poisoned {
                 reason: poisoned.as_deref().unwrap_or("poisoned").to_owned(),
             }),
@@ -62,8 +62,8 @@ impl Inner {
                 reason: reason.to_owned(),
             });
         }
-        let written = self.commit_log.max_offset();
-        if written <= self.flush_tx.borrow().flushed_offset {
+        let max_phy_offset = self.commit_log.max_phy_offset();
+        if max_phy_offset <= self.flush_tx.borrow().flushed_phy_offset {
             return Ok(());
         }
         for seg in self.commit_log.segments().snapshot().iter() {
@@ -75,7 +75,7 @@ impl Inner {
             }
         }
         self.flush_tx
-            .send_modify(|s| s.flushed_offset = s.flushed_offset.max(written));
+            .send_modify(|s| s.flushed_phy_offset = s.flushed_phy_offset.max(max_phy_offset));
         Ok(())
     }
 
@@ -84,7 +84,7 @@ impl Inner {
         let _guard = lock(&self.flush_lock);
         // Read before the fsyncs: every unit for records below it was written before it was
         // published, so the fsyncs below cover it.
-        let dispatched = self.commit_log.max_offset();
+        let dispatched_phy_offset = self.commit_log.max_phy_offset();
         let timestamp = self.last_store_timestamp_ms.load(Ordering::Acquire);
         self.flush_commit_log_locked()?;
         for cq in self.all_queues() {
@@ -100,15 +100,15 @@ impl Inner {
                 }
             }
         }
-        if self.last_checkpoint_offset.load(Ordering::Acquire) == dispatched {
+        if self.last_checkpoint_phy_offset.load(Ordering::Acquire) == dispatched_phy_offset {
             return Ok(());
         }
         let checkpoint = format::Checkpoint {
             physic_msg_timestamp_ms: timestamp,
             logics_msg_timestamp_ms: timestamp,
             index_msg_timestamp_ms: 0,
-            physic_flushed_offset: dispatched,
-            logics_flushed_offset: dispatched,
+            flushed_phy_offset: dispatched_phy_offset,
+            cq_flushed_phy_offset: dispatched_phy_offset,
         };
         let bytes = format::encode_checkpoint(&checkpoint);
         let written = fs::write_at(&self.checkpoint_file, &self.checkpoint_path, &bytes, 0)
@@ -123,8 +123,8 @@ impl Inner {
             self.poison(format!("checkpoint write failed: {e}"));
             return Err(e);
         }
-        self.last_checkpoint_offset
-            .store(dispatched, Ordering::Release);
+        self.last_checkpoint_phy_offset
+            .store(dispatched_phy_offset, Ordering::Release);
         Ok(())
     }
 

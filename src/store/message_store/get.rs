@@ -33,7 +33,7 @@ enum RoundEnd {
 struct Candidate {
     unit_index: usize,
     queue_offset: i64,
-    commit_log_offset: i64,
+    phy_offset: i64,
     size: i32,
     segment_index: usize,
 }
@@ -64,7 +64,7 @@ impl RegionsWanted<'_> {
         for c in candidates {
             let continues = prev.is_some_and(|p| {
                 p.segment_index == c.segment_index
-                    && p.commit_log_offset + i64::from(p.size) == c.commit_log_offset
+                    && p.phy_offset + i64::from(p.size) == c.phy_offset
             });
             if !continues {
                 shape.regions += 1;
@@ -129,8 +129,8 @@ impl Inner {
                 next,
             ));
         };
-        let min = cq.min_offset();
-        let max = cq.max_offset();
+        let min = cq.min_offset_in_queue();
+        let max = cq.max_offset_in_queue();
         let (status, next) = if max == 0 {
             (
                 GetMessageStatus::NoMessageInQueue,
@@ -161,13 +161,13 @@ impl Inner {
                 filter,
                 regions,
             )?;
-            result.min_offset = min;
-            result.max_offset = max;
+            result.min_offset_in_queue = min;
+            result.max_offset_in_queue = max;
             return Ok(result);
         };
         let mut result = GetMessageResult::empty(status, next);
-        result.min_offset = min;
-        result.max_offset = max;
+        result.min_offset_in_queue = min;
+        result.max_offset_in_queue = max;
         Ok(result)
     }
 
@@ -234,12 +234,12 @@ impl Inner {
         // max before the queue max, so every unit just read has its record below this head. A
         // head read before the units could miss records appended meanwhile, and they would be
         // skipped as MESSAGE_WAS_REMOVING while nextBeginOffset moved past them.
-        let max_offset_py = self.commit_log.max_offset();
+        let max_phy_offset = self.commit_log.max_phy_offset();
         let memory_window = self.config.memory_window_bytes();
         let cl_segments = self.commit_log.segments().snapshot();
         let cl_min = cl_segments
             .first()
-            .map_or(max_offset_py, |s| s.start_offset);
+            .map_or(max_phy_offset, |s| s.start_offset);
         let file_size = self.commit_log.file_size_bytes();
         let mut state = PullState {
             status: GetMessageStatus::NoMatchedMessage,
@@ -264,7 +264,7 @@ impl Inner {
             let mut stop_at = units.len();
             for (i, unit) in units.iter().enumerate().skip(cursor) {
                 let size = unit.size.max(0) as usize;
-                let in_mem = max_offset_py - unit.commit_log_offset <= memory_window;
+                let in_mem = max_phy_offset - unit.phy_offset <= memory_window;
                 if self.is_batch_full(
                     size,
                     max_msg_nums,
@@ -278,9 +278,9 @@ impl Inner {
                     stop_at = i;
                     break;
                 }
-                state.max_phy_offset_pulling = unit.commit_log_offset;
+                state.max_phy_offset_pulling = unit.phy_offset;
                 state.next_begin_offset = offset + i as i64 + 1;
-                if next_phy_file_start != i64::MIN && unit.commit_log_offset < next_phy_file_start {
+                if next_phy_file_start != i64::MIN && unit.phy_offset < next_phy_file_start {
                     continue;
                 }
                 if !filter.is_matched_by_consume_queue(unit.tags_code) {
@@ -288,24 +288,20 @@ impl Inner {
                     continue;
                 }
                 let available = unit.size > 0
-                    && unit.commit_log_offset >= cl_min
-                    && unit.commit_log_offset + i64::from(unit.size) <= max_offset_py;
+                    && unit.phy_offset >= cl_min
+                    && unit.phy_offset + i64::from(unit.size) <= max_phy_offset;
                 let segment_index = available
-                    .then(|| {
-                        segment::index_in(&cl_segments, unit.commit_log_offset, file_size as u64)
-                    })
+                    .then(|| segment::index_in(&cl_segments, unit.phy_offset, file_size as u64))
                     .flatten();
                 let Some(segment_index) = segment_index else {
                     state.miss(i, GetMessageStatus::MessageWasRemoving);
-                    next_phy_file_start = self
-                        .commit_log
-                        .roll_next_file(unit.commit_log_offset.max(0));
+                    next_phy_file_start = self.commit_log.roll_next_file(unit.phy_offset.max(0));
                     continue;
                 };
                 candidates.push(Candidate {
                     unit_index: i,
                     queue_offset: offset + i as i64,
-                    commit_log_offset: unit.commit_log_offset,
+                    phy_offset: unit.phy_offset,
                     size: unit.size,
                     segment_index,
                 });
@@ -354,12 +350,12 @@ impl Inner {
         } else {
             state.status
         };
-        let suggest = max_offset_py - state.max_phy_offset_pulling > memory_window;
+        let suggest = max_phy_offset - state.max_phy_offset_pulling > memory_window;
         Ok(GetMessageResult {
             status,
             next_begin_offset: state.next_begin_offset,
-            min_offset: 0,
-            max_offset: 0,
+            min_offset_in_queue: 0,
+            max_offset_in_queue: 0,
             suggest_pulling_from_slave: suggest,
             buffer: buffer.freeze(),
             message_ranges: ranges,
@@ -406,7 +402,7 @@ impl Inner {
                 }
                 ranges.push((buffer.len(), bytes.len()));
                 buffer.extend_from_slice(bytes);
-                locations.push((c.commit_log_offset, c.size));
+                locations.push((c.phy_offset, c.size));
                 queue_offsets.push(c.queue_offset);
                 state.total_bytes += bytes.len();
                 state.count += 1;
@@ -449,7 +445,7 @@ impl Inner {
         }
         for c in candidates {
             let seg = &cl_segments[c.segment_index];
-            let offset_bytes = (c.commit_log_offset - seg.start_offset) as u64;
+            let offset_bytes = (c.phy_offset - seg.start_offset) as u64;
             let len_bytes = c.size as usize;
             match regions.last_mut() {
                 Some(last)
@@ -464,7 +460,7 @@ impl Inner {
                     len_bytes,
                 }),
             }
-            locations.push((c.commit_log_offset, c.size));
+            locations.push((c.phy_offset, c.size));
             queue_offsets.push(c.queue_offset);
             state.total_bytes += len_bytes;
             state.count += 1;
@@ -476,9 +472,9 @@ impl Inner {
         &self,
         phy_offset: i64,
     ) -> Result<Option<Bytes>, StoreError> {
-        let max = self.commit_log.max_offset();
+        let max = self.commit_log.max_phy_offset();
         let file_size = self.commit_log.file_size_bytes();
-        if phy_offset < self.commit_log.min_offset() || phy_offset + 8 > max {
+        if phy_offset < self.commit_log.min_phy_offset() || phy_offset + 8 > max {
             return Ok(None);
         }
         let Some(seg) = self.commit_log.segments().find(phy_offset) else {
@@ -522,7 +518,7 @@ impl Inner {
             .map_err(|e| StoreError::io("read", &seg.path, e))
     }
 
-    /// Store timestamp of the message at logical offset `index`, `None` if it is gone.
+    /// Store timestamp of the message at queue offset `index`, `None` if it is gone.
     pub(super) fn store_time_at(
         &self,
         cq: &ConsumeQueue,
@@ -531,22 +527,22 @@ impl Inner {
         let Some(unit) = cq.read_unit(&self.io, index)? else {
             return Ok(None);
         };
-        let max = self.commit_log.max_offset();
+        let max = self.commit_log.max_phy_offset();
         if !unit.is_valid()
             || unit.size == i32::MAX
-            || unit.commit_log_offset < self.commit_log.min_offset()
-            || unit.commit_log_offset + i64::from(unit.size) > max
+            || unit.phy_offset < self.commit_log.min_phy_offset()
+            || unit.phy_offset + i64::from(unit.size) > max
         {
             return Ok(None);
         }
-        let Some(seg) = self.commit_log.segments().find(unit.commit_log_offset) else {
+        let Some(seg) = self.commit_log.segments().find(unit.phy_offset) else {
             return Ok(None);
         };
         let len = STORE_TIMESTAMP_PROBE_BYTES.min(unit.size as usize);
         let mut probe = vec![0u8; len];
         self.read_exact(
             &seg,
-            (unit.commit_log_offset - seg.start_offset) as u64,
+            (unit.phy_offset - seg.start_offset) as u64,
             &mut probe,
         )?;
         Ok(format::record_store_timestamp(&probe).ok())
@@ -562,7 +558,7 @@ impl Inner {
         let Some(cq) = self.find_queue(topic, queue_id) else {
             return Ok(0);
         };
-        let (min, max) = (cq.min_offset(), cq.max_offset());
+        let (min, max) = (cq.min_offset_in_queue(), cq.max_offset_in_queue());
         if min >= max {
             return Ok(max);
         }
@@ -616,7 +612,7 @@ fn candidate_reads<'a>(
             let seg = &cl_segments[c.segment_index];
             ReadOp {
                 file: &seg.file,
-                offset_bytes: (c.commit_log_offset - seg.start_offset) as u64,
+                offset_bytes: (c.phy_offset - seg.start_offset) as u64,
                 len_bytes: len_of(c),
             }
         })
@@ -627,7 +623,7 @@ fn candidate_reads<'a>(
 fn not_a_record(cl_segments: &[Arc<Segment>], c: &Candidate) -> StoreError {
     StoreError::Corrupted {
         path: cl_segments[c.segment_index].path.clone(),
-        offset: c.commit_log_offset,
+        offset: c.phy_offset,
         reason: format!(
             "ConsumeQueue unit (size {}) does not point at a record",
             c.size

@@ -47,7 +47,7 @@ impl MessageStore {
             signal_cv: Condvar::new(),
             retention_cv: Condvar::new(),
             last_store_timestamp_ms: AtomicI64::new(0),
-            last_checkpoint_offset: AtomicI64::new(-1),
+            last_checkpoint_phy_offset: AtomicI64::new(-1),
             checkpoint_file,
             checkpoint_path,
             listener: RwLock::new(None),
@@ -56,8 +56,8 @@ impl MessageStore {
             _lock_file: lock_file,
         });
         let recovery = inner.recover(abnormal, checkpoint)?;
-        let end = inner.commit_log.max_offset();
-        inner.flush_tx.send_modify(|s| s.flushed_offset = end);
+        let end = inner.commit_log.max_phy_offset();
+        inner.flush_tx.send_modify(|s| s.flushed_phy_offset = end);
         inner.flush_all()?;
         write_abort_file(&abort_path)?;
         let threads = vec![spawn_flush_thread(&inner)?, spawn_retention_thread(&inner)?];

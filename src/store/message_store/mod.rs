@@ -45,7 +45,7 @@ use crate::store::types::{
 use self::get::RegionsWanted;
 
 /// Java `DefaultMessageStore.MAX_PULL_MSG_SIZE`: a pull never returns more bytes than this.
-pub const MAX_PULL_MSG_SIZE_BYTES: usize = 128 * 1024 * 1024;
+pub const PULL_MSG_SIZE_MAX_BYTES: usize = 128 * 1024 * 1024;
 /// Name of the clean-shutdown marker (`StorePathConfigHelper.getAbortFile`).
 pub const ABORT_FILE_NAME: &str = "abort";
 /// Name of the checkpoint file.
@@ -57,7 +57,7 @@ pub const LOCK_FILE_NAME: &str = "lock";
 #[derive(Debug, Clone, Default)]
 struct FlushState {
     /// Every CommitLog byte below this offset is fsynced.
-    flushed_offset: i64,
+    flushed_phy_offset: i64,
     /// Set once, when an fsync failed.
     poisoned: Option<Arc<str>>,
 }
@@ -93,7 +93,7 @@ pub(crate) struct Inner {
     /// Store timestamp of the last appended record (informational checkpoint fields).
     pub(crate) last_store_timestamp_ms: AtomicI64,
     /// CommitLog offset recorded by the last checkpoint write (an unchanged one is not rewritten).
-    last_checkpoint_offset: AtomicI64,
+    last_checkpoint_phy_offset: AtomicI64,
     checkpoint_file: File,
     checkpoint_path: PathBuf,
     listener: RwLock<Option<Arc<dyn ArrivalListener>>>,
@@ -113,7 +113,7 @@ impl std::fmt::Debug for MessageStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MessageStore")
             .field("root_dir", &self.inner.config.root_dir)
-            .field("max_phy_offset", &self.inner.commit_log.max_offset())
+            .field("max_phy_offset", &self.inner.commit_log.max_phy_offset())
             .finish_non_exhaustive()
     }
 }
@@ -130,7 +130,7 @@ impl MessageStore {
 
     /// Appends one message and writes its ConsumeQueue unit. Returns after the write, not after
     /// the fsync: with `sync` flush, await [`MessageStore::wait_flushed`] with
-    /// [`PutMessageResult::end_offset`] before acknowledging.
+    /// [`PutMessageResult::end_phy_offset`] before acknowledging.
     pub fn put_message(&self, msg: &MessageToStore) -> Result<PutMessageResult, StoreError> {
         self.inner.put_message(msg)
     }
@@ -140,13 +140,13 @@ impl MessageStore {
         self.inner.put_messages(batch)
     }
 
-    /// Group commit: resolves once the fsync covering `end_offset` is done.
-    pub async fn wait_flushed(&self, end_offset: i64) -> Result<(), StoreError> {
-        self.inner.wait_flushed(end_offset).await
+    /// Group commit: resolves once the fsync covering `end_phy_offset` is done.
+    pub async fn wait_flushed(&self, end_phy_offset: i64) -> Result<(), StoreError> {
+        self.inner.wait_flushed(end_phy_offset).await
     }
 
     /// Pulls messages (Java `DefaultMessageStore.getMessage`, 5.x semantics), at most
-    /// [`MAX_PULL_MSG_SIZE_BYTES`] of them. `group` is Java's parameter, kept for parity; the
+    /// [`PULL_MSG_SIZE_MAX_BYTES`] of them. `group` is Java's parameter, kept for parity; the
     /// store does not use it.
     pub fn get_message(
         &self,
@@ -162,14 +162,14 @@ impl MessageStore {
             queue_id,
             offset,
             max_msg_nums,
-            MAX_PULL_MSG_SIZE_BYTES,
+            PULL_MSG_SIZE_MAX_BYTES,
             filter,
             None,
         )
     }
 
     /// [`MessageStore::get_message`] with the pull request's `maxMsgBytes` (5.x
-    /// `maxTotalMsgSize`; at least 100, at most [`MAX_PULL_MSG_SIZE_BYTES`]) that can answer
+    /// `maxTotalMsgSize`; at least 100, at most [`PULL_MSG_SIZE_MAX_BYTES`]) that can answer
     /// with where the records are (file regions, for a zero-copy transfer) instead of their
     /// bytes. Same planning, limits, status and offsets. Once the records are planned, `choose` sees the pull's shape and
     /// says whether to answer with regions (`true`) or to read the bytes as `get_message` does
@@ -193,7 +193,7 @@ impl MessageStore {
         filter: &dyn MessageFilter,
         choose: &dyn Fn(RegionShape) -> bool,
     ) -> Result<GetMessageRegions, StoreError> {
-        let max_pull = max_total_msg_size_bytes.clamp(100, MAX_PULL_MSG_SIZE_BYTES);
+        let max_pull = max_total_msg_size_bytes.clamp(100, PULL_MSG_SIZE_MAX_BYTES);
         let mut want = RegionsWanted {
             out: Vec::new(),
             choose,
@@ -236,18 +236,18 @@ impl MessageStore {
             })
     }
 
-    /// Next logical offset of the queue (0 when it does not exist).
+    /// Next queue offset to be written (0 when the queue does not exist).
     pub fn max_offset_in_queue(&self, topic: &str, queue_id: i32) -> i64 {
         self.inner
             .find_queue(topic, queue_id)
-            .map_or(0, |cq| cq.max_offset())
+            .map_or(0, |cq| cq.max_offset_in_queue())
     }
 
-    /// First live logical offset of the queue (0 when it does not exist).
+    /// First live queue offset (0 when the queue does not exist).
     pub fn min_offset_in_queue(&self, topic: &str, queue_id: i32) -> i64 {
         self.inner
             .find_queue(topic, queue_id)
-            .map_or(0, |cq| cq.min_offset())
+            .map_or(0, |cq| cq.min_offset_in_queue())
     }
 
     /// Binary search on store timestamps (Java `getOffsetInQueueByTime`).
@@ -271,8 +271,8 @@ impl MessageStore {
         let Some(cq) = self.inner.find_queue(topic, queue_id) else {
             return Ok(None);
         };
-        let min = cq.min_offset();
-        if min >= cq.max_offset() {
+        let min = cq.min_offset_in_queue();
+        if min >= cq.max_offset_in_queue() {
             return Ok(None);
         }
         self.inner.store_time_at(&cq, min)
@@ -284,16 +284,16 @@ impl MessageStore {
     }
 
     pub fn max_phy_offset(&self) -> i64 {
-        self.inner.commit_log.max_offset()
+        self.inner.commit_log.max_phy_offset()
     }
 
     pub fn min_phy_offset(&self) -> i64 {
-        self.inner.commit_log.min_offset()
+        self.inner.commit_log.min_phy_offset()
     }
 
     /// CommitLog offset below which everything is fsynced.
     pub fn flushed_phy_offset(&self) -> i64 {
-        self.inner.flush_tx.borrow().flushed_offset
+        self.inner.flush_tx.borrow().flushed_phy_offset
     }
 
     pub fn set_arrival_listener(&self, listener: Arc<dyn ArrivalListener>) {

@@ -64,23 +64,27 @@ impl Inner {
             return Ok(0);
         }
         self.commit_log.segments().remove_front(expired)?;
-        let min_phy = self.commit_log.min_offset();
+        let min_phy_offset = self.commit_log.min_phy_offset();
         for cq in self.all_queues() {
-            self.delete_queue_files_below(&cq, min_phy)?;
-            self.correct_min_offset(&cq, min_phy)?;
+            self.delete_queue_files_below(&cq, min_phy_offset)?;
+            self.correct_min_offset_in_queue(&cq, min_phy_offset)?;
         }
         Ok(expired)
     }
 
-    /// Deletes the queue's files (never the last) whose last unit points below `min_phy`.
-    fn delete_queue_files_below(&self, cq: &ConsumeQueue, min_phy: i64) -> Result<(), StoreError> {
+    /// Deletes the queue's files (never the last) whose last unit points below `min_phy_offset`.
+    fn delete_queue_files_below(
+        &self,
+        cq: &ConsumeQueue,
+        min_phy_offset: i64,
+    ) -> Result<(), StoreError> {
         let segments = cq.segments().snapshot();
         let units = cq.units_per_file();
         let mut count = 0;
         for seg in segments.iter().take(segments.len().saturating_sub(1)) {
             let last_index = seg.start_offset / CQ_UNIT_SIZE_BYTES as i64 + units - 1;
             match cq.read_unit(&self.io, last_index)? {
-                Some(unit) if unit.commit_log_offset < min_phy => count += 1,
+                Some(unit) if unit.phy_offset < min_phy_offset => count += 1,
                 _ => break,
             }
         }
@@ -92,22 +96,23 @@ impl Inner {
 
     /// Sets the queue's min offset to its first unit pointing at live CommitLog data (Java
     /// `correctMinOffset`); filler units are skipped too.
-    pub(crate) fn correct_min_offset(
+    pub(crate) fn correct_min_offset_in_queue(
         &self,
         cq: &ConsumeQueue,
-        min_phy: i64,
+        min_phy_offset: i64,
     ) -> Result<(), StoreError> {
-        let max = cq.max_offset();
+        let max = cq.max_offset_in_queue();
         let Some(first) = cq.segments().first() else {
-            cq.set_min_offset(max);
+            cq.set_min_offset_in_queue(max);
             return Ok(());
         };
-        let mut lo = (first.start_offset / CQ_UNIT_SIZE_BYTES as i64).max(cq.min_offset().min(max));
+        let mut lo =
+            (first.start_offset / CQ_UNIT_SIZE_BYTES as i64).max(cq.min_offset_in_queue().min(max));
         let mut hi = max;
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             let dead = match cq.read_unit(&self.io, mid)? {
-                Some(u) => u.size == i32::MAX || u.commit_log_offset < min_phy,
+                Some(u) => u.size == i32::MAX || u.phy_offset < min_phy_offset,
                 None => true,
             };
             if dead {
@@ -116,7 +121,7 @@ impl Inner {
                 hi = mid;
             }
         }
-        cq.set_min_offset(lo);
+        cq.set_min_offset_in_queue(lo);
         Ok(())
     }
 }

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 
-use super::{MessageStore, ABORT_FILE_NAME, MAX_PULL_MSG_SIZE_BYTES};
+use super::{MessageStore, ABORT_FILE_NAME, PULL_MSG_SIZE_MAX_BYTES};
 use crate::store::config::{FlushPolicy, StoreConfig};
 use crate::store::error::StoreError;
 use crate::store::filter::{AcceptAll, MessageFilter};
@@ -88,7 +88,7 @@ fn regions_carry_the_same_records_as_get_message() {
                         q,
                         offset,
                         max_nums,
-                        MAX_PULL_MSG_SIZE_BYTES,
+                        PULL_MSG_SIZE_MAX_BYTES,
                         &AcceptAll,
                         &|shape| {
                             assert!(shape.regions >= 1 && shape.regions <= shape.messages);
@@ -102,8 +102,8 @@ fn regions_carry_the_same_records_as_get_message() {
                 assert_eq!(r.status, copied.status);
                 assert_eq!(r.next_begin_offset, copied.next_begin_offset);
                 assert_eq!(
-                    (r.min_offset, r.max_offset),
-                    (copied.min_offset, copied.max_offset)
+                    (r.min_offset_in_queue, r.max_offset_in_queue),
+                    (copied.min_offset_in_queue, copied.max_offset_in_queue)
                 );
                 assert_eq!(r.message_locations, copied.message_locations);
                 assert_eq!(r.queue_offsets, copied.queue_offsets);
@@ -133,7 +133,7 @@ fn regions_carry_the_same_records_as_get_message() {
                         q,
                         offset,
                         max_nums,
-                        MAX_PULL_MSG_SIZE_BYTES,
+                        PULL_MSG_SIZE_MAX_BYTES,
                         &AcceptAll,
                         &|_| false,
                     )
@@ -155,7 +155,7 @@ fn regions_carry_the_same_records_as_get_message() {
             0,
             0,
             32,
-            MAX_PULL_MSG_SIZE_BYTES,
+            PULL_MSG_SIZE_MAX_BYTES,
             &TagFilter(0),
             &|_| unreachable!("nothing to choose"),
         )
@@ -173,8 +173,8 @@ fn put_then_get_round_trips_and_rolls_files() {
         let r = store
             .put_message(&msg("T", 0, format!("body-{i}").as_bytes(), "A"))
             .unwrap();
-        assert_eq!(r.logics_offset, i);
-        ends.push(r.end_offset());
+        assert_eq!(r.queue_offset, i);
+        ends.push(r.end_phy_offset());
     }
     assert!(
         store.max_phy_offset() > 4096,
@@ -294,10 +294,10 @@ fn every_get_message_status_row() {
 
     // OFFSET_TOO_SMALL: move the min as retention would.
     let cq = store.inner.find_queue("T", 0).unwrap();
-    cq.set_min_offset(4);
+    cq.set_min_offset_in_queue(4);
     let got = store.get_message("g", "T", 0, 1, 32, &AcceptAll).unwrap();
     assert_eq!((got.status, got.next_begin_offset), (OffsetTooSmall, 4));
-    assert_eq!((got.min_offset, got.max_offset), (4, 20));
+    assert_eq!((got.min_offset_in_queue, got.max_offset_in_queue), (4, 20));
 
     // MESSAGE_WAS_REMOVING: CommitLog file gone while the CQ still points at it.
     store.inner.commit_log.segments().remove_front(1).unwrap();
@@ -380,7 +380,7 @@ async fn a_failed_fsync_makes_the_store_read_only() {
     cfg.flush_policy = FlushPolicy::Sync;
     let store = open(cfg);
     let ok = store.put_message(&msg("T", 0, b"a", "A")).unwrap();
-    store.wait_flushed(ok.end_offset()).await.unwrap();
+    store.wait_flushed(ok.end_phy_offset()).await.unwrap();
     // What the flush path does when fdatasync returns an error.
     store
         .inner
@@ -388,8 +388,11 @@ async fn a_failed_fsync_makes_the_store_read_only() {
     let reason = store.is_read_only().unwrap();
     assert!(reason.contains("EIO"));
     // Already-durable data stays acknowledged; nothing new is accepted or acknowledged.
-    store.wait_flushed(ok.end_offset()).await.unwrap();
-    let err = store.wait_flushed(ok.end_offset() + 1).await.unwrap_err();
+    store.wait_flushed(ok.end_phy_offset()).await.unwrap();
+    let err = store
+        .wait_flushed(ok.end_phy_offset() + 1)
+        .await
+        .unwrap_err();
     assert!(matches!(err, StoreError::Poisoned { .. }));
     let err = store.put_message(&msg("T", 0, b"b", "A")).unwrap_err();
     assert!(matches!(err, StoreError::Poisoned { .. }));
