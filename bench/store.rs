@@ -24,7 +24,9 @@ use bytes::Bytes;
 use common::{grouped, median, Table};
 use ringmq::store::format::encode_properties;
 use ringmq::store::io::{IoConfig, IoEngine, IoMode};
-use ringmq::store::{AcceptAll, FlushPolicy, MessageStore, MessageToStore, StoreConfig};
+use ringmq::store::{
+    AcceptAll, FlushPolicy, GetMessageRequest, MessageStore, MessageToStore, StoreConfig,
+};
 
 static FDATASYNC_CALLS: AtomicU64 = AtomicU64::new(0);
 static FSYNC_CALLS: AtomicU64 = AtomicU64::new(0);
@@ -174,7 +176,14 @@ fn run_read(store: &MessageStore, topic: &str, duration: Duration) -> ReadRun {
         // Check the clock every 64 pulls only; a pull is a few microseconds.
         for _ in 0..64 {
             let r = store
-                .get_message("bench", topic, 0, offset, PULL_BATCH_MSGS, &AcceptAll)
+                .get_message(&GetMessageRequest {
+                    group: "bench",
+                    topic,
+                    queue_id: 0,
+                    queue_offset: offset,
+                    max_msg_nums: PULL_BATCH_MSGS,
+                    filter: &AcceptAll,
+                })
                 .expect("get_message");
             assert!(r.message_count > 0, "read past the data: {:?}", r.status);
             msgs += r.message_count as u64;

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use ringmq::store::format::decode_record;
 use ringmq::store::{AcceptAll, FlushPolicy, GetMessageStatus, MessageStore, StoreConfig};
-use store_common::{msg, open, rebuild_from_commit_log, served_units, small_config};
+use store_common::{msg, open, pull, rebuild_from_commit_log, served_units, small_config};
 
 const FILE_SIZE: u64 = 16 * 1024;
 
@@ -76,7 +76,7 @@ fn segment_path(dir: &Path, phy: i64) -> (PathBuf, u64) {
 fn verify(store: &MessageStore, dir: &Path, present: &[Written], absent: &[Written]) {
     for w in present {
         let got = store
-            .get_message("g", &w.topic, w.queue_id, w.queue_offset, 1, &AcceptAll)
+            .get_message(&pull(&w.topic, w.queue_id, w.queue_offset, 1, &AcceptAll))
             .unwrap();
         assert_eq!(got.status, GetMessageStatus::Found, "{w:?}");
         let rec = decode_record(got.message(0)).unwrap();

@@ -11,7 +11,7 @@ use ringmq::store::{
     AcceptAll, ArrivalListener, BatchToStore, BoundaryType, FlushPolicy, GetMessageStatus,
     StoreError,
 };
-use store_common::{msg, open, small_config};
+use store_common::{msg, open, pull, small_config};
 
 fn big_config(dir: &std::path::Path) -> ringmq::store::StoreConfig {
     let mut cfg = small_config(dir);
@@ -42,13 +42,13 @@ fn batch_limits_in_memory_and_on_disk() {
                 .put_message(&msg("T", 0, &vec![7u8; body], "A"))
                 .unwrap();
         }
-        let got = store.get_message("g", "T", 0, 0, 64, &AcceptAll).unwrap();
+        let got = store.get_message(&pull("T", 0, 0, 64, &AcceptAll)).unwrap();
         assert_eq!(got.status, GetMessageStatus::Found, "{name}");
         assert_eq!(got.message_count, expected, "{name}");
         assert_eq!(got.next_begin_offset, expected as i64, "{name}");
         assert_eq!(got.buffer_total_size, got.buffer.len(), "{name}");
         // The client's maxMsgNums caps both regimes.
-        let got = store.get_message("g", "T", 0, 0, 3, &AcceptAll).unwrap();
+        let got = store.get_message(&pull("T", 0, 0, 3, &AcceptAll)).unwrap();
         assert_eq!(got.message_count, 3, "{name}");
     }
 }
@@ -63,9 +63,9 @@ fn suggest_pulling_from_slave_when_far_behind() {
     for _ in 0..100 {
         store.put_message(&msg("T", 0, &[1u8; 100], "A")).unwrap();
     }
-    let far = store.get_message("g", "T", 0, 0, 1, &AcceptAll).unwrap();
+    let far = store.get_message(&pull("T", 0, 0, 1, &AcceptAll)).unwrap();
     assert!(far.suggest_pulling_from_slave);
-    let near = store.get_message("g", "T", 0, 99, 1, &AcceptAll).unwrap();
+    let near = store.get_message(&pull("T", 0, 99, 1, &AcceptAll)).unwrap();
     assert!(!near.suggest_pulling_from_slave);
 }
 
@@ -92,7 +92,7 @@ fn batch_put_gets_consecutive_offsets_and_ids() {
     assert_eq!(put.message_count, 5);
     assert_eq!(put.queue_offset, 1);
     assert_eq!(put.msg_ids.len(), 5);
-    let got = store.get_message("g", "B", 1, 1, 32, &AcceptAll).unwrap();
+    let got = store.get_message(&pull("B", 1, 1, 32, &AcceptAll)).unwrap();
     assert_eq!(got.queue_offsets, vec![1, 2, 3, 4, 5]);
     for k in 0..5 {
         let rec = decode_record(got.message(k)).unwrap();
@@ -246,12 +246,14 @@ fn retention_deletes_old_files_and_moves_min_offsets() {
     assert!(min_phy > 0);
     let min = store.min_offset_in_queue("T", 0);
     assert!(min > 0);
-    let got = store.get_message("g", "T", 0, 0, 32, &AcceptAll).unwrap();
+    let got = store.get_message(&pull("T", 0, 0, 32, &AcceptAll)).unwrap();
     assert_eq!(
         (got.status, got.next_begin_offset),
         (GetMessageStatus::OffsetTooSmall, min)
     );
-    let got = store.get_message("g", "T", 0, min, 32, &AcceptAll).unwrap();
+    let got = store
+        .get_message(&pull("T", 0, min, 32, &AcceptAll))
+        .unwrap();
     assert_eq!(got.status, GetMessageStatus::Found);
     assert!(got.message_locations[0].0 >= min_phy);
     // The message before min pointed at a deleted file.
@@ -337,7 +339,7 @@ fn pulls_racing_appends_never_skip_a_message() {
     while seen < total {
         assert!(std::time::Instant::now() < deadline, "stalled at {next}");
         let got = store
-            .get_message("g", "Race", 0, next, 32, &AcceptAll)
+            .get_message(&pull("Race", 0, next, 32, &AcceptAll))
             .unwrap();
         assert_ne!(
             got.status,

@@ -22,7 +22,7 @@ use crate::common::now_ms;
 use crate::common::StopFlag;
 use crate::store::filter::AcceptAll;
 use crate::store::format::{self, property_value};
-use crate::store::{GetMessageStatus, MessageToStore};
+use crate::store::{GetMessageRequest, GetMessageStatus, MessageToStore};
 
 /// How often each level's queue is looked at. Delay levels start at 1 s.
 const SCHEDULE_TICK_MS: u64 = 100;
@@ -127,14 +127,14 @@ fn run(ctrl: &Arc<BrokerController>, shutdown: &StopFlag) {
 /// Moves the due messages of one level; returns the level's new offset.
 fn deliver_due(ctrl: &Arc<BrokerController>, level: i32, delay_ms: i64, offset: i64) -> i64 {
     let queue_id = level - 1;
-    let result = match ctrl.store.get_message(
-        SCHEDULE_GROUP,
-        SCHEDULE_TOPIC,
+    let result = match ctrl.store.get_message(&GetMessageRequest {
+        group: SCHEDULE_GROUP,
+        topic: SCHEDULE_TOPIC,
         queue_id,
-        offset,
-        SCHEDULE_BATCH_MAX,
-        &AcceptAll,
-    ) {
+        queue_offset: offset,
+        max_msg_nums: SCHEDULE_BATCH_MAX,
+        filter: &AcceptAll,
+    }) {
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(level, error = %e, "reading the schedule queue failed");

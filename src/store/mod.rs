@@ -27,6 +27,6 @@ pub use format::{DecodedRecord, FormatError};
 pub use message_store::{MessageStore, PULL_MSG_SIZE_MAX_BYTES};
 pub use region::{FileRegion, GetMessageRegions, RegionShape};
 pub use types::{
-    ArrivalListener, BatchToStore, BoundaryType, GetMessageResult, GetMessageStatus,
-    MessageToStore, PutMessageResult, PutMessageStatus, RecoveryReport,
+    ArrivalListener, BatchToStore, BoundaryType, GetMessageRequest, GetMessageResult,
+    GetMessageStatus, MessageToStore, PutMessageResult, PutMessageStatus, RecoveryReport,
 };

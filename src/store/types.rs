@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use bytes::Bytes;
 
 use crate::store::error::StoreError;
+use crate::store::filter::MessageFilter;
 
 /// One message to append (Java `MessageExtBrokerInner`, minus what the store fills in).
 #[derive(Debug, Clone)]
@@ -104,6 +105,33 @@ impl PutMessageResult {
     }
 }
 
+/// One pull (the parameters of Java `DefaultMessageStore.getMessage`).
+#[derive(Clone, Copy)]
+pub struct GetMessageRequest<'a> {
+    /// The consumer group: Java's parameter, kept for parity; the store does not use it.
+    pub group: &'a str,
+    pub topic: &'a str,
+    pub queue_id: i32,
+    /// The first queue offset to return.
+    pub queue_offset: i64,
+    /// At most this many messages are returned (`maxMsgNums`).
+    pub max_msg_nums: i32,
+    /// Decides which messages are returned.
+    pub filter: &'a dyn MessageFilter,
+}
+
+impl std::fmt::Debug for GetMessageRequest<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GetMessageRequest")
+            .field("group", &self.group)
+            .field("topic", &self.topic)
+            .field("queue_id", &self.queue_id)
+            .field("queue_offset", &self.queue_offset)
+            .field("max_msg_nums", &self.max_msg_nums)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Java `GetMessageStatus`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum GetMessageStatus {
@@ -174,9 +202,9 @@ pub enum BoundaryType {
 
 /// Receives one event per ConsumeQueue unit written (Java `MessageArrivingListener`), used by
 /// long polling. Called on the appending thread after the unit is readable; must not call
-/// `put_message` (it runs while the append is being acknowledged).
+/// `put_message` (it runs while the append is being acknowledged). `max_offset_in_queue` is the
+/// queue's max offset with this message's unit in it (its queue offset + 1).
 pub trait ArrivalListener: Send + Sync {
-    #[allow(clippy::too_many_arguments)]
     fn arriving(
         &self,
         topic: &str,

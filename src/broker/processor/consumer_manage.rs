@@ -13,6 +13,7 @@ use crate::remoting::headers::{
     QueryConsumerOffsetResponseHeader, UpdateConsumerOffsetRequestHeader,
 };
 use crate::store::filter::AcceptAll;
+use crate::store::GetMessageRequest;
 
 use super::{ProcessError, ProcessResult};
 
@@ -73,9 +74,14 @@ fn check_in_disk_by_consume_offset(
     queue_id: i32,
     offset: i64,
 ) -> Result<bool, ProcessError> {
-    let result = ctrl
-        .store
-        .get_message("", topic, queue_id, offset, 1, &AcceptAll)?;
+    let result = ctrl.store.get_message(&GetMessageRequest {
+        group: "",
+        topic,
+        queue_id,
+        queue_offset: offset,
+        max_msg_nums: 1,
+        filter: &AcceptAll,
+    })?;
     let Some((phy_offset, _)) = result.message_locations.first() else {
         return Ok(false);
     };

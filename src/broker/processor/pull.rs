@@ -24,7 +24,9 @@ use crate::remoting::codes::response_code as rc;
 use crate::remoting::command::{RemotingCommand, SerializeType};
 use crate::remoting::frame::encode_frame_header;
 use crate::remoting::headers::{PullMessageRequestHeader, PullMessageResponseHeader};
-use crate::store::{FileRegion, GetMessageResult, GetMessageStatus, MessageToStore, RegionShape};
+use crate::store::{
+    FileRegion, GetMessageRequest, GetMessageResult, GetMessageStatus, MessageToStore, RegionShape,
+};
 
 use super::ProcessError;
 use crate::common::now_ms;
@@ -334,14 +336,14 @@ fn pull(
         && transfer.effective_mode() != TransferMode::Copy
         && !filter_reads_records(&filter);
     if !zero_copy_possible {
-        let result = ctrl.store.get_message(
-            &h.consumer_group,
-            &h.topic,
-            h.queue_id,
-            h.queue_offset,
-            h.max_msg_nums.max(1),
-            filter.as_ref(),
-        )?;
+        let result = ctrl.store.get_message(&GetMessageRequest {
+            group: &h.consumer_group,
+            topic: &h.topic,
+            queue_id: h.queue_id,
+            queue_offset: h.queue_offset,
+            max_msg_nums: h.max_msg_nums.max(1),
+            filter: filter.as_ref(),
+        })?;
         let response = map_result(ctrl, h, context, &group, result);
         return Ok(Looked {
             response,
@@ -350,13 +352,15 @@ fn pull(
         });
     }
     let located = ctrl.store.get_message_regions(
-        &h.consumer_group,
-        &h.topic,
-        h.queue_id,
-        h.queue_offset,
-        h.max_msg_nums.max(1),
+        &GetMessageRequest {
+            group: &h.consumer_group,
+            topic: &h.topic,
+            queue_id: h.queue_id,
+            queue_offset: h.queue_offset,
+            max_msg_nums: h.max_msg_nums.max(1),
+            filter: filter.as_ref(),
+        },
         crate::store::PULL_MSG_SIZE_MAX_BYTES,
-        filter.as_ref(),
         &|shape| choose_zero_copy(transfer, shape),
     )?;
     let response = map_result(ctrl, h, context, &group, located.result);

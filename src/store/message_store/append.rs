@@ -1,11 +1,17 @@
 //! The put paths: validation, queue offset assignment under the writer lock, placement in the
 //! CommitLog, the record and ConsumeQueue writes, publication and the arrival events.
+//!
+//! One append runs these steps, each its own function: [`Inner::validate_append`] (outside
+//! the lock), then under the writer lock [`Inner::reserve`] (refuse when not writable, assign
+//! queue offsets and the store time, place the records), [`Inner::encode`] (records and units
+//! into the writer's reused buffers) and [`Inner::write_and_publish`], and after the lock
+//! [`Inner::notify_arrivals`].
 
-use std::path::PathBuf;
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::{lock, read_guard, write_guard, Inner, Writer};
+use super::{lock, read_guard, Inner, Writer};
 use crate::common::now_ms;
 use crate::common::topic_validator::{self, RETRY_GROUP_TOPIC_PREFIX};
 use crate::store::config::FlushPolicy;
@@ -18,14 +24,6 @@ use crate::store::format::{
 use crate::store::fs;
 use crate::store::segment::Segment;
 use crate::store::types::{BatchToStore, MessageToStore, PutMessageResult, PutMessageStatus};
-
-// -------------------------------------------------------------------------------------------
-// Appends.
-
-struct Placement {
-    segment: Arc<Segment>,
-    offset: i64,
-}
 
 /// Per-message fields of an append.
 struct AppendEntry<'a> {
@@ -40,9 +38,44 @@ struct AppendCommon<'a> {
     queue_id: i32,
     sys_flag: i32,
     born_timestamp_ms: i64,
-    born_host: std::net::SocketAddr,
+    born_host: SocketAddr,
     reconsume_times: i32,
     prepared_transaction_offset: i64,
+}
+
+/// What validation found out about an append, before the writer lock is taken.
+struct AppendShape {
+    /// SYSFLAG with the v6 bits of the born and store hosts set.
+    sys_flag: i32,
+    /// Bytes of all records together.
+    total_bytes: usize,
+    /// The messages get ConsumeQueue units and queue offsets.
+    dispatched: bool,
+}
+
+/// Where the records of one append go: the CommitLog file and the phy offset of the first byte.
+struct Placement {
+    segment: Arc<Segment>,
+    phy_offset: i64,
+}
+
+/// What the writer lock fixed for one append.
+struct AppendSlot {
+    place: Placement,
+    /// The queue, when the messages are dispatched to one.
+    cq: Option<Arc<ConsumeQueue>>,
+    first_queue_offset: i64,
+    store_timestamp_ms: i64,
+}
+
+impl AppendSlot {
+    /// Queue offset of the `index`-th message (0 for a message that gets no ConsumeQueue unit).
+    fn queue_offset(&self, index: usize) -> i64 {
+        match self.cq {
+            Some(_) => self.first_queue_offset + index as i64,
+            None => 0,
+        }
+    }
 }
 
 impl Inner {
@@ -110,57 +143,109 @@ impl Inner {
         common: &AppendCommon<'_>,
         entries: &[AppendEntry<'_>],
     ) -> Result<PutMessageResult, StoreError> {
+        let shape = self.validate_append(common, entries)?;
+        let mut writer = lock(&self.writer);
+        let slot = self.reserve(&mut writer, common, &shape)?;
+        let msg_ids = self.encode(&mut writer, common, entries, &shape, &slot);
+        self.write_and_publish(&writer, &shape, &slot, entries.len())?;
+        drop(writer);
+        self.after_append();
+        self.notify_arrivals(common, entries, &slot);
+        Ok(PutMessageResult {
+            status: PutMessageStatus::PutOk,
+            wrote_phy_offset: slot.place.phy_offset,
+            wrote_bytes: shape.total_bytes as i32,
+            queue_offset: slot.first_queue_offset,
+            msg_ids,
+            store_timestamp_ms: slot.store_timestamp_ms,
+            message_count: entries.len() as i32,
+        })
+    }
+
+    /// Checks every limit before anything is written, and sizes the records.
+    fn validate_append(
+        &self,
+        common: &AppendCommon<'_>,
+        entries: &[AppendEntry<'_>],
+    ) -> Result<AppendShape, StoreError> {
         validate_queue_id(common.queue_id)?;
-        let store_host = self.config.store_host;
-        let sys_flag = format::sys_flag_for_hosts(common.sys_flag, &common.born_host, &store_host);
-        let mut total = 0usize;
+        let store_host = &self.config.store_host;
+        let sys_flag = format::sys_flag_for_hosts(common.sys_flag, &common.born_host, store_host);
+        let mut total_bytes = 0usize;
         for entry in entries {
             self.validate_body(entry.body.len())?;
             validate_properties(entry.properties.len())?;
-            total += format::record_size(
+            total_bytes += format::record_size(
                 sys_flag,
                 entry.body.len(),
                 common.topic.len(),
                 entry.properties.len(),
             );
         }
-        self.validate_record_fits(total)?;
-        let dispatched = format::is_dispatched_to_consume_queue(sys_flag);
+        self.validate_record_fits(total_bytes)?;
+        Ok(AppendShape {
+            sys_flag,
+            total_bytes,
+            dispatched: format::is_dispatched_to_consume_queue(sys_flag),
+        })
+    }
 
-        let mut writer = lock(&self.writer);
+    /// Under the writer lock: refuses when the store takes no writes, assigns the queue offsets
+    /// and the store time, and places the records.
+    fn reserve(
+        &self,
+        writer: &mut Writer,
+        common: &AppendCommon<'_>,
+        shape: &AppendShape,
+    ) -> Result<AppendSlot, StoreError> {
         self.check_writable()?;
-        let cq = dispatched
+        let cq = shape
+            .dispatched
             .then(|| self.get_or_create_queue(common.topic, common.queue_id))
             .transpose()?;
         let first_queue_offset = cq.as_ref().map_or(0, |cq| cq.max_offset_in_queue());
-        let store_timestamp_ms = next_store_timestamp(&mut writer);
-        let place = self.place(total)?;
+        let store_timestamp_ms = next_store_timestamp(writer);
+        let place = self.place(shape.total_bytes)?;
+        Ok(AppendSlot {
+            place,
+            cq,
+            first_queue_offset,
+            store_timestamp_ms,
+        })
+    }
+
+    /// Encodes every record and its ConsumeQueue unit into the writer's buffers. Returns the
+    /// offset msgIds.
+    fn encode(
+        &self,
+        writer: &mut Writer,
+        common: &AppendCommon<'_>,
+        entries: &[AppendEntry<'_>],
+        shape: &AppendShape,
+        slot: &AppendSlot,
+    ) -> Vec<String> {
+        let store_host = self.config.store_host;
         let Writer {
             record_buf,
             unit_buf,
             ..
-        } = &mut *writer;
+        } = writer;
         record_buf.clear();
         unit_buf.clear();
         let mut msg_ids = Vec::with_capacity(entries.len());
         for (i, entry) in entries.iter().enumerate() {
-            let phy = place.offset + record_buf.len() as i64;
+            let phy_offset = slot.place.phy_offset + record_buf.len() as i64;
             let start = record_buf.len();
-            let queue_offset = if dispatched {
-                first_queue_offset + i as i64
-            } else {
-                0
-            };
             format::encode_record(
                 &RecordFields {
                     queue_id: common.queue_id,
                     flag: entry.flag,
-                    queue_offset,
-                    phy_offset: phy,
-                    sys_flag,
+                    queue_offset: slot.queue_offset(i),
+                    phy_offset,
+                    sys_flag: shape.sys_flag,
                     born_timestamp_ms: common.born_timestamp_ms,
                     born_host: common.born_host,
-                    store_timestamp_ms,
+                    store_timestamp_ms: slot.store_timestamp_ms,
                     store_host,
                     reconsume_times: common.reconsume_times,
                     prepared_transaction_offset: common.prepared_transaction_offset,
@@ -171,47 +256,66 @@ impl Inner {
                 record_buf,
             );
             unit_buf.extend_from_slice(&encode_cq_unit(&CqUnit {
-                phy_offset: phy,
+                phy_offset,
                 size: (record_buf.len() - start) as i32,
                 tags_code: format::tags_code(entry.properties),
             }));
-            msg_ids.push(format::encode_offset_msg_id(&store_host, phy));
+            msg_ids.push(format::encode_offset_msg_id(&store_host, phy_offset));
         }
-        debug_assert_eq!(record_buf.len(), total);
-        self.write_records(&place, record_buf)?;
-        if let Some(cq) = &cq {
-            self.write_units(cq, first_queue_offset, unit_buf)?;
+        debug_assert_eq!(record_buf.len(), shape.total_bytes);
+        msg_ids
+    }
+
+    /// Writes the encoded records, then their units, then publishes: the CommitLog max first
+    /// and the queue max after it, so a reader that sees a unit always finds its record.
+    fn write_and_publish(
+        &self,
+        writer: &Writer,
+        shape: &AppendShape,
+        slot: &AppendSlot,
+        message_count: usize,
+    ) -> Result<(), StoreError> {
+        let place = &slot.place;
+        let pos = (place.phy_offset - place.segment.start_offset) as u64;
+        self.write_or_poison(&place.segment, &writer.record_buf, pos)?;
+        if let Some(cq) = &slot.cq {
+            self.write_units(cq, slot.first_queue_offset, &writer.unit_buf)?;
         }
-        self.publish(place.offset + total as i64, store_timestamp_ms);
-        if let Some(cq) = &cq {
-            cq.set_max_offset_in_queue(first_queue_offset + entries.len() as i64);
+        self.publish(
+            place.phy_offset + shape.total_bytes as i64,
+            slot.store_timestamp_ms,
+        );
+        if let Some(cq) = &slot.cq {
+            cq.set_max_offset_in_queue(slot.first_queue_offset + message_count as i64);
         }
-        drop(writer);
-        self.after_append();
-        // Only messages that got a ConsumeQueue unit can be pulled, so only they arrive.
-        if cq.is_some() {
-            if let Some(listener) = read_guard(&self.listener).as_ref() {
-                for (i, entry) in entries.iter().enumerate() {
-                    listener.arriving(
-                        common.topic,
-                        common.queue_id,
-                        first_queue_offset + i as i64 + 1,
-                        format::tags_code(entry.properties),
-                        store_timestamp_ms,
-                        entry.properties,
-                    );
-                }
-            }
+        Ok(())
+    }
+
+    /// Tells the arrival listener about each message. Only messages that got a ConsumeQueue
+    /// unit can be pulled, so only they arrive.
+    fn notify_arrivals(
+        &self,
+        common: &AppendCommon<'_>,
+        entries: &[AppendEntry<'_>],
+        slot: &AppendSlot,
+    ) {
+        if slot.cq.is_none() {
+            return;
         }
-        Ok(PutMessageResult {
-            status: PutMessageStatus::PutOk,
-            wrote_phy_offset: place.offset,
-            wrote_bytes: total as i32,
-            queue_offset: first_queue_offset,
-            msg_ids,
-            store_timestamp_ms,
-            message_count: entries.len() as i32,
-        })
+        let listener = read_guard(&self.listener);
+        let Some(listener) = listener.as_ref() else {
+            return;
+        };
+        for (i, entry) in entries.iter().enumerate() {
+            listener.arriving(
+                common.topic,
+                common.queue_id,
+                slot.first_queue_offset + i as i64 + 1,
+                format::tags_code(entry.properties),
+                slot.store_timestamp_ms,
+                entry.properties,
+            );
+        }
     }
 
     fn validate_body(&self, len: usize) -> Result<(), StoreError> {
@@ -257,27 +361,31 @@ impl Inner {
     /// not fit before its end (a record never spans files). Writer only.
     fn place(&self, size: usize) -> Result<Placement, StoreError> {
         let file_size = self.commit_log.file_size_bytes();
-        let mut offset = self.commit_log.max_phy_offset();
-        let in_file = offset % file_size;
+        let mut phy_offset = self.commit_log.max_phy_offset();
+        let in_file = phy_offset % file_size;
         let remaining = (file_size - in_file) as usize;
-        // Every append leaves at least END_FILE_MIN_BLANK_LENGTH bytes, so a BLANK always fits.
+        // Every append leaves at least END_FILE_BLANK_SIZE_MIN_BYTES bytes, so a BLANK always fits.
         assert!(remaining >= END_FILE_BLANK_SIZE_MIN_BYTES);
         if size + END_FILE_BLANK_SIZE_MIN_BYTES > remaining {
-            let segment = self.commit_log.segments().get_or_create(offset - in_file)?;
+            let segment = self
+                .commit_log
+                .segments()
+                .get_or_create(phy_offset - in_file)?;
             let mut blank = Vec::with_capacity(END_FILE_BLANK_SIZE_MIN_BYTES);
             format::encode_blank(remaining, &mut blank);
             self.write_or_poison(&segment, &blank, in_file as u64)?;
-            offset += remaining as i64;
-            self.commit_log.set_max_phy_offset(offset);
+            phy_offset += remaining as i64;
+            self.commit_log.set_max_phy_offset(phy_offset);
         }
-        let in_file = offset % file_size;
-        let segment = self.commit_log.segments().get_or_create(offset - in_file)?;
-        Ok(Placement { segment, offset })
-    }
-
-    fn write_records(&self, place: &Placement, bytes: &[u8]) -> Result<(), StoreError> {
-        let pos = (place.offset - place.segment.start_offset) as u64;
-        self.write_or_poison(&place.segment, bytes, pos)
+        let in_file = phy_offset % file_size;
+        let segment = self
+            .commit_log
+            .segments()
+            .get_or_create(phy_offset - in_file)?;
+        Ok(Placement {
+            segment,
+            phy_offset,
+        })
     }
 
     fn write_or_poison(&self, segment: &Segment, bytes: &[u8], pos: u64) -> Result<(), StoreError> {
@@ -295,8 +403,13 @@ impl Inner {
         }
     }
 
-    fn write_units(&self, cq: &ConsumeQueue, first: i64, units: &[u8]) -> Result<(), StoreError> {
-        cq.write_units(first, units).inspect_err(|e| {
+    fn write_units(
+        &self,
+        cq: &ConsumeQueue,
+        first_queue_offset: i64,
+        units: &[u8],
+    ) -> Result<(), StoreError> {
+        cq.write_units(first_queue_offset, units).inspect_err(|e| {
             self.poison(format!("consume queue write failed: {e}"));
         })
     }
@@ -311,50 +424,6 @@ impl Inner {
         if self.config.flush_policy == FlushPolicy::Sync {
             self.request_flush();
         }
-    }
-
-    pub(super) fn request_flush(&self) {
-        lock(&self.signal).flush_requested = true;
-        self.signal_cv.notify_all();
-    }
-
-    pub(crate) fn find_queue(&self, topic: &str, queue_id: i32) -> Option<Arc<ConsumeQueue>> {
-        read_guard(&self.queues)
-            .get(topic)
-            .and_then(|by_id| by_id.get(&queue_id))
-            .cloned()
-    }
-
-    pub(crate) fn get_or_create_queue(
-        &self,
-        topic: &str,
-        queue_id: i32,
-    ) -> Result<Arc<ConsumeQueue>, StoreError> {
-        if let Some(cq) = self.find_queue(topic, queue_id) {
-            return Ok(cq);
-        }
-        let mut queues = write_guard(&self.queues);
-        let by_id = queues.entry(topic.to_owned()).or_default();
-        let cq = by_id.entry(queue_id).or_insert_with(|| {
-            Arc::new(ConsumeQueue::new(
-                &self.cq_root(),
-                topic,
-                queue_id,
-                self.config.consume_queue_file_units,
-            ))
-        });
-        Ok(Arc::clone(cq))
-    }
-
-    pub(crate) fn cq_root(&self) -> PathBuf {
-        self.config.root_dir.join("consumequeue")
-    }
-
-    pub(crate) fn all_queues(&self) -> Vec<Arc<ConsumeQueue>> {
-        read_guard(&self.queues)
-            .values()
-            .flat_map(|by_id| by_id.values().cloned())
-            .collect()
     }
 }
 

@@ -35,7 +35,13 @@ impl Inner {
         }
     }
 
-    pub(crate) fn poison(&self, reason: String) {
+    /// Wakes the flush thread for a group commit.
+    pub(super) fn request_flush(&self) {
+        lock(&self.signal).flush_requested = true;
+        self.signal_cv.notify_all();
+    }
+
+    pub(super) fn poison(&self, reason: String) {
         if self.poisoned.swap(true, Ordering::AcqRel) {
             return;
         }
@@ -80,7 +86,7 @@ impl Inner {
     }
 
     /// fsyncs the CommitLog, every dirty ConsumeQueue file, then writes the checkpoint.
-    pub(crate) fn flush_all(&self) -> Result<(), StoreError> {
+    pub(super) fn flush_all(&self) -> Result<(), StoreError> {
         let _guard = lock(&self.flush_lock);
         // Read before the fsyncs: every unit for records below it was written before it was
         // published, so the fsyncs below cover it.

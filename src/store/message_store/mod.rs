@@ -8,10 +8,22 @@
 //! `async`), the ConsumeQueue fsync and the checkpoint; one retention thread deletes expired
 //! files.
 //!
-//! The implementation is split by concern, each file one or more `impl Inner` blocks:
-//! [`append`] (put paths, validation, placement in the CommitLog), [`get`] (pulls, lookups by
-//! offset and time), [`flush`] (group commit, fsync, poisoning), [`retention`] (expired file
-//! deletion), [`lifecycle`] (open, root directory files, threads, shutdown) and [`recovery`].
+//! This file holds the facade, the shared state ([`Inner`]) and the queue registry. The rest of
+//! the implementation is split by concern, each file one or more `impl Inner` blocks:
+//! - [`append`]: the put paths (validation, queue offsets, placement in the CommitLog, the
+//!   record and unit writes, publication, arrival events);
+//! - [`get`]: pulls (bytes or file regions) and lookups by CommitLog offset and by time;
+//! - [`flush`]: group commit, the flush loop, the checkpoint, poisoning;
+//! - [`retention`]: deletion of expired files;
+//! - [`lifecycle`]: open, the root directory's files, the threads, shutdown;
+//! - [`recovery`]: what `open` does to find the end of the log and repair the queues.
+//!
+//! Replication goes into [`append`]: an HA slave appends records the master already encoded,
+//! at the CommitLog offset the master gives. That is a second entry point beside
+//! `Inner::append` that takes the writer lock, checks `check_writable` and that the offset is
+//! the current `max_phy_offset`, writes the bytes with `write_or_poison`, writes the units of
+//! the records it decodes, and publishes in the same order (CommitLog max, then queue max), so
+//! readers, flushing and recovery need no second path.
 
 mod append;
 mod flush;
@@ -30,19 +42,17 @@ use std::thread::JoinHandle;
 use bytes::{Bytes, BytesMut};
 use tokio::sync::watch;
 
+use self::get::RegionsWanted;
 use crate::store::commit_log::CommitLog;
 use crate::store::config::StoreConfig;
 use crate::store::consume_queue::ConsumeQueue;
 use crate::store::error::StoreError;
-use crate::store::filter::MessageFilter;
-use crate::store::io::{IoEngine, ReadOp};
+use crate::store::io::IoEngine;
 use crate::store::region::{FileRegion, GetMessageRegions, RegionShape};
 use crate::store::types::{
-    ArrivalListener, BatchToStore, BoundaryType, GetMessageResult, MessageToStore,
-    PutMessageResult, RecoveryReport,
+    ArrivalListener, BatchToStore, BoundaryType, GetMessageRequest, GetMessageResult,
+    MessageToStore, PutMessageResult, RecoveryReport,
 };
-
-use self::get::RegionsWanted;
 
 /// Java `DefaultMessageStore.MAX_PULL_MSG_SIZE`: a pull never returns more bytes than this.
 pub const PULL_MSG_SIZE_MAX_BYTES: usize = 128 * 1024 * 1024;
@@ -70,20 +80,21 @@ struct Signal {
 
 /// Scratch buffers of the single writer, reused across appends.
 #[derive(Debug, Default)]
-pub(crate) struct Writer {
+struct Writer {
     record_buf: Vec<u8>,
     unit_buf: Vec<u8>,
-    pub(crate) last_store_timestamp_ms: i64,
+    last_store_timestamp_ms: i64,
 }
 
 type QueueMap = HashMap<String, HashMap<i32, Arc<ConsumeQueue>>>;
 
-pub(crate) struct Inner {
-    pub(crate) config: StoreConfig,
-    pub(crate) io: Arc<IoEngine>,
-    pub(crate) commit_log: CommitLog,
-    pub(crate) queues: RwLock<QueueMap>,
-    pub(crate) writer: Mutex<Writer>,
+/// Everything the facade and its threads share.
+struct Inner {
+    config: StoreConfig,
+    io: Arc<IoEngine>,
+    commit_log: CommitLog,
+    queues: RwLock<QueueMap>,
+    writer: Mutex<Writer>,
     poisoned: AtomicBool,
     flush_tx: watch::Sender<FlushState>,
     flush_lock: Mutex<()>,
@@ -91,7 +102,7 @@ pub(crate) struct Inner {
     signal_cv: Condvar,
     retention_cv: Condvar,
     /// Store timestamp of the last appended record (informational checkpoint fields).
-    pub(crate) last_store_timestamp_ms: AtomicI64,
+    last_store_timestamp_ms: AtomicI64,
     /// CommitLog offset recorded by the last checkpoint write (an unchanged one is not rewritten).
     last_checkpoint_phy_offset: AtomicI64,
     checkpoint_file: File,
@@ -146,70 +157,44 @@ impl MessageStore {
     }
 
     /// Pulls messages (Java `DefaultMessageStore.getMessage`, 5.x semantics), at most
-    /// [`PULL_MSG_SIZE_MAX_BYTES`] of them. `group` is Java's parameter, kept for parity; the
-    /// store does not use it.
+    /// [`PULL_MSG_SIZE_MAX_BYTES`] of them.
     pub fn get_message(
         &self,
-        _group: &str,
-        topic: &str,
-        queue_id: i32,
-        offset: i64,
-        max_msg_nums: i32,
-        filter: &dyn MessageFilter,
+        request: &GetMessageRequest<'_>,
     ) -> Result<GetMessageResult, StoreError> {
-        self.inner.get_message(
-            topic,
-            queue_id,
-            offset,
-            max_msg_nums,
-            PULL_MSG_SIZE_MAX_BYTES,
-            filter,
-            None,
-        )
+        self.inner
+            .get_message(request, PULL_MSG_SIZE_MAX_BYTES, None)
     }
 
     /// [`MessageStore::get_message`] with the pull request's `maxMsgBytes` (5.x
     /// `maxTotalMsgSize`; at least 100, at most [`PULL_MSG_SIZE_MAX_BYTES`]) that can answer
     /// with where the records are (file regions, for a zero-copy transfer) instead of their
-    /// bytes. Same planning, limits, status and offsets. Once the records are planned, `choose` sees the pull's shape and
-    /// says whether to answer with regions (`true`) or to read the bytes as `get_message` does
-    /// (`false`); a pull that finds nothing asks nothing and answers with empty regions.
+    /// bytes. Same planning, limits, status and offsets. Once the records are planned, `choose`
+    /// sees the pull's shape and says whether to answer with regions (`true`) or to read the
+    /// bytes as `get_message` does (`false`); a pull that finds nothing asks nothing and answers
+    /// with empty regions.
     ///
-    /// With regions only layer one of `filter` (`is_matched_by_consume_queue`) is applied: the
-    /// records are not read, so `is_matched_by_commit_log` is never called. Let `choose` say
-    /// `true` only for a filter whose layer two accepts every record (a TAG `*` subscription).
-    /// The head of each record (TOTALSIZE and MAGICCODE, 8 bytes) is still read, so a
-    /// ConsumeQueue unit that does not point at a record is the same `Corrupted` error as in
-    /// `get_message`.
-    #[allow(clippy::too_many_arguments)]
+    /// With regions only layer one of the request's filter (`is_matched_by_consume_queue`) is
+    /// applied: the records are not read, so `is_matched_by_commit_log` is never called. Let
+    /// `choose` say `true` only for a filter whose layer two accepts every record (a TAG `*`
+    /// subscription). The head of each record (TOTALSIZE and MAGICCODE, 8 bytes) is still read,
+    /// so a ConsumeQueue unit that does not point at a record is the same `Corrupted` error as
+    /// in `get_message`.
     pub fn get_message_regions(
         &self,
-        _group: &str,
-        topic: &str,
-        queue_id: i32,
-        offset: i64,
-        max_msg_nums: i32,
+        request: &GetMessageRequest<'_>,
         max_total_msg_size_bytes: usize,
-        filter: &dyn MessageFilter,
         choose: &dyn Fn(RegionShape) -> bool,
     ) -> Result<GetMessageRegions, StoreError> {
-        let max_pull = max_total_msg_size_bytes.clamp(100, PULL_MSG_SIZE_MAX_BYTES);
-        let mut want = RegionsWanted {
-            out: Vec::new(),
-            choose,
-            chosen: None,
-        };
-        let result = self.inner.get_message(
-            topic,
-            queue_id,
-            offset,
-            max_msg_nums,
-            max_pull,
-            filter,
-            Some(&mut want),
-        )?;
-        let regions = (want.chosen != Some(false)).then_some(want.out);
-        Ok(GetMessageRegions { result, regions })
+        let max_pull_bytes = max_total_msg_size_bytes.clamp(100, PULL_MSG_SIZE_MAX_BYTES);
+        let mut wanted = RegionsWanted::new(choose);
+        let result = self
+            .inner
+            .get_message(request, max_pull_bytes, Some(&mut wanted))?;
+        Ok(GetMessageRegions {
+            result,
+            regions: wanted.into_regions(),
+        })
     }
 
     /// Reads the bytes of `regions`, in order, appending them to `out` (one `read_batch`): the
@@ -219,21 +204,7 @@ impl MessageStore {
         regions: &[FileRegion],
         out: &mut BytesMut,
     ) -> Result<(), StoreError> {
-        let ops: Vec<ReadOp<'_>> = regions
-            .iter()
-            .map(|r| ReadOp {
-                file: r.file(),
-                offset_bytes: r.offset_bytes,
-                len_bytes: r.len_bytes,
-            })
-            .collect();
-        out.reserve(regions.iter().map(|r| r.len_bytes).sum());
-        self.inner
-            .io
-            .read_batch(&ops, &mut |_, bytes| out.extend_from_slice(bytes))
-            .map_err(|e| {
-                StoreError::io("read commit log", self.inner.commit_log.segments().dir(), e)
-            })
+        self.inner.read_regions(regions, out)
     }
 
     /// Next queue offset to be written (0 when the queue does not exist).
@@ -268,14 +239,7 @@ impl MessageStore {
         topic: &str,
         queue_id: i32,
     ) -> Result<Option<i64>, StoreError> {
-        let Some(cq) = self.inner.find_queue(topic, queue_id) else {
-            return Ok(None);
-        };
-        let min = cq.min_offset_in_queue();
-        if min >= cq.max_offset_in_queue() {
-            return Ok(None);
-        }
-        self.inner.store_time_at(&cq, min)
+        self.inner.earliest_message_store_time(topic, queue_id)
     }
 
     /// One whole record by CommitLog offset, or `None` when no record starts there.
@@ -334,25 +298,66 @@ impl MessageStore {
     }
 }
 
+impl Inner {
+    fn find_queue(&self, topic: &str, queue_id: i32) -> Option<Arc<ConsumeQueue>> {
+        read_guard(&self.queues)
+            .get(topic)
+            .and_then(|by_id| by_id.get(&queue_id))
+            .cloned()
+    }
+
+    fn get_or_create_queue(
+        &self,
+        topic: &str,
+        queue_id: i32,
+    ) -> Result<Arc<ConsumeQueue>, StoreError> {
+        if let Some(cq) = self.find_queue(topic, queue_id) {
+            return Ok(cq);
+        }
+        let mut queues = write_guard(&self.queues);
+        let by_id = queues.entry(topic.to_owned()).or_default();
+        let cq = by_id.entry(queue_id).or_insert_with(|| {
+            Arc::new(ConsumeQueue::new(
+                &self.cq_root(),
+                topic,
+                queue_id,
+                self.config.consume_queue_file_units,
+            ))
+        });
+        Ok(Arc::clone(cq))
+    }
+
+    fn cq_root(&self) -> PathBuf {
+        self.config.root_dir.join("consumequeue")
+    }
+
+    fn all_queues(&self) -> Vec<Arc<ConsumeQueue>> {
+        read_guard(&self.queues)
+            .values()
+            .flat_map(|by_id| by_id.values().cloned())
+            .collect()
+    }
+}
+
 // A poisoned std lock only means another thread panicked while holding it; the data behind
 // these locks stays consistent (scratch buffers, swapped Arcs), so the guard is recovered.
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-pub(crate) fn read_guard<T>(rw: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+fn read_guard<T>(rw: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
     rw.read().unwrap_or_else(|e| e.into_inner())
 }
 
-pub(crate) fn write_guard<T>(rw: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+fn write_guard<T>(rw: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
     rw.write().unwrap_or_else(|e| e.into_inner())
 }
 
-#[allow(dead_code)]
-fn _assert_send_sync() {
-    fn check<T: Send + Sync>() {}
-    check::<MessageStore>();
-}
+// The store is shared between the network runtime's threads.
+const _: () = {
+    const fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<MessageStore>();
+};
 
 #[cfg(test)]
 mod tests;

@@ -49,7 +49,7 @@ enum ScanOutcome {
 }
 
 impl Inner {
-    pub(crate) fn recover(
+    pub(super) fn recover(
         &self,
         abnormal: bool,
         checkpoint: Option<Checkpoint>,

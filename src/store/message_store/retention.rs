@@ -96,7 +96,7 @@ impl Inner {
 
     /// Sets the queue's min offset to its first unit pointing at live CommitLog data (Java
     /// `correctMinOffset`); filler units are skipped too.
-    pub(crate) fn correct_min_offset_in_queue(
+    pub(super) fn correct_min_offset_in_queue(
         &self,
         cq: &ConsumeQueue,
         min_phy_offset: i64,

@@ -10,7 +10,7 @@ use crate::store::error::StoreError;
 use crate::store::filter::{AcceptAll, MessageFilter};
 use crate::store::format;
 use crate::store::io::IoEngine;
-use crate::store::types::{GetMessageStatus, MessageToStore, PutMessageStatus};
+use crate::store::types::{GetMessageRequest, GetMessageStatus, MessageToStore, PutMessageStatus};
 
 fn config(dir: &Path) -> StoreConfig {
     let mut cfg = StoreConfig::with_root(dir);
@@ -21,6 +21,24 @@ fn config(dir: &Path) -> StoreConfig {
 
 fn open(cfg: StoreConfig) -> Arc<MessageStore> {
     MessageStore::open(cfg, Arc::new(IoEngine::new_pread())).unwrap()
+}
+
+/// A pull of group "g" (the store does not use the group).
+fn pull<'a>(
+    topic: &'a str,
+    queue_id: i32,
+    queue_offset: i64,
+    max_msg_nums: i32,
+    filter: &'a dyn MessageFilter,
+) -> GetMessageRequest<'a> {
+    GetMessageRequest {
+        group: "g",
+        topic,
+        queue_id,
+        queue_offset,
+        max_msg_nums,
+        filter,
+    }
 }
 
 fn msg(topic: &str, queue_id: i32, body: &[u8], tags: &str) -> MessageToStore {
@@ -79,17 +97,12 @@ fn regions_carry_the_same_records_as_get_message() {
         for offset in (0..max + 3).chain([-1]) {
             for max_nums in [1, 3, 32] {
                 let copied = store
-                    .get_message("g", "T", q, offset, max_nums, &AcceptAll)
+                    .get_message(&pull("T", q, offset, max_nums, &AcceptAll))
                     .unwrap();
                 let located = store
                     .get_message_regions(
-                        "g",
-                        "T",
-                        q,
-                        offset,
-                        max_nums,
+                        &pull("T", q, offset, max_nums, &AcceptAll),
                         PULL_MSG_SIZE_MAX_BYTES,
-                        &AcceptAll,
                         &|shape| {
                             assert!(shape.regions >= 1 && shape.regions <= shape.messages);
                             shapes.set(shapes.get() + 1);
@@ -128,13 +141,8 @@ fn regions_carry_the_same_records_as_get_message() {
                 // Choosing bytes gives exactly get_message's answer.
                 let as_bytes = store
                     .get_message_regions(
-                        "g",
-                        "T",
-                        q,
-                        offset,
-                        max_nums,
+                        &pull("T", q, offset, max_nums, &AcceptAll),
                         PULL_MSG_SIZE_MAX_BYTES,
-                        &AcceptAll,
                         &|_| false,
                     )
                     .unwrap();
@@ -150,13 +158,8 @@ fn regions_carry_the_same_records_as_get_message() {
     // A layer-one filter applies to regions too; nothing found asks nothing.
     let located = store
         .get_message_regions(
-            "g",
-            "T",
-            0,
-            0,
-            32,
+            &pull("T", 0, 0, 32, &TagFilter(0)),
             PULL_MSG_SIZE_MAX_BYTES,
-            &TagFilter(0),
             &|_| unreachable!("nothing to choose"),
         )
         .unwrap();
@@ -183,7 +186,7 @@ fn put_then_get_round_trips_and_rolls_files() {
     let mut offset = 0;
     while offset < 100 {
         let got = store
-            .get_message("g", "T", 0, offset, 32, &AcceptAll)
+            .get_message(&pull("T", 0, offset, 32, &AcceptAll))
             .unwrap();
         assert_eq!(got.status, GetMessageStatus::Found);
         for (k, q) in got.queue_offsets.iter().enumerate() {
@@ -282,33 +285,33 @@ fn every_get_message_status_row() {
     ];
     for r in &rows {
         let got = store
-            .get_message("g", r.topic, 0, r.offset, 32, r.filter.as_ref())
+            .get_message(&pull(r.topic, 0, r.offset, 32, r.filter.as_ref()))
             .unwrap();
         assert_eq!(got.status, r.status, "{}", r.name);
         assert_eq!(got.next_begin_offset, r.next, "{}", r.name);
     }
     let found = store
-        .get_message("g", "T", 0, 0, 32, &TagFilter(tag_a))
+        .get_message(&pull("T", 0, 0, 32, &TagFilter(tag_a)))
         .unwrap();
     assert_eq!(found.queue_offsets, vec![0, 2, 4, 6]);
 
     // OFFSET_TOO_SMALL: move the min as retention would.
     let cq = store.inner.find_queue("T", 0).unwrap();
     cq.set_min_offset_in_queue(4);
-    let got = store.get_message("g", "T", 0, 1, 32, &AcceptAll).unwrap();
+    let got = store.get_message(&pull("T", 0, 1, 32, &AcceptAll)).unwrap();
     assert_eq!((got.status, got.next_begin_offset), (OffsetTooSmall, 4));
     assert_eq!((got.min_offset_in_queue, got.max_offset_in_queue), (4, 20));
 
     // MESSAGE_WAS_REMOVING: CommitLog file gone while the CQ still points at it.
     store.inner.commit_log.segments().remove_front(1).unwrap();
-    let got = store.get_message("g", "T", 0, 4, 2, &AcceptAll).unwrap();
+    let got = store.get_message(&pull("T", 0, 4, 2, &AcceptAll)).unwrap();
     let first_live = store.min_phy_offset();
     assert!(first_live > 0);
     assert_eq!(got.status, MessageWasRemoving);
 
     // OFFSET_FOUND_NULL: the CQ file for the offset is gone; next = start of the next file.
     cq.segments().remove_front(1).unwrap();
-    let got = store.get_message("g", "T", 0, 5, 32, &AcceptAll).unwrap();
+    let got = store.get_message(&pull("T", 0, 5, 32, &AcceptAll)).unwrap();
     assert_eq!((got.status, got.next_begin_offset), (OffsetFoundNull, 8));
     drop(store);
 }
@@ -320,13 +323,13 @@ fn slave_does_not_correct_offsets() {
     cfg.broker_role_slave = true;
     let store = open(cfg);
     store.put_message(&msg("T", 0, b"x", "A")).unwrap();
-    let got = store.get_message("g", "T", 0, 7, 32, &AcceptAll).unwrap();
+    let got = store.get_message(&pull("T", 0, 7, 32, &AcceptAll)).unwrap();
     assert_eq!(
         (got.status, got.next_begin_offset),
         (GetMessageStatus::OffsetOverflowBadly, 7)
     );
     let got = store
-        .get_message("g", "Nope", 0, 7, 32, &AcceptAll)
+        .get_message(&pull("Nope", 0, 7, 32, &AcceptAll))
         .unwrap();
     assert_eq!(got.next_begin_offset, 7);
 }
@@ -402,7 +405,7 @@ async fn a_failed_fsync_makes_the_store_read_only() {
         "a flush is never retried as success"
     );
     // Reads still work.
-    let got = store.get_message("g", "T", 0, 0, 32, &AcceptAll).unwrap();
+    let got = store.get_message(&pull("T", 0, 0, 32, &AcceptAll)).unwrap();
     assert_eq!(got.status, GetMessageStatus::Found);
     // Shutdown refuses to mark the store clean.
     assert!(store.shutdown().is_err());
