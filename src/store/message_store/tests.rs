@@ -96,60 +96,8 @@ fn regions_carry_the_same_records_as_get_message() {
         let max = store.max_offset_in_queue("T", q);
         for offset in (0..max + 3).chain([-1]) {
             for max_nums in [1, 3, 32] {
-                let copied = store
-                    .get_message(&pull("T", q, offset, max_nums, &AcceptAll))
-                    .unwrap();
-                let located = store
-                    .get_message_regions(
-                        &pull("T", q, offset, max_nums, &AcceptAll),
-                        PULL_MSG_SIZE_MAX_BYTES,
-                        &|shape| {
-                            assert!(shape.regions >= 1 && shape.regions <= shape.messages);
-                            shapes.set(shapes.get() + 1);
-                            true
-                        },
-                    )
-                    .unwrap();
-                let regions = located.regions.clone().unwrap();
-                let r = &located.result;
-                assert_eq!(r.status, copied.status);
-                assert_eq!(r.next_begin_offset, copied.next_begin_offset);
-                assert_eq!(
-                    (r.min_offset_in_queue, r.max_offset_in_queue),
-                    (copied.min_offset_in_queue, copied.max_offset_in_queue)
-                );
-                assert_eq!(r.message_locations, copied.message_locations);
-                assert_eq!(r.queue_offsets, copied.queue_offsets);
-                assert_eq!(r.buffer_total_size, copied.buffer_total_size);
-                assert!(r.buffer.is_empty() && r.message_ranges.is_empty());
-                let mut bytes = BytesMut::new();
-                store.read_regions(&regions, &mut bytes).unwrap();
-                assert_eq!(&bytes[..], &copied.buffer[..]);
-                // Regions are maximal: two neighbours never continue each other in one file.
-                for w in regions.windows(2) {
-                    let same_file = Arc::ptr_eq(&w[0].segment, &w[1].segment);
-                    if !same_file {
-                        crossed_files = true;
-                    }
-                    assert!(
-                        !same_file
-                            || w[0].offset_bytes + w[0].len_bytes as u64 != w[1].offset_bytes
-                    );
-                }
-                let total: usize = regions.iter().map(|r| r.len_bytes).sum();
-                assert_eq!(total, copied.buffer_total_size);
-                // Choosing bytes gives exactly get_message's answer.
-                let as_bytes = store
-                    .get_message_regions(
-                        &pull("T", q, offset, max_nums, &AcceptAll),
-                        PULL_MSG_SIZE_MAX_BYTES,
-                        &|_| false,
-                    )
-                    .unwrap();
-                if copied.message_count > 0 {
-                    assert!(as_bytes.regions.is_none());
-                }
-                assert_eq!(as_bytes.result, copied);
+                let request = pull("T", q, offset, max_nums, &AcceptAll);
+                crossed_files |= regions_match_get_message(&store, &request, &shapes);
             }
         }
     }
@@ -165,6 +113,59 @@ fn regions_carry_the_same_records_as_get_message() {
         .unwrap();
     assert_eq!(located.result.status, GetMessageStatus::NoMatchedMessage);
     assert!(located.regions.unwrap().is_empty());
+}
+
+/// Pulls `request` as bytes, as regions and as regions declined, and checks the three agree.
+/// Counts each shape `choose` sees in `shapes`; returns whether two regions lie in different
+/// files.
+fn regions_match_get_message(
+    store: &MessageStore,
+    request: &GetMessageRequest<'_>,
+    shapes: &std::cell::Cell<usize>,
+) -> bool {
+    let copied = store.get_message(request).unwrap();
+    let located = store
+        .get_message_regions(request, PULL_MSG_SIZE_MAX_BYTES, &|shape| {
+            assert!(shape.regions >= 1 && shape.regions <= shape.messages);
+            shapes.set(shapes.get() + 1);
+            true
+        })
+        .unwrap();
+    let regions = located.regions.clone().unwrap();
+    let r = &located.result;
+    assert_eq!(r.status, copied.status);
+    assert_eq!(r.next_begin_offset, copied.next_begin_offset);
+    assert_eq!(
+        (r.min_offset_in_queue, r.max_offset_in_queue),
+        (copied.min_offset_in_queue, copied.max_offset_in_queue)
+    );
+    assert_eq!(r.message_locations, copied.message_locations);
+    assert_eq!(r.queue_offsets, copied.queue_offsets);
+    assert_eq!(r.buffer_total_size, copied.buffer_total_size);
+    assert!(r.buffer.is_empty() && r.message_ranges.is_empty());
+    let mut bytes = BytesMut::new();
+    store.read_regions(&regions, &mut bytes).unwrap();
+    assert_eq!(&bytes[..], &copied.buffer[..]);
+    // Regions are maximal: two neighbours never continue each other in one file.
+    let mut crossed_files = false;
+    for w in regions.windows(2) {
+        let same_file = Arc::ptr_eq(&w[0].segment, &w[1].segment);
+        if !same_file {
+            crossed_files = true;
+        }
+        assert!(!same_file || w[0].offset_bytes + w[0].len_bytes as u64 != w[1].offset_bytes);
+    }
+    let total: usize = regions.iter().map(|r| r.len_bytes).sum();
+    assert_eq!(total, copied.buffer_total_size);
+    // Choosing bytes gives exactly get_message's answer.
+    let as_bytes = store
+        .get_message_regions(request, PULL_MSG_SIZE_MAX_BYTES, &|_| false)
+        .unwrap();
+    if copied.message_count > 0 {
+        assert!(as_bytes.regions.is_none());
+    }
+    assert_eq!(as_bytes.result, copied);
+    crossed_files
 }
 
 #[test]
@@ -201,28 +202,23 @@ fn put_then_get_round_trips_and_rolls_files() {
     store.shutdown().unwrap();
 }
 
-#[test]
-fn every_get_message_status_row() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("consumequeue/Empty/0")).unwrap();
-    let store = open(config(dir.path()));
-    for i in 0..20 {
-        let tags = if i % 2 == 0 { "A" } else { "B" };
-        store
-            .put_message(&msg("T", 0, &[i as u8; 10], tags))
-            .unwrap();
-    }
+/// One row of `every_get_message_status_row`: a pull and what it must answer.
+struct StatusRow {
+    name: &'static str,
+    topic: &'static str,
+    offset: i64,
+    filter: Box<dyn MessageFilter>,
+    status: GetMessageStatus,
+    next: i64,
+}
+
+/// The rows that need no store surgery, against 20 messages of topic `T` tagged A, B, A, ...
+/// and an empty queue `Empty`.
+fn status_rows() -> Vec<StatusRow> {
+    use GetMessageStatus::*;
     let tag_a = i64::from(format::java_string_hash_code("A"));
     let tag_none = i64::from(format::java_string_hash_code("none"));
-    struct Row {
-        name: &'static str,
-        topic: &'static str,
-        offset: i64,
-        filter: Box<dyn MessageFilter>,
-        status: GetMessageStatus,
-        next: i64,
-    }
-    let row = |name, topic, offset, filter: Box<dyn MessageFilter>, status, next| Row {
+    let row = |name, topic, offset, filter: Box<dyn MessageFilter>, status, next| StatusRow {
         name,
         topic,
         offset,
@@ -230,8 +226,7 @@ fn every_get_message_status_row() {
         status,
         next,
     };
-    use GetMessageStatus::*;
-    let rows = vec![
+    vec![
         row(
             "no queue",
             "Nope",
@@ -282,8 +277,23 @@ fn every_get_message_status_row() {
             16,
         ),
         row("found", "T", 0, Box::new(TagFilter(tag_a)), Found, 8),
-    ];
-    for r in &rows {
+    ]
+}
+
+#[test]
+fn every_get_message_status_row() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("consumequeue/Empty/0")).unwrap();
+    let store = open(config(dir.path()));
+    for i in 0..20 {
+        let tags = if i % 2 == 0 { "A" } else { "B" };
+        store
+            .put_message(&msg("T", 0, &[i as u8; 10], tags))
+            .unwrap();
+    }
+    let tag_a = i64::from(format::java_string_hash_code("A"));
+    use GetMessageStatus::*;
+    for r in &status_rows() {
         let got = store
             .get_message(&pull(r.topic, 0, r.offset, 32, r.filter.as_ref()))
             .unwrap();
