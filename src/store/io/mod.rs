@@ -13,7 +13,7 @@
 //! with its registered buffers, or a pread scratch buffer), so reads never take a lock shared
 //! between threads. The slot is freed when the thread exits or the engine is dropped.
 //!
-//! See `docs/ARCHITECTURE-io.md` for the design and measurements.
+//! See `docs/ARCHITECTURE.md`, section "Store file reads", for the design and measurements.
 
 pub mod bench;
 pub mod diagnostics;
@@ -62,8 +62,8 @@ pub enum IoMode {
 ///   buffers of *all* rings of a user against that user's `RLIMIT_MEMLOCK` (unless the process
 ///   has `CAP_IPC_LOCK`), and the default limit is often 8 MiB: with one ring per reading thread
 ///   1 MiB leaves room for several threads (and for tests running many engines) where 4 MiB would
-///   allow two. The measurements in `docs/ARCHITECTURE-io.md` show 32 KiB buffers lose nothing
-///   against bigger ones on a hot page cache.
+///   allow two. The buffer sizing sweep in `docs/ARCHITECTURE.md` (section "Store file reads")
+///   shows 32 KiB buffers lose nothing against bigger ones on a hot page cache.
 /// - [`DEFAULT_RING_ENTRIES`]: a round never has more SQEs in flight than there are buffers
 ///   (each SQE fills its own buffer), so the ring needs `fixed_buffer_count` entries; the
 ///   completion queue is twice that (kernel default), so it cannot overflow.
