@@ -12,7 +12,8 @@
 //! the implementation is split by concern, each file one or more `impl Inner` blocks:
 //! - [`append`]: the put paths (validation, queue offsets, placement in the CommitLog, the
 //!   record and unit writes, publication, arrival events);
-//! - [`get`]: pulls (bytes or file regions) and lookups by CommitLog offset and by time;
+//! - [`get`]: pulls, answered with bytes or with file regions;
+//! - [`lookup`]: one record by CommitLog offset, the search of a queue by store time;
 //! - [`flush`]: group commit, the flush loop, the checkpoint, poisoning;
 //! - [`retention`]: deletion of expired files;
 //! - [`lifecycle`]: open, the root directory's files, the threads, shutdown;
@@ -29,6 +30,7 @@ mod append;
 mod flush;
 mod get;
 mod lifecycle;
+mod lookup;
 mod recovery;
 mod retention;
 

@@ -5,6 +5,7 @@ use std::fs::File;
 use std::path::Path;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
+use super::lookup::first_offset_where;
 use super::{lock, Inner};
 use crate::common::now_ms;
 use crate::store::consume_queue::ConsumeQueue;
@@ -106,22 +107,16 @@ impl Inner {
             cq.set_min_offset_in_queue(max);
             return Ok(());
         };
-        let mut lo =
+        let from =
             (first.start_offset / CQ_UNIT_SIZE_BYTES as i64).max(cq.min_offset_in_queue().min(max));
-        let mut hi = max;
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            let dead = match cq.read_unit(&self.io, mid)? {
-                Some(u) => u.size == i32::MAX || u.phy_offset < min_phy_offset,
-                None => true,
+        let first_live = first_offset_where(from, max, |queue_offset| {
+            let live = match cq.read_unit(&self.io, queue_offset)? {
+                Some(u) => u.size != i32::MAX && u.phy_offset >= min_phy_offset,
+                None => false,
             };
-            if dead {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        cq.set_min_offset_in_queue(lo);
+            Ok(live)
+        })?;
+        cq.set_min_offset_in_queue(first_live);
         Ok(())
     }
 }
