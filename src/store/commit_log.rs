@@ -37,8 +37,8 @@ impl CommitLog {
         self.max_phy_offset.load(Ordering::Acquire)
     }
 
-    pub(crate) fn set_max_phy_offset(&self, offset: i64) {
-        self.max_phy_offset.store(offset, Ordering::Release);
+    pub(crate) fn set_max_phy_offset(&self, phy_offset: i64) {
+        self.max_phy_offset.store(phy_offset, Ordering::Release);
     }
 
     /// Start of the first live file, or the write position when there is none
@@ -50,8 +50,8 @@ impl CommitLog {
         }
     }
 
-    /// Start of the file after the one holding `offset` (Java `CommitLog.rollNextFile`).
-    pub fn roll_next_file(&self, offset: i64) -> i64 {
-        offset + self.file_size_bytes - offset % self.file_size_bytes
+    /// Start of the file after the one holding `phy_offset` (Java `CommitLog.rollNextFile`).
+    pub fn roll_next_file(&self, phy_offset: i64) -> i64 {
+        phy_offset + self.file_size_bytes - phy_offset % self.file_size_bytes
     }
 }

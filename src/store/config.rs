@@ -135,7 +135,8 @@ impl StoreConfig {
         self.consume_queue_file_units * CQ_UNIT_SIZE_BYTES as u64
     }
 
-    /// Bytes of CommitLog behind the head that count as "in memory" (`accessMessageInMemoryMaxRatio`).
+    /// Bytes of CommitLog behind the head that count as "in memory"
+    /// (`accessMessageInMemoryMaxRatio`).
     pub fn memory_window_bytes(&self) -> i64 {
         let window = u128::from(self.total_physical_memory_bytes)
             * u128::from(self.access_message_in_memory_max_ratio_percent)

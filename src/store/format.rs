@@ -491,7 +491,8 @@ pub fn decode_cq_unit(buf: &[u8]) -> Result<CqUnit, FormatError> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Offset message id (Java `MessageDecoder.createMessageId`): store ip + port (i32) + commit log offset (i64), uppercase hex.
+// Offset message id (Java `MessageDecoder.createMessageId`): store ip + port (i32) + phy offset
+// (i64), uppercase hex.
 
 pub fn encode_offset_msg_id(store_host: &SocketAddr, phy_offset: i64) -> String {
     let mut raw = Vec::with_capacity(28);

@@ -14,7 +14,8 @@ pub struct MessageToStore {
     pub queue_id: i32,
     pub flag: i32,
     pub body: Bytes,
-    /// Already encoded with the `\x01`/`\x02` separators (Java `MessageDecoder.messageProperties2String`).
+    /// Already encoded with the `\x01`/`\x02` separators (Java
+    /// `MessageDecoder.messageProperties2String`).
     pub properties: String,
     pub sys_flag: i32,
     pub born_timestamp_ms: i64,
@@ -23,7 +24,8 @@ pub struct MessageToStore {
     pub prepared_transaction_offset: i64,
 }
 
-/// A batch send (Java `MessageBatch`): many messages for one queue, consecutive queue offsets, one append.
+/// A batch send (Java `MessageBatch`): many messages for one queue, consecutive queue offsets,
+/// one append.
 #[derive(Debug, Clone)]
 pub struct BatchToStore {
     pub topic: String,
@@ -98,8 +100,8 @@ pub struct PutMessageResult {
 }
 
 impl PutMessageResult {
-    /// CommitLog offset just past the last record: what [`crate::store::MessageStore::wait_flushed`]
-    /// takes.
+    /// CommitLog offset just past the last record: what
+    /// [`crate::store::MessageStore::wait_flushed`] takes.
     pub fn end_phy_offset(&self) -> i64 {
         self.wrote_phy_offset + i64::from(self.wrote_bytes)
     }

@@ -12,9 +12,6 @@ use crate::store::error::StoreError;
 use crate::store::format;
 use crate::store::fs;
 
-// -------------------------------------------------------------------------------------------
-// Durability.
-
 impl Inner {
     pub(super) async fn wait_flushed(&self, end_phy_offset: i64) -> Result<(), StoreError> {
         let mut rx = self.flush_tx.subscribe();
@@ -93,6 +90,14 @@ impl Inner {
         let dispatched_phy_offset = self.commit_log.max_phy_offset();
         let timestamp = self.last_store_timestamp_ms.load(Ordering::Acquire);
         self.flush_commit_log_locked()?;
+        self.flush_consume_queues()?;
+        if self.last_checkpoint_phy_offset.load(Ordering::Acquire) == dispatched_phy_offset {
+            return Ok(());
+        }
+        self.write_checkpoint(dispatched_phy_offset, timestamp)
+    }
+
+    fn flush_consume_queues(&self) -> Result<(), StoreError> {
         for cq in self.all_queues() {
             if !cq.take_dirty() {
                 continue;
@@ -106,12 +111,18 @@ impl Inner {
                 }
             }
         }
-        if self.last_checkpoint_phy_offset.load(Ordering::Acquire) == dispatched_phy_offset {
-            return Ok(());
-        }
+        Ok(())
+    }
+
+    /// Records that everything below `dispatched_phy_offset` is durable, CommitLog and units.
+    fn write_checkpoint(
+        &self,
+        dispatched_phy_offset: i64,
+        timestamp_ms: i64,
+    ) -> Result<(), StoreError> {
         let checkpoint = format::Checkpoint {
-            physic_msg_timestamp_ms: timestamp,
-            logics_msg_timestamp_ms: timestamp,
+            physic_msg_timestamp_ms: timestamp_ms,
+            logics_msg_timestamp_ms: timestamp_ms,
             index_msg_timestamp_ms: 0,
             flushed_phy_offset: dispatched_phy_offset,
             cq_flushed_phy_offset: dispatched_phy_offset,
@@ -134,6 +145,8 @@ impl Inner {
         Ok(())
     }
 
+    /// The flush thread: CommitLog fsyncs on request (group commit) or on the async timer, and
+    /// the ConsumeQueue fsync with the checkpoint every `flush_consume_queue_interval_ms`.
     pub(super) fn flush_loop(&self) {
         let cq_interval = Duration::from_millis(self.config.flush_consume_queue_interval_ms);
         let cl_interval = Duration::from_millis(self.config.flush_interval_ms);

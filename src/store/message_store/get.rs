@@ -26,9 +26,6 @@ use crate::store::types::{GetMessageRequest, GetMessageResult, GetMessageStatus}
 /// TOTALSIZE and MAGICCODE: what `record_head_matches` needs.
 const RECORD_HEAD_BYTES: usize = 8;
 
-// -------------------------------------------------------------------------------------------
-// Pulls.
-
 /// What one pull inside the queue's live units asks for, and the limits it runs under.
 struct PullSpec<'a> {
     filter: &'a dyn MessageFilter,

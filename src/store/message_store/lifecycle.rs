@@ -56,8 +56,12 @@ impl MessageStore {
             _lock_file: lock_file,
         });
         let recovery = inner.recover(abnormal, checkpoint)?;
-        let end = inner.commit_log.max_phy_offset();
-        inner.flush_tx.send_modify(|s| s.flushed_phy_offset = end);
+        // Recovery kept only what is on disk; the flush below makes it durable before any new
+        // append is acknowledged.
+        let max_phy_offset = inner.commit_log.max_phy_offset();
+        inner
+            .flush_tx
+            .send_modify(|s| s.flushed_phy_offset = max_phy_offset);
         inner.flush_all()?;
         write_abort_file(&abort_path)?;
         let threads = vec![spawn_flush_thread(&inner)?, spawn_retention_thread(&inner)?];

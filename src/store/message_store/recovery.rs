@@ -327,28 +327,28 @@ impl Inner {
             size: record.total_size,
             tags_code: format::tags_code(record.properties),
         };
-        let index = record.queue_offset;
+        let queue_offset = record.queue_offset;
         let max = cq.max_offset_in_queue();
-        if index < max {
-            if cq.read_unit(&self.io, index)? == Some(unit) {
+        if queue_offset < max {
+            if cq.read_unit(&self.io, queue_offset)? == Some(unit) {
                 return Ok(true);
             }
             // The queue disagrees with the log (a torn unit): the log wins.
-            report.cq_units_dropped += (max - index) as u64;
-            truncate_queue(&cq, index)?;
-        } else if index > max {
+            report.cq_units_dropped += (max - queue_offset) as u64;
+            truncate_queue(&cq, queue_offset)?;
+        } else if queue_offset > max {
             if !full {
                 return Ok(false);
             }
-            // The log holds this queue only from `index` on (older data was deleted).
+            // The log holds this queue only from `queue_offset` on (older data was deleted).
             report.cq_units_dropped += (max - cq.min_offset_in_queue()).max(0) as u64;
             cq.segments().remove_from(0)?;
-            cq.set_min_offset_in_queue(index);
+            cq.set_min_offset_in_queue(queue_offset);
         }
-        cq.write_units(index, &encode_cq_unit(&unit))?;
-        cq.set_max_offset_in_queue(index + 1);
-        if cq.min_offset_in_queue() > index {
-            cq.set_min_offset_in_queue(index);
+        cq.write_units(queue_offset, &encode_cq_unit(&unit))?;
+        cq.set_max_offset_in_queue(queue_offset + 1);
+        if cq.min_offset_in_queue() > queue_offset {
+            cq.set_min_offset_in_queue(queue_offset);
         }
         report.cq_units_rebuilt += 1;
         Ok(true)
@@ -416,10 +416,10 @@ fn scan_start_index(
     }
 }
 
-/// Removes units `index..` of a queue.
-fn truncate_queue(cq: &ConsumeQueue, index: i64) -> Result<(), StoreError> {
+/// Removes units `queue_offset..` of a queue.
+fn truncate_queue(cq: &ConsumeQueue, queue_offset: i64) -> Result<(), StoreError> {
     let file_bytes = cq.segments().file_size_bytes();
-    let byte = index * CQ_UNIT_SIZE_BYTES as i64;
+    let byte = queue_offset * CQ_UNIT_SIZE_BYTES as i64;
     match cq.segments().find(byte) {
         Some(seg) => {
             fs::zero_tail(
@@ -435,7 +435,7 @@ fn truncate_queue(cq: &ConsumeQueue, index: i64) -> Result<(), StoreError> {
             cq.segments().remove_from(byte)?;
         }
     }
-    cq.set_max_offset_in_queue(index);
+    cq.set_max_offset_in_queue(queue_offset);
     cq.mark_dirty();
     Ok(())
 }

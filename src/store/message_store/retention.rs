@@ -13,6 +13,7 @@ use crate::store::error::StoreError;
 use crate::store::format::CQ_UNIT_SIZE_BYTES;
 
 impl Inner {
+    /// The retention thread: one pass every `delete_check_interval_ms` until the store stops.
     pub(super) fn retention_loop(&self) {
         let interval = Duration::from_millis(self.config.delete_check_interval_ms);
         loop {
@@ -38,12 +39,7 @@ impl Inner {
             }
         }
     }
-}
 
-// -------------------------------------------------------------------------------------------
-// Retention.
-
-impl Inner {
     pub(super) fn delete_expired_files(&self, now_ms: i64) -> Result<usize, StoreError> {
         let _guard = lock(&self.retention_lock);
         let reserved_ms = (self.config.file_reserved_time_hours as i64).saturating_mul(3_600_000);
@@ -83,8 +79,8 @@ impl Inner {
         let units = cq.units_per_file();
         let mut count = 0;
         for seg in segments.iter().take(segments.len().saturating_sub(1)) {
-            let last_index = seg.start_offset / CQ_UNIT_SIZE_BYTES as i64 + units - 1;
-            match cq.read_unit(&self.io, last_index)? {
+            let last_queue_offset = seg.start_offset / CQ_UNIT_SIZE_BYTES as i64 + units - 1;
+            match cq.read_unit(&self.io, last_queue_offset)? {
                 Some(unit) if unit.phy_offset < min_phy_offset => count += 1,
                 _ => break,
             }
