@@ -1,6 +1,6 @@
 //! The message store: CommitLog + ConsumeQueue in RocketMQ's exact on-disk format.
 //!
-//! - [`format`]: every byte layout (records, ConsumeQueue units, msg ids, checkpoint).
+//! - [`format`](mod@format): every byte layout (records, ConsumeQueue units, msg ids, checkpoint).
 //! - [`MessageStore`]: append, dispatch, pull, offsets, durability, retention, recovery.
 //! - [`io`]: the read engine; every CommitLog and ConsumeQueue read goes through
 //!   [`io::IoEngine::read_batch`].

@@ -57,7 +57,7 @@ pub struct SegmentList {
     segments: RwLock<Arc<Vec<Arc<Segment>>>>,
 }
 
-/// A file found on disk by [`SegmentList::load`].
+/// A file found on disk by [`SegmentList::scan_dir`].
 #[derive(Debug)]
 pub struct FoundSegment {
     pub start_offset: i64,

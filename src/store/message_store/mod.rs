@@ -8,18 +8,18 @@
 //! `async`), the ConsumeQueue fsync and the checkpoint; one retention thread deletes expired
 //! files.
 //!
-//! This file holds the facade, the shared state ([`Inner`]) and the queue registry. The rest of
+//! This file holds the facade, the shared state (`Inner`) and the queue registry. The rest of
 //! the implementation is split by concern, each file one or more `impl Inner` blocks:
-//! - [`append`]: the put paths (validation, queue offsets, placement in the CommitLog, the
+//! - `append`: the put paths (validation, queue offsets, placement in the CommitLog, the
 //!   record and unit writes, publication, arrival events);
-//! - [`get`]: pulls, answered with bytes or with file regions;
-//! - [`lookup`]: one record by CommitLog offset, the search of a queue by store time;
-//! - [`flush`]: group commit, the flush loop, the checkpoint, poisoning;
-//! - [`retention`]: deletion of expired files;
-//! - [`lifecycle`]: open, the root directory's files, the threads, shutdown;
-//! - [`recovery`]: what `open` does to find the end of the log and repair the queues.
+//! - `get`: pulls, answered with bytes or with file regions;
+//! - `lookup`: one record by CommitLog offset, the search of a queue by store time;
+//! - `flush`: group commit, the flush loop, the checkpoint, poisoning;
+//! - `retention`: deletion of expired files;
+//! - `lifecycle`: open, the root directory's files, the threads, shutdown;
+//! - `recovery`: what `open` does to find the end of the log and repair the queues.
 //!
-//! Replication goes into [`append`]: an HA slave appends records the master already encoded,
+//! Replication goes into `append`: an HA slave appends records the master already encoded,
 //! at the CommitLog offset the master gives. That is a second entry point beside
 //! `Inner::append` that takes the writer lock, checks `check_writable` and that the offset is
 //! the current `max_phy_offset`, writes the bytes with `write_or_poison`, writes the units of
