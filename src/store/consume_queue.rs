@@ -120,14 +120,14 @@ impl ConsumeQueue {
         Ok(seg)
     }
 
-    /// Reads up to `max_count` units from `queue_offset`, never past the end of the file
+    /// Reads up to `count_max` units from `queue_offset`, never past the end of the file
     /// holding `queue_offset`. `None` when that file does not exist (Java `getIndexBuffer`
     /// returning null).
     pub fn read_units(
         &self,
         io: &IoEngine,
         queue_offset: i64,
-        max_count: usize,
+        count_max: usize,
         out: &mut Vec<CqUnit>,
     ) -> Result<Option<()>, StoreError> {
         out.clear();
@@ -136,7 +136,7 @@ impl ConsumeQueue {
         };
         let in_file = queue_offset - seg.start_offset / UNIT;
         let room = (self.units_per_file - in_file) as usize;
-        let count = max_count.min(room);
+        let count = count_max.min(room);
         if count == 0 {
             return Ok(Some(()));
         }

@@ -35,7 +35,7 @@ struct PullSpec<'a> {
     max_offset_in_queue: i64,
     max_msg_nums: i64,
     /// At most this many record bytes are returned.
-    max_pull_bytes: usize,
+    pull_size_max_bytes: usize,
 }
 
 impl PullSpec<'_> {
@@ -291,7 +291,7 @@ impl QueueScan<'_> {
     /// Java's batch-full rule (5.x `isTheBatchFull`; never full before the first message),
     /// and the pull's byte cap.
     fn is_batch_full(&self, size: usize, tally: Tally, in_memory: bool) -> bool {
-        if tally.bytes >= self.pull.max_pull_bytes {
+        if tally.bytes >= self.pull.pull_size_max_bytes {
             return true;
         }
         if tally.bytes == 0 || tally.count == 0 {
@@ -300,11 +300,11 @@ impl QueueScan<'_> {
         if tally.count as i64 + 1 > self.pull.max_msg_nums {
             return true;
         }
-        if tally.bytes + size > self.pull.max_pull_bytes {
+        if tally.bytes + size > self.pull.pull_size_max_bytes {
             return true;
         }
         let config = &self.inner.config;
-        let (max_bytes, max_count) = if in_memory {
+        let (bytes_max, count_max) = if in_memory {
             (
                 config.max_transfer_bytes_on_message_in_memory,
                 config.max_transfer_count_on_message_in_memory,
@@ -315,7 +315,7 @@ impl QueueScan<'_> {
                 config.max_transfer_count_on_message_in_disk,
             )
         };
-        tally.bytes + size > max_bytes || tally.count + 1 > max_count
+        tally.bytes + size > bytes_max || tally.count + 1 > count_max
     }
 }
 
@@ -330,13 +330,13 @@ impl Inner {
         }
     }
 
-    /// At most `max_pull_bytes` of records. With `regions`, found records are returned as file
+    /// At most `pull_size_max_bytes` of records. With `regions`, found records are returned as file
     /// regions pushed there instead of bytes in the result's buffer (see
     /// `MessageStore::get_message_regions`).
     pub(super) fn get_message(
         &self,
         request: &GetMessageRequest<'_>,
-        max_pull_bytes: usize,
+        pull_size_max_bytes: usize,
         regions: Option<&mut RegionsWanted<'_>>,
     ) -> Result<GetMessageResult, StoreError> {
         let queue_offset = request.queue_offset;
@@ -357,7 +357,7 @@ impl Inner {
                     queue_offset,
                     max_offset_in_queue: max,
                     max_msg_nums: i64::from(request.max_msg_nums),
-                    max_pull_bytes,
+                    pull_size_max_bytes,
                 };
                 self.scan_queue(&cq, &pull, regions)?
             }

@@ -188,11 +188,11 @@ impl MessageStore {
         max_total_msg_size_bytes: usize,
         choose: &dyn Fn(RegionShape) -> bool,
     ) -> Result<GetMessageRegions, StoreError> {
-        let max_pull_bytes = max_total_msg_size_bytes.clamp(100, PULL_MSG_SIZE_MAX_BYTES);
+        let pull_size_max_bytes = max_total_msg_size_bytes.clamp(100, PULL_MSG_SIZE_MAX_BYTES);
         let mut wanted = RegionsWanted::new(choose);
         let result = self
             .inner
-            .get_message(request, max_pull_bytes, Some(&mut wanted))?;
+            .get_message(request, pull_size_max_bytes, Some(&mut wanted))?;
         Ok(GetMessageRegions {
             result,
             regions: wanted.into_regions(),
