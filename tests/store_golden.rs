@@ -1,6 +1,6 @@
 //! Golden bytes: records and ConsumeQueue units built by hand from the layout in
-//! docs/FORMAT.md (Java `CommitLog`, `ConsumeQueue`) decode to the expected fields, and our encoder produces
-//! exactly those bytes.
+//! docs/FORMAT.md (Java `CommitLog`, `ConsumeQueue`) decode to the expected fields, and our
+//! encoder produces exactly those bytes.
 
 use std::net::SocketAddr;
 
@@ -254,7 +254,8 @@ fn consume_queue_unit_golden() {
 
 #[test]
 fn batch_body_golden() {
-    // Java `MessageDecoder.encodeMessage`: TOTALSIZE, MAGIC(0), BODYCRC(0), FLAG, BODYLEN, BODY, PROPLEN, PROPERTIES.
+    // Java `MessageDecoder.encodeMessage`: TOTALSIZE, MAGIC(0), BODYCRC(0), FLAG, BODYLEN, BODY,
+    // PROPLEN, PROPERTIES.
     let golden = Hand::default()
         .i32(20 + 5 + 2 + 10)
         .i32(0)

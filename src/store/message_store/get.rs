@@ -330,8 +330,8 @@ impl Inner {
         }
     }
 
-    /// At most `pull_size_max_bytes` of records. With `regions`, found records are returned as file
-    /// regions pushed there instead of bytes in the result's buffer (see
+    /// At most `pull_size_max_bytes` of records. With `regions`, found records are returned as
+    /// file regions pushed there instead of bytes in the result's buffer (see
     /// `MessageStore::get_message_regions`).
     pub(super) fn get_message(
         &self,
