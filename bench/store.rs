@@ -52,9 +52,9 @@ fn sync_calls() -> u64 {
 /// Body sizes measured.
 const BODY_SIZES_BYTES: [usize; 2] = [128, 1024];
 /// Seconds of one timed append run (times `RINGMQ_BENCH_SCALE`).
-const APPEND_RUN_SECS: f64 = 0.8;
+const APPEND_RUN_S: f64 = 0.8;
 /// Seconds of one timed read run.
-const READ_RUN_SECS: f64 = 0.8;
+const READ_RUN_S: f64 = 0.8;
 /// Bytes of CommitLog written per body size before the read runs (hot in the page cache).
 const READ_DATA_BYTES: usize = 64 * 1024 * 1024;
 /// Messages per `get_message`: RocketMQ's default `maxMsgNums` of a push consumer.
@@ -161,7 +161,7 @@ struct ReadRun {
     msgs: u64,
     bytes: u64,
     seconds: f64,
-    cpu_seconds: f64,
+    cpu_s: f64,
 }
 
 /// Pulls the queue front to back (wrapping) in batches of [`PULL_BATCH_MSGS`] for `duration`.
@@ -169,7 +169,7 @@ fn run_read(store: &MessageStore, topic: &str, duration: Duration) -> ReadRun {
     let max_offset = store.max_offset_in_queue(topic, 0);
     let (mut msgs, mut bytes, mut offset) = (0u64, 0u64, 0i64);
     let started = Instant::now();
-    let cpu_started = common::thread_cpu_seconds();
+    let cpu_started = common::thread_cpu_s();
     while started.elapsed() < duration {
         // Check the clock every 64 pulls only; a pull is a few microseconds.
         for _ in 0..64 {
@@ -190,7 +190,7 @@ fn run_read(store: &MessageStore, topic: &str, duration: Duration) -> ReadRun {
         msgs,
         bytes,
         seconds: started.elapsed().as_secs_f64(),
-        cpu_seconds: common::thread_cpu_seconds() - cpu_started,
+        cpu_s: common::thread_cpu_s() - cpu_started,
     }
 }
 
@@ -233,7 +233,7 @@ fn main() {
     }
 
     // ---- Appends.
-    let append_duration = common::run_duration(APPEND_RUN_SECS);
+    let append_duration = common::run_duration(APPEND_RUN_S);
     let mut cells: Vec<(FlushPolicy, usize, usize)> = Vec::new();
     for &size in &BODY_SIZES_BYTES {
         cells.push((FlushPolicy::Async, size, 1));
@@ -310,7 +310,7 @@ fn main() {
         }
         store.shutdown().expect("shutdown");
     }
-    let read_duration = common::run_duration(READ_RUN_SECS);
+    let read_duration = common::run_duration(READ_RUN_S);
     let engines = [IoMode::Uring, IoMode::Pread];
     let mut reads: Vec<Vec<Vec<ReadRun>>> = BODY_SIZES_BYTES
         .iter()
@@ -349,10 +349,7 @@ fn main() {
             let runs = &reads[s][e];
             let rates = rate(e);
             let mbs: Vec<f64> = runs.iter().map(|r| mb(r.bytes, r.seconds)).collect();
-            let cpu: Vec<f64> = runs
-                .iter()
-                .map(|r| r.cpu_seconds * 1e9 / r.msgs as f64)
-                .collect();
+            let cpu: Vec<f64> = runs.iter().map(|r| r.cpu_s * 1e9 / r.msgs as f64).collect();
             table.row(vec![
                 format!("{size} B"),
                 format!("{mode:?}").to_lowercase(),

@@ -99,8 +99,8 @@ pub use offsets::{
 };
 pub use pull::{PullMessageRequestHeader, PullMessageResponseHeader};
 pub use send::{
-    add_region_and_trace, SendMessageRequestHeader, SendMessageResponseHeader, DEFAULT_REGION,
-    MSG_REGION_KEY, TRACE_ON_KEY,
+    add_region_and_trace, SendMessageRequestHeader, SendMessageResponseHeader, MSG_REGION_KEY,
+    REGION_ID_DEFAULT, TRACE_ON_KEY,
 };
 
 #[cfg(test)]

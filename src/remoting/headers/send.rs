@@ -181,7 +181,7 @@ impl CustomHeader for SendMessageRequestHeader {
 /// Ext key the Java broker adds to every send response (`MessageConst.PROPERTY_MSG_REGION`).
 pub const MSG_REGION_KEY: &str = "MSG_REGION";
 /// Java `BrokerConfig.regionId` default.
-pub const DEFAULT_REGION: &str = "DefaultRegion";
+pub const REGION_ID_DEFAULT: &str = "DefaultRegion";
 /// Ext key the Java broker adds to every send response (`MessageConst.PROPERTY_TRACE_SWITCH`).
 pub const TRACE_ON_KEY: &str = "TRACE_ON";
 
@@ -189,7 +189,7 @@ pub const TRACE_ON_KEY: &str = "TRACE_ON";
 /// response needs ext fields: the Java client dereferences them unconditionally, so error
 /// responses to sends get these too.
 pub fn add_region_and_trace(cmd: &mut RemotingCommand) {
-    cmd.set_ext(MSG_REGION_KEY, DEFAULT_REGION);
+    cmd.set_ext(MSG_REGION_KEY, REGION_ID_DEFAULT);
     cmd.set_ext(TRACE_ON_KEY, "true");
 }
 
