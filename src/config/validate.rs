@@ -4,10 +4,15 @@ use std::net::IpAddr;
 
 use super::error::ConfigError;
 use super::sections::{
-    BrokerRole, BrokerSection, Config, LongpollSection, NamesrvSection, ServerSection,
+    BrokerRole, BrokerSection, Config, LongpollSection, NamesrvSection, ServerSection, StoreIoMode,
     StoreSection, TransferMode, TransferSection, WAKE_THREADS_MAX,
 };
 use super::value::ConfigValue;
+use crate::store::format::CQ_UNIT_SIZE_BYTES;
+use crate::store::io::{IoConfig, IoConfigError, IoMode};
+
+/// Most 20-byte units in one ConsumeQueue file: its size must fit in an i32.
+const CONSUME_QUEUE_FILE_UNITS_MAX: u64 = i32::MAX as u64 / CQ_UNIT_SIZE_BYTES as u64;
 
 /// Every failed check, so an operator fixes all problems in one go.
 #[derive(Default)]
@@ -69,6 +74,17 @@ fn check_store(s: &StoreSection, checks: &mut Checks) {
         s.consume_queue_file_units.to_string(),
         "must be at least 1",
     );
+    // `StoreConfig::validate` refuses larger files at startup: a ConsumeQueue file's size is
+    // an i32, as in Java.
+    checks.check(
+        s.consume_queue_file_units <= CONSUME_QUEUE_FILE_UNITS_MAX,
+        "RINGMQ_STORE_CONSUME_QUEUE_FILE_UNITS",
+        s.consume_queue_file_units.to_string(),
+        &format!(
+            "must be at most {CONSUME_QUEUE_FILE_UNITS_MAX} (20-byte units; a ConsumeQueue file \
+             holds at most 2^31-1 bytes)"
+        ),
+    );
     checks.check(
         s.max_message_size_bytes >= 1 && s.max_message_size_bytes <= 64 * 1024 * 1024,
         "RINGMQ_STORE_MAX_MESSAGE_SIZE_BYTES",
@@ -87,11 +103,21 @@ fn check_store(s: &StoreSection, checks: &mut Checks) {
         s.flush_interval_ms.to_string(),
         "must be at least 1",
     );
+    // `StoreConfig::validate` refuses 0 at startup (the retention loop would spin).
+    checks.check(
+        s.delete_check_interval_ms >= 1,
+        "RINGMQ_STORE_DELETE_CHECK_INTERVAL_MS",
+        s.delete_check_interval_ms.to_string(),
+        "must be at least 1",
+    );
     check_store_io(s, checks);
 }
 
-/// The io_uring read-ring sizing (`RINGMQ_STORE_IO_*`).
+/// The io_uring read-ring sizing (`RINGMQ_STORE_IO_*`): the ranges below, then, for the
+/// io_uring engine, the store's own rule ([`IoConfig::validate`]), which also bounds the
+/// registered memory per ring and needs a ring entry per buffer.
 fn check_store_io(s: &StoreSection, checks: &mut Checks) {
+    let problems_before = checks.0.len();
     checks.check(
         s.io_ring_entries.is_power_of_two() && s.io_ring_entries <= 32768,
         "RINGMQ_STORE_IO_RING_ENTRIES",
@@ -110,6 +136,41 @@ fn check_store_io(s: &StoreSection, checks: &mut Checks) {
         s.io_fixed_buffer_size_bytes.to_string(),
         "must be a multiple of 4096",
     );
+    // The pread engine ignores the ring sizing, and the store checks it only for io_uring.
+    // A value already refused above is not reported twice.
+    if s.io_mode == StoreIoMode::Uring && checks.0.len() == problems_before {
+        check_io_config(s, checks);
+    }
+}
+
+/// [`IoConfig::validate`] over the io settings; its error names the variable to change.
+fn check_io_config(s: &StoreSection, checks: &mut Checks) {
+    // Lossless: the ranges checked before bound every value far below these types' limits.
+    let io = IoConfig {
+        mode: IoMode::Uring,
+        allow_pread_fallback: s.io_pread_fallback_allowed,
+        ring_entries: s.io_ring_entries as u32,
+        fixed_buffer_count: s.io_fixed_buffer_count as usize,
+        fixed_buffer_size_bytes: s.io_fixed_buffer_size_bytes as usize,
+        thread_rings_max: s.io_thread_rings_max as usize,
+    };
+    let Err(error) = io.validate() else {
+        return;
+    };
+    let (var, value) = match error {
+        IoConfigError::FixedBufferCount { .. } => (
+            "RINGMQ_STORE_IO_FIXED_BUFFER_COUNT",
+            s.io_fixed_buffer_count,
+        ),
+        IoConfigError::FixedBufferSize { .. } | IoConfigError::RegisteredTotal { .. } => (
+            "RINGMQ_STORE_IO_FIXED_BUFFER_SIZE_BYTES",
+            s.io_fixed_buffer_size_bytes,
+        ),
+        IoConfigError::RingEntries { .. } => ("RINGMQ_STORE_IO_RING_ENTRIES", s.io_ring_entries),
+        // No variable sets it; only a Config built in code can get here.
+        IoConfigError::ThreadRingsMax => ("store.io_thread_rings_max", s.io_thread_rings_max),
+    };
+    checks.check(false, var, value.to_string(), &error.to_string());
 }
 
 fn check_broker(b: &BrokerSection, checks: &mut Checks) {
@@ -185,6 +246,14 @@ fn check_server(v: &ServerSection, checks: &mut Checks) {
         v.requests_in_flight_max.to_string(),
         "must be at least 1",
     );
+    // `ServerConfig::validate` refuses more at startup: the connection's in-flight semaphore
+    // hands out at most u32::MAX permits at once.
+    checks.check(
+        v.requests_in_flight_max <= u64::from(u32::MAX),
+        "RINGMQ_SERVER_REQUESTS_IN_FLIGHT_MAX",
+        v.requests_in_flight_max.to_string(),
+        "must fit in 32 bits",
+    );
     checks.check(
         v.write_queue_max >= 1,
         "RINGMQ_SERVER_WRITE_QUEUE_MAX",
@@ -228,6 +297,57 @@ mod tests {
         );
         let err = Config::from_pairs(&[("RINGMQ_BROKER_ROLE", "SLAVE")]).unwrap_err();
         assert!(err.to_string().contains("RINGMQ_BROKER_ID"), "{err}");
+    }
+
+    /// Values the store or the network runtime would refuse at startup are refused here, each
+    /// naming its variable.
+    #[test]
+    fn limits_of_the_store_and_the_server_are_checked_up_front() {
+        let rejected_var = |pairs: &[(&str, &str)]| {
+            let errors = Config::from_pairs(pairs).unwrap_err().0;
+            assert_eq!(errors.len(), 1, "{errors:?}");
+            errors[0].var.clone()
+        };
+        let units = CONSUME_QUEUE_FILE_UNITS_MAX.to_string();
+        assert!(Config::from_pairs(&[("RINGMQ_STORE_CONSUME_QUEUE_FILE_UNITS", &units)]).is_ok());
+        let units = (CONSUME_QUEUE_FILE_UNITS_MAX + 1).to_string();
+        assert_eq!(
+            rejected_var(&[("RINGMQ_STORE_CONSUME_QUEUE_FILE_UNITS", &units)]),
+            "RINGMQ_STORE_CONSUME_QUEUE_FILE_UNITS"
+        );
+        let store = crate::store::StoreConfig {
+            consume_queue_file_units: CONSUME_QUEUE_FILE_UNITS_MAX + 1,
+            ..crate::store::StoreConfig::with_root("/nonexistent")
+        };
+        assert!(store.validate().is_err());
+        assert_eq!(
+            rejected_var(&[("RINGMQ_STORE_DELETE_CHECK_INTERVAL_MS", "0")]),
+            "RINGMQ_STORE_DELETE_CHECK_INTERVAL_MS"
+        );
+        assert_eq!(
+            rejected_var(&[("RINGMQ_SERVER_REQUESTS_IN_FLIGHT_MAX", "4294967296")]),
+            "RINGMQ_SERVER_REQUESTS_IN_FLIGHT_MAX"
+        );
+        // io_uring needs a ring entry per registered buffer and at most 1 GiB of them per ring;
+        // the pread engine ignores both.
+        let few_entries = [
+            ("RINGMQ_STORE_IO_RING_ENTRIES", "16"),
+            ("RINGMQ_STORE_IO_FIXED_BUFFER_COUNT", "32"),
+        ];
+        assert_eq!(rejected_var(&few_entries), "RINGMQ_STORE_IO_RING_ENTRIES");
+        let too_much = [
+            ("RINGMQ_STORE_IO_FIXED_BUFFER_COUNT", "32"),
+            ("RINGMQ_STORE_IO_FIXED_BUFFER_SIZE_BYTES", "67108864"),
+        ];
+        assert_eq!(
+            rejected_var(&too_much),
+            "RINGMQ_STORE_IO_FIXED_BUFFER_SIZE_BYTES"
+        );
+        for pairs in [&few_entries, &too_much] {
+            let mut pread = pairs.to_vec();
+            pread.push(("RINGMQ_STORE_IO_MODE", "pread"));
+            assert!(Config::from_pairs(&pread).is_ok(), "{pread:?}");
+        }
     }
 
     #[test]
