@@ -1,6 +1,6 @@
 //! Server settings and their defaults. Every bound of the network runtime lives here.
 
-use super::ServerError;
+use super::error::ServerError;
 use crate::config::Config;
 use crate::remoting::frame::FRAME_SIZE_MAX_BYTES;
 use std::net::SocketAddr;

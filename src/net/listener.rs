@@ -5,8 +5,9 @@
 //! workers without a shared accept queue or a hand-off between threads.
 
 use super::connection::{self, Accepted};
-use super::runtime::Worker;
-use super::{RequestHandler, ServerError};
+use super::error::ServerError;
+use super::handler::RequestHandler;
+use super::worker::Worker;
 use nix::sys::socket::{
     self, sockopt, AddressFamily, Backlog, SockFlag, SockType, SockaddrStorage,
 };
