@@ -148,7 +148,7 @@ impl ServerConfig {
                 "must fit in 32 bits",
             ));
         }
-        if self.frame_size_max_bytes < MIN_FRAME_SIZE_MAX_BYTES {
+        if self.frame_size_max_bytes < FRAME_SIZE_MAX_FLOOR_BYTES {
             return Err(invalid(
                 "frame_size_max_bytes",
                 self.frame_size_max_bytes,
@@ -182,7 +182,7 @@ impl ServerConfig {
 }
 
 /// Below this no real request fits; it catches a unit mistake (KiB vs bytes) at startup.
-const MIN_FRAME_SIZE_MAX_BYTES: usize = 64;
+const FRAME_SIZE_MAX_FLOOR_BYTES: usize = 64;
 
 fn default_worker_threads() -> usize {
     // available_parallelism fails only where the core count is unknowable; one thread still works.
