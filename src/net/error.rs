@@ -18,6 +18,13 @@ pub enum ServerError {
         #[source]
         source: std::io::Error,
     },
+    /// Another socket (of this process or another one) already listens on `addr`.
+    #[error("cannot listen on {addr}: the address is already in use (another process listens on it): {source}")]
+    AddrInUse {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("cannot spawn network worker thread {worker_index}: {source}")]
     SpawnThread {
         worker_index: usize,
@@ -38,4 +45,15 @@ pub enum ServerError {
     WorkerDied { worker_index: usize },
     #[error("network worker thread {worker_index} panicked")]
     WorkerPanicked { worker_index: usize },
+}
+
+impl ServerError {
+    /// The listen address another socket already holds, when that is why the server did not
+    /// start. Callers use it to name the setting that chose the address.
+    pub fn addr_in_use(&self) -> Option<SocketAddr> {
+        match self {
+            ServerError::AddrInUse { addr, .. } => Some(*addr),
+            _ => None,
+        }
+    }
 }

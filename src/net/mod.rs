@@ -1,10 +1,11 @@
 //! The network runtime: serves the remoting protocol over TCP on io_uring (tokio-uring).
 //!
 //! # Shape
-//! - [`serve`] binds every listen address once per worker thread with `SO_REUSEPORT`, so the kernel
-//!   spreads incoming connections over the workers; each worker is one OS thread running its own
-//!   tokio-uring runtime (one io_uring per thread). A connection lives on the thread that accepted
-//!   it; there is no thread per connection.
+//! - [`serve`] binds one listening socket per address ([`bind_listener`], without `SO_REUSEPORT`,
+//!   so an address in use fails the start) and every worker accepts on its own duplicate of it,
+//!   so idle workers take the new connections in turn; each worker is one OS thread running its
+//!   own tokio-uring runtime (one io_uring per thread). A connection lives on the thread that
+//!   accepted it; there is no thread per connection.
 //! - Each connection is split into a reader task (frames, dispatches without waiting, bounded by
 //!   [`ServerConfig::requests_in_flight_max_per_connection`]), one task per in-flight request
 //!   running [`RequestHandler::handle`], and a single writer task fed by a bounded queue
@@ -42,6 +43,7 @@ pub use config::{
 };
 pub use error::ServerError;
 pub use handler::{ConnectionContext, RequestHandler};
+pub use listener::bind_listener;
 pub use runtime::{serve, ServerHandle};
 pub use shutdown::ShutdownSignal;
 pub use writer::{ConnectionSender, FileFrame, Outbound, SendError};

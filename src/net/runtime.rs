@@ -3,7 +3,7 @@
 use super::config::ServerConfig;
 use super::error::ServerError;
 use super::handler::RequestHandler;
-use super::listener::{accept_loop, bind_reuseport, stop_listening};
+use super::listener::{accept_loop, bind_listener, stop_listening};
 use super::shutdown::{ShutdownSignal, StopSignals};
 use super::worker::{Shared, Worker};
 use std::net::SocketAddr;
@@ -52,8 +52,9 @@ impl Drop for ServerHandle {
     }
 }
 
-/// Binds every listen address once per worker thread, starts the workers, and returns once all
-/// of them accept connections. Stops when `shutdown` is triggered (or through the handle).
+/// Binds every listen address (one socket each, shared by the workers), starts the workers, and
+/// returns once all of them accept connections. An address another socket already listens on
+/// fails with [`ServerError::AddrInUse`] before any thread starts. Stops when `shutdown` is triggered (or through the handle).
 pub fn serve<H: RequestHandler>(
     config: ServerConfig,
     handler: Arc<H>,
@@ -108,29 +109,37 @@ pub fn serve<H: RequestHandler>(
     Ok(handle)
 }
 
+/// One worker's listen sockets: `(listener_index, socket)`, in config order.
 type WorkerListeners = Vec<(usize, std::net::TcpListener)>;
 
-/// Binds `worker_threads` sockets per address. The first socket of an address fixes the port
-/// (port 0 becomes a real one) and the rest bind that exact address.
+/// Binds one listening socket per address ([`bind_listener`]) and gives every worker its own
+/// duplicate of each, so all workers accept from the same queue. A port-0 address gets a real
+/// port here, which every worker then shares, since it is one socket.
 fn bind_all(config: &ServerConfig) -> Result<(Vec<SocketAddr>, Vec<WorkerListeners>), ServerError> {
     let mut per_worker: Vec<WorkerListeners> =
         (0..config.worker_threads).map(|_| Vec::new()).collect();
     let mut local_addrs = Vec::new();
     for (listener_index, requested) in config.all_listen_addrs().into_iter().enumerate() {
-        let first = bind_reuseport(requested, config.listen_backlog)?;
-        let bound = first.local_addr().map_err(|source| ServerError::Socket {
-            op: "read the address of",
-            addr: requested,
-            source,
-        })?;
-        local_addrs.push(bound);
-        per_worker[0].push((listener_index, first));
+        let listener = bind_listener(requested, config.listen_backlog)?;
+        let socket_err = |op| {
+            move |source| ServerError::Socket {
+                op,
+                addr: requested,
+                source,
+            }
+        };
+        local_addrs.push(
+            listener
+                .local_addr()
+                .map_err(socket_err("read the address of"))?,
+        );
         for worker in per_worker.iter_mut().skip(1) {
-            worker.push((
-                listener_index,
-                bind_reuseport(bound, config.listen_backlog)?,
-            ));
+            // F_DUPFD_CLOEXEC: each worker's tokio-uring listener owns (and closes) its own fd;
+            // the socket closes with the last one.
+            let duplicate = listener.try_clone().map_err(socket_err("duplicate"))?;
+            worker.push((listener_index, duplicate));
         }
+        per_worker[0].push((listener_index, listener));
     }
     Ok((local_addrs, per_worker))
 }

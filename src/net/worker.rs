@@ -70,6 +70,13 @@ impl<H> Worker<H> {
         })
     }
 
+    /// True when this worker holds more connections than an even split of the server's would
+    /// give it (rounded up). Always false with one worker.
+    pub fn holds_more_than_its_share(&self) -> bool {
+        let total = self.shared.connections.load(Ordering::Relaxed);
+        self.live_connections.get() > total.div_ceil(self.shared.config.worker_threads)
+    }
+
     /// Waits until this worker's connections closed, bounded by the grace period plus a margin
     /// for the writers' last flush.
     pub async fn wait_connections_closed(&self) {
