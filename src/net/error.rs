@@ -19,7 +19,10 @@ pub enum ServerError {
         source: std::io::Error,
     },
     /// Another socket (of this process or another one) already listens on `addr`.
-    #[error("cannot listen on {addr}: the address is already in use (another process listens on it): {source}")]
+    #[error(
+        "cannot listen on {addr}: the address is already in use by another listening socket \
+         ({source})"
+    )]
     AddrInUse {
         addr: SocketAddr,
         #[source]
