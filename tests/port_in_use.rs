@@ -273,3 +273,14 @@ fn port_zero_picks_a_free_port() {
     assert_eq!(response.code, response_code::SUCCESS);
     kill(broker);
 }
+
+#[test]
+fn a_killed_name_server_can_be_restarted_on_its_port_at_once() {
+    let port = free_port();
+    for _ in 0..3 {
+        let (namesrv, addr) = start_namesrv(port);
+        assert_namesrv_serves(&addr);
+        // SIGKILL: the socket lingers a few ms, held by the dead process's io_uring.
+        kill(namesrv);
+    }
+}

@@ -27,7 +27,7 @@ use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio_uring::net::{TcpListener, TcpStream};
 use tracing::Instrument;
 
@@ -40,6 +40,11 @@ const ACCEPT_ERROR_BACKOFF_MS: u64 = 100;
 /// also how long a connection may wait when every other worker is busy.
 const ACCEPT_YIELD_MS: u64 = 1;
 
+/// How long [`bind_listener`] keeps trying an address in use, and how often. A second server on
+/// the address fails this much later; a killed one's socket is gone well within it.
+const BIND_IN_USE_WAIT_MS: u64 = 1_000;
+const BIND_IN_USE_RETRY_INTERVAL_MS: u64 = 10;
+
 /// Connection ids are unique per process, across servers.
 static NEXT_CONNECTION_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -51,7 +56,25 @@ static NEXT_CONNECTION_ID: AtomicU64 = AtomicU64::new(1);
 /// would join this one's group and silently share its connections. So an address another socket
 /// listens on fails with [`ServerError::AddrInUse`], at `bind` or (when both bound before either
 /// listened) at `listen`. Port 0 picks a free port; read it back with `local_addr`.
+///
+/// An address in use is tried again for [`BIND_IN_USE_WAIT_MS`] before the error is returned:
+/// the listening socket of a process that was killed outlives it until the kernel has torn down
+/// the process's io_uring, whose parked accept still holds the socket (measured: up to 12 ms
+/// after the process was reaped), and a restart right after a crash must not fail on that.
+/// Blocks the calling thread meanwhile; it is called at startup only.
 pub fn bind_listener(addr: SocketAddr, backlog: u32) -> Result<std::net::TcpListener, ServerError> {
+    let deadline = Instant::now() + Duration::from_millis(BIND_IN_USE_WAIT_MS);
+    loop {
+        match try_bind_listener(addr, backlog) {
+            Err(ServerError::AddrInUse { .. }) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(BIND_IN_USE_RETRY_INTERVAL_MS));
+            }
+            result => return result,
+        }
+    }
+}
+
+fn try_bind_listener(addr: SocketAddr, backlog: u32) -> Result<std::net::TcpListener, ServerError> {
     let err = |op: &'static str| {
         move |e: nix::errno::Errno| match e {
             nix::errno::Errno::EADDRINUSE => ServerError::AddrInUse {
@@ -254,6 +277,21 @@ mod tests {
         socket::setsockopt(&other, sockopt::ReusePort, &true).unwrap();
         let joined = socket::bind(other.as_raw_fd(), &SockaddrStorage::from(addr));
         assert_eq!(joined, Err(nix::errno::Errno::EADDRINUSE));
+    }
+
+    #[test]
+    fn an_address_freed_while_waiting_is_bound() {
+        let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = held.local_addr().unwrap();
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            drop(held);
+        });
+        let started = Instant::now();
+        let listener = bind_listener(addr, 16).unwrap();
+        assert_eq!(listener.local_addr().unwrap(), addr);
+        assert!(started.elapsed() < Duration::from_millis(BIND_IN_USE_WAIT_MS));
+        release.join().unwrap();
     }
 
     #[test]
