@@ -114,14 +114,31 @@ struct Unregistration {
 
 /// The name server's route table. All methods take `&self`; one reader-writer lock guards the
 /// tables (as in Java), so route lookups run in parallel and registrations are serialized.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct RouteInfoManager {
     tables: RwLock<Tables>,
+    /// How long a broker that sent no `heartbeatTimeoutMillis` may stay silent.
+    broker_channel_expired_timeout_ms: i64,
+}
+
+impl Default for RouteInfoManager {
+    fn default() -> Self {
+        Self::with_broker_channel_expired_timeout_ms(BROKER_CHANNEL_EXPIRED_TIMEOUT_DEFAULT_MS)
+    }
 }
 
 impl RouteInfoManager {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A route table whose brokers, unless their registration says otherwise, expire after
+    /// `timeout_ms` of silence (`RINGMQ_NAMESRV_BROKER_CHANNEL_EXPIRED_TIMEOUT_MS`).
+    pub fn with_broker_channel_expired_timeout_ms(timeout_ms: i64) -> Self {
+        RouteInfoManager {
+            tables: RwLock::default(),
+            broker_channel_expired_timeout_ms: timeout_ms,
+        }
     }
 
     // A panic while holding the lock (a bug) poisons it. Every mutation below leaves the maps
@@ -165,7 +182,10 @@ impl RouteInfoManager {
         if group.serves_routes {
             update_topic_routes(tables, reg, &addr_info, &group);
         }
-        record_alive(tables, reg, &addr_info, now_ms);
+        let timeout_ms = reg
+            .heartbeat_timeout_ms
+            .unwrap_or(self.broker_channel_expired_timeout_ms);
+        record_alive(tables, reg, &addr_info, now_ms, timeout_ms);
         update_filter_servers(tables, reg, &addr_info);
         Ok(master_of_group(tables, reg))
     }
@@ -473,20 +493,19 @@ fn update_topic_routes(
     }
 }
 
-/// Marks `reg`'s address alive as of `now_ms`, with its own heartbeat timeout if it sent one.
+/// Marks `reg`'s address alive as of `now_ms`, for `heartbeat_timeout_ms`.
 fn record_alive(
     tables: &mut Tables,
     reg: &BrokerRegistration,
     addr_info: &BrokerAddrInfo,
     now_ms: i64,
+    heartbeat_timeout_ms: i64,
 ) {
     let previous = tables.broker_live_table.insert(
         addr_info.clone(),
         BrokerLiveInfo {
             last_update_ms: now_ms,
-            heartbeat_timeout_ms: reg
-                .heartbeat_timeout_ms
-                .unwrap_or(BROKER_CHANNEL_EXPIRED_TIMEOUT_DEFAULT_MS),
+            heartbeat_timeout_ms,
             data_version: reg.topic_config_wrapper.data_version,
             ha_server_addr: reg.ha_server_addr.clone(),
         },
@@ -764,6 +783,16 @@ mod tests {
         rim.register_broker(&registration(SLAVE, 1, two_topics(2)), 0)
             .unwrap();
         assert!(rim.pickup_topic_route_data("T").is_some());
+    }
+
+    #[test]
+    fn the_configured_timeout_applies_to_brokers_that_send_none() {
+        let rim = RouteInfoManager::with_broker_channel_expired_timeout_ms(5_000);
+        let mut reg = registration(MASTER, 0, two_topics(1));
+        reg.heartbeat_timeout_ms = None;
+        rim.register_broker(&reg, 1_000).unwrap();
+        assert!(rim.scan_not_active_broker(6_000).is_empty());
+        assert_eq!(rim.scan_not_active_broker(6_001).len(), 1);
     }
 
     #[test]

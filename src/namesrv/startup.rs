@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::{NamesrvProcessor, RouteInfoManager};
+use super::processor::NamesrvProcessor;
+use super::route_info::RouteInfoManager;
 use crate::common::{now_ms, StopFlag};
 use crate::config::Config;
 use crate::net::{self, ConnectionContext, RequestHandler, ServerHandle, ShutdownSignal};
@@ -111,7 +112,9 @@ pub fn start_namesrv(config: &Config) -> Result<NamesrvHandle, NamesrvStartError
         .parse()
         .map_err(|_| NamesrvStartError::BindIp(config.namesrv.bind_ip.clone()))?;
     let addr = SocketAddr::new(ip, config.namesrv.listen_port);
-    let route_info = Arc::new(RouteInfoManager::new());
+    let route_info = Arc::new(RouteInfoManager::with_broker_channel_expired_timeout_ms(
+        i64::try_from(config.namesrv.broker_channel_expired_timeout_ms).unwrap_or(i64::MAX),
+    ));
     let handler = Arc::new(NamesrvHandler {
         processor: NamesrvProcessor::new(route_info.clone()),
         registered: Mutex::new(HashMap::new()),
