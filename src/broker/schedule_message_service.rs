@@ -8,7 +8,6 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -16,7 +15,6 @@ use bytes::Bytes;
 use crate::broker::config_manager::{self as persist, Loaded};
 use crate::broker::controller::BrokerController;
 use crate::broker::processor::send::{property, remove_property};
-use crate::broker::startup::StartupError;
 use crate::broker::topic_config_manager::SCHEDULE_TOPIC;
 use crate::common::now_ms;
 use crate::common::StopFlag;
@@ -81,26 +79,13 @@ fn persist_offsets(ctrl: &BrokerController, offsets: &BTreeMap<i32, i64>) {
     }
 }
 
-pub fn start(
-    ctrl: &Arc<BrokerController>,
-    shutdown: &StopFlag,
-) -> Result<JoinHandle<()>, StartupError> {
-    let ctrl = ctrl.clone();
-    let shutdown = shutdown.clone();
-    std::thread::Builder::new()
-        .name("ringmq-schedule".into())
-        .spawn(move || run(&ctrl, &shutdown))
-        .map_err(|source| StartupError::Thread {
-            name: "ringmq-schedule".to_string(),
-            source,
-        })
-}
-
-fn run(ctrl: &Arc<BrokerController>, shutdown: &StopFlag) {
+/// The `ringmq-schedule` thread's loop (started by `startup`): every tick, moves each level's
+/// due messages; returns when `stop` is raised, after writing the progress once more.
+pub fn run(ctrl: &Arc<BrokerController>, stop: &StopFlag) {
     let mut offsets = load_offsets(ctrl);
     let mut dirty = false;
     let mut last_persist_ms = now_ms();
-    while !shutdown.wait_timeout(Duration::from_millis(SCHEDULE_TICK_MS)) {
+    while !stop.wait_timeout(Duration::from_millis(SCHEDULE_TICK_MS)) {
         if ctrl.is_slave() {
             continue;
         }

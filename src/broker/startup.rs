@@ -45,7 +45,9 @@ pub enum StartupError {
     #[error("broker metadata: {0}")]
     Persist(#[from] crate::broker::config_manager::PersistError),
     #[error("configuration: {0}")]
-    Config(String),
+    Config(crate::config::ConfigError),
+    #[error("configuration: {var}={text:?} is not an IP address")]
+    IpAddress { var: &'static str, text: String },
     #[error("cannot start thread {name}: {source}")]
     Thread {
         name: String,
@@ -65,9 +67,11 @@ fn spawn(
         .map_err(|source| StartupError::Thread { name, source })
 }
 
-fn ip(text: &str, var: &str) -> Result<IpAddr, StartupError> {
-    text.parse()
-        .map_err(|_| StartupError::Config(format!("{var}={text:?} is not an IP address")))
+fn ip(text: &str, var: &'static str) -> Result<IpAddr, StartupError> {
+    text.parse().map_err(|_| StartupError::IpAddress {
+        var,
+        text: text.to_string(),
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -148,7 +152,7 @@ pub struct ControllerParts {
 pub fn build_controller(config: Config) -> Result<ControllerParts, StartupError> {
     let delay_levels_ms = config
         .delay_levels_ms()
-        .map_err(|e| StartupError::Config(e.to_string()))?;
+        .map_err(StartupError::Config)?;
     let io = Arc::new(io_engine(&config)?);
     tracing::info!(mode = ?io.mode(), "store read engine ready");
     let store_cfg = store_config(&config)?;
@@ -253,7 +257,7 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
     // Checked before anything starts; `build_controller` computes the levels again.
     config
         .delay_levels_ms()
-        .map_err(|e| StartupError::Config(e.to_string()))?;
+        .map_err(StartupError::Config)?;
     let namesrv = if config.namesrv.addr.trim().is_empty() {
         Some(start_namesrv(&config)?)
     } else {
@@ -281,7 +285,7 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
     threads.extend([
         start_offset_flusher(&ctrl, &stop)?,
         start_housekeeping(&ctrl, &stop)?,
-        schedule::start(&ctrl, &stop)?,
+        start_schedule(&ctrl, &stop)?,
     ]);
     let main_addr = SocketAddr::new(
         ip(&ctrl.config.broker.bind_ip, "RINGMQ_BROKER_BIND_IP")?,
@@ -350,13 +354,13 @@ impl BrokerHandle {
 
 fn start_offset_flusher(
     ctrl: &Arc<BrokerController>,
-    shutdown: &StopFlag,
+    stop: &StopFlag,
 ) -> Result<JoinHandle<()>, StartupError> {
     let ctrl = ctrl.clone();
-    let shutdown = shutdown.clone();
+    let stop = stop.clone();
     let interval = Duration::from_millis(ctrl.config.broker.flush_consumer_offset_interval_ms);
     spawn("ringmq-offset-flush", move || {
-        while !shutdown.wait_timeout(interval) {
+        while !stop.wait_timeout(interval) {
             if let Err(e) = ctrl.offsets.persist() {
                 tracing::error!(error = %e, "flushing consumer offsets failed; will retry next period");
             }
@@ -364,16 +368,26 @@ fn start_offset_flusher(
     })
 }
 
+/// Delayed delivery ([`schedule::run`]).
+fn start_schedule(
+    ctrl: &Arc<BrokerController>,
+    stop: &StopFlag,
+) -> Result<JoinHandle<()>, StartupError> {
+    let ctrl = ctrl.clone();
+    let stop = stop.clone();
+    spawn("ringmq-schedule", move || schedule::run(&ctrl, &stop))
+}
+
 /// Expires silent client channels (Java `ClientHousekeepingService`, every 10 s).
 fn start_housekeeping(
     ctrl: &Arc<BrokerController>,
-    shutdown: &StopFlag,
+    stop: &StopFlag,
 ) -> Result<JoinHandle<()>, StartupError> {
     let ctrl = ctrl.clone();
-    let shutdown = shutdown.clone();
+    let stop = stop.clone();
     spawn("ringmq-client-housekeeping", move || {
         let timeout = ctrl.config.broker.channel_expired_timeout_ms as i64;
-        while !shutdown.wait_timeout(Duration::from_secs(10)) {
+        while !stop.wait_timeout(Duration::from_secs(10)) {
             let now = now_ms();
             let expired = ctrl.consumers.scan_not_active_channels(now, timeout);
             let mut groups: Vec<String> = expired.into_iter().map(|(g, _)| g).collect();
@@ -392,10 +406,10 @@ fn start_registration(
     ctrl: &Arc<BrokerController>,
     namesrv_addrs: Vec<String>,
     topic_changes: crossbeam::channel::Receiver<()>,
-    shutdown: &StopFlag,
+    stop: &StopFlag,
 ) -> Result<JoinHandle<()>, StartupError> {
     let ctrl = ctrl.clone();
-    let shutdown = shutdown.clone();
+    let stop = stop.clone();
     let period = Duration::from_millis(ctrl.config.broker.register_name_server_period_ms);
     // Register once before returning so clients see the routes as soon as the broker is up.
     // The connections stay open: a name server drops a broker whose connection closes.
@@ -406,7 +420,7 @@ fn start_registration(
             Ok(()) | Err(crossbeam::channel::RecvTimeoutError::Timeout) => {}
             Err(crossbeam::channel::RecvTimeoutError::Disconnected) => return,
         }
-        if shutdown.is_raised() {
+        if stop.is_raised() {
             unregister_all(&ctrl, &namesrv_addrs, &mut connections);
             return;
         }
