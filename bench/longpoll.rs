@@ -44,7 +44,8 @@ use bytes::Bytes;
 use common::{median, Rng, Table};
 use hdrhistogram::Histogram;
 use ringmq::broker::controller::BrokerController;
-use ringmq::broker::processor::pull::{self, pull_sys_flag, ParkedPullRequest, PullOutcome};
+use ringmq::broker::longpoll::pull_request::ParkedPullRequest;
+use ringmq::broker::processor::pull::{self, pull_sys_flag, PullOutcome};
 use ringmq::broker::startup::{build_controller, start_pull_wake};
 use ringmq::common::StopFlag;
 use ringmq::config::Config;
@@ -387,7 +388,7 @@ fn run_spread(parked: usize, pulls_per_connection: usize, samples: usize) -> Rep
         let (topic, q) = spread_topic(i);
         *slot = bench.park(i / pulls_per_connection, &topic, q, hot_offset[i]);
     }
-    assert_eq!(bench.ctrl.hold_table.len(), parked);
+    assert_eq!(bench.ctrl.pull_hold.parked_count(), parked);
     let mut rep = Repeat::empty();
     let mut rng = Rng::new(0xB0BA + parked as u64);
     let sched_before = pull_wake_schedstat();
@@ -405,7 +406,7 @@ fn run_spread(parked: usize, pulls_per_connection: usize, samples: usize) -> Rep
         rep.put.saturating_record(put_ns);
         hot_offset[i] += 1;
         opaque[i] = bench.park(conn, &topic, q, hot_offset[i]);
-        debug_assert_eq!(bench.ctrl.hold_table.len(), parked);
+        debug_assert_eq!(bench.ctrl.pull_hold.parked_count(), parked);
     }
     (rep.wake_cpu_ns, rep.wake_wait_ns) = per_wake(sched_before, samples);
     bench.close();
@@ -427,7 +428,7 @@ fn run_one_queue(parked: usize, pulls_per_connection: usize, rounds: usize) -> R
         for i in 0..parked {
             bench.park(i / pulls_per_connection, TOPIC, 0, offset);
         }
-        assert_eq!(bench.ctrl.hold_table.len(), parked);
+        assert_eq!(bench.ctrl.pull_hold.parked_count(), parked);
         for (c, p) in pending.iter_mut().enumerate() {
             *p = (parked - c * pulls_per_connection).min(pulls_per_connection);
         }
@@ -519,7 +520,7 @@ fn memory_child(spec: &str) {
     let rss_after = common::rss_bytes();
     let heap_after = LIVE_HEAP_BYTES.load(Ordering::SeqCst);
     COUNTING.store(false, Ordering::SeqCst);
-    assert_eq!(bench.ctrl.hold_table.len(), n);
+    assert_eq!(bench.ctrl.pull_hold.parked_count(), n);
     println!(
         "MEMORY {} {} {}",
         n,

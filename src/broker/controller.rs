@@ -11,8 +11,7 @@ use crate::store::MessageStore;
 use super::client::{ConsumerManager, ProducerManager};
 use super::consumer_filter_manager::FilterCache;
 use super::consumer_offset_manager::ConsumerOffsetManager;
-use super::longpoll::hold_table::HoldTable;
-use super::processor::pull::ParkedPullRequest;
+use super::longpoll::pull_request_hold_service::PullRequestHoldService;
 use super::subscription_group_manager::SubscriptionGroupManager;
 use super::topic_config_manager::TopicConfigManager;
 
@@ -26,10 +25,8 @@ pub struct BrokerController {
     pub consumers: ConsumerManager,
     pub producers: ProducerManager,
     pub filters: FilterCache,
-    pub hold_table: HoldTable<ParkedPullRequest>,
-    /// Pulls woken by arrivals or the periodic check, executed by the wake threads.
-    pub wake_queue:
-        crossbeam::channel::Sender<super::longpoll::pull_request_hold_service::WakeItem>,
+    /// Long polling: parked pulls and the channel to the wake threads.
+    pub pull_hold: PullRequestHoldService,
     /// `ip:port` of the main listen port, as registered with the name server.
     pub broker_addr: String,
     pub store_host: SocketAddr,

@@ -4,7 +4,8 @@
 //!
 //! - [`startup`] builds a [`controller::BrokerController`] and starts the threads and servers.
 //! - [`dispatch`] maps each request code to its processor in [`processor`].
-//! - [`longpoll`]: the hold table of parked pulls and the service that re-executes them.
+//! - [`longpoll`]: the hold table of parked pulls and the service that parks them and
+//!   re-executes the woken ones.
 //! - [`consumer_offset_manager`], [`topic_config_manager`], [`subscription_group_manager`] are
 //!   the persisted metadata tables; [`config_manager`] writes their JSON files.
 //! - [`client`]: the producer and consumer tables filled by heartbeats.
@@ -23,3 +24,6 @@ pub mod schedule_message_service;
 pub mod startup;
 pub mod subscription_group_manager;
 pub mod topic_config_manager;
+
+#[cfg(test)]
+mod tests;

@@ -12,9 +12,8 @@ use crate::broker::consumer_filter_manager::FilterCache;
 use crate::broker::consumer_offset_manager::ConsumerOffsetManager;
 use crate::broker::controller::BrokerController;
 use crate::broker::dispatch::BrokerRequestHandler;
-use crate::broker::longpoll::hold_table::HoldTable;
 use crate::broker::longpoll::pull_request_hold_service::{
-    self as longpoll_service, ArrivalNotifier, WakeItem,
+    ArrivalNotifier, PullRequestHoldService, WakeItem, WakeService,
 };
 use crate::broker::schedule_message_service as schedule;
 use crate::broker::subscription_group_manager::SubscriptionGroupManager;
@@ -150,9 +149,7 @@ pub struct ControllerParts {
 /// socket, so benches and tests can drive the processors and long polling directly (start the
 /// wake threads with [`start_pull_wake`]).
 pub fn build_controller(config: Config) -> Result<ControllerParts, StartupError> {
-    let delay_levels_ms = config
-        .delay_levels_ms()
-        .map_err(StartupError::Config)?;
+    let delay_levels_ms = config.delay_levels_ms().map_err(StartupError::Config)?;
     let io = Arc::new(io_engine(&config)?);
     tracing::info!(mode = ?io.mode(), "store read engine ready");
     let store_cfg = store_config(&config)?;
@@ -180,7 +177,8 @@ pub fn build_controller(config: Config) -> Result<ControllerParts, StartupError>
             eprintln!("ringmq: WARNING: {w}");
         }
     }
-    let (wake_tx, wake_rx) = crossbeam::channel::unbounded();
+    let (pull_hold, wake_rx) =
+        PullRequestHoldService::new(store.clone(), config.longpoll.parked_pulls_max as usize);
     let (topic_tx, topic_changes_rx) = crossbeam::channel::bounded(1);
     let broker_addr = format!(
         "{}:{}",
@@ -188,7 +186,7 @@ pub fn build_controller(config: Config) -> Result<ControllerParts, StartupError>
     );
     let ctrl = Arc::new(BrokerController {
         store_host: store_cfg.store_host,
-        hold_table: HoldTable::new(config.longpoll.parked_pulls_max as usize),
+        pull_hold,
         permission: AtomicI32::new(config.broker.permission as i32),
         store,
         topics,
@@ -197,16 +195,14 @@ pub fn build_controller(config: Config) -> Result<ControllerParts, StartupError>
         consumers: ConsumerManager::new(),
         producers: ProducerManager::new(),
         filters: FilterCache::new(),
-        wake_queue: wake_tx,
         broker_addr,
         topic_changes: topic_tx,
         delay_levels_ms,
         boot_timestamp_ms: now_ms(),
         config,
     });
-    ctrl.store.set_arrival_listener(Arc::new(ArrivalNotifier {
-        ctrl: Arc::downgrade(&ctrl),
-    }));
+    let notifier = ArrivalNotifier::new(Arc::downgrade(&ctrl));
+    ctrl.store.set_arrival_listener(Arc::new(notifier));
     Ok(ControllerParts {
         ctrl,
         wake_rx,
@@ -240,8 +236,8 @@ pub fn start_pull_wake(
     let threads = wake_threads(&ctrl.config);
     (0..threads)
         .map(|i| {
-            let service = longpoll_service::WakeService {
-                ctrl: Arc::downgrade(ctrl),
+            let service = WakeService {
+                host: Arc::downgrade(ctrl),
                 wake_rx: wake_rx.clone(),
                 check_interval_ms: (i == 0).then_some(check_ms),
                 share_fan_out: threads > 1,
@@ -255,9 +251,7 @@ pub fn start_pull_wake(
 /// Starts the broker (and, without RINGMQ_NAMESRV_ADDR, an embedded name server first).
 pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
     // Checked before anything starts; `build_controller` computes the levels again.
-    config
-        .delay_levels_ms()
-        .map_err(StartupError::Config)?;
+    config.delay_levels_ms().map_err(StartupError::Config)?;
     let namesrv = if config.namesrv.addr.trim().is_empty() {
         Some(start_namesrv(&config)?)
     } else {

@@ -120,7 +120,10 @@ pub fn get_broker_runtime_info(
     table.insert("commitLogMinOffset", store.min_phy_offset().to_string());
     table.insert("bootTimestamp", ctrl.boot_timestamp_ms.to_string());
     table.insert("brokerActive", "true".to_string());
-    table.insert("pullThreadPoolQueueSize", ctrl.hold_table.len().to_string());
+    table.insert(
+        "pullThreadPoolQueueSize",
+        ctrl.pull_hold.parked_count().to_string(),
+    );
     table.insert("storeReadOnly", store.is_read_only().unwrap_or_default());
     let body = serde_json::json!({ "table": table });
     Ok(RemotingCommand::response_to(request, rc::SUCCESS, None)

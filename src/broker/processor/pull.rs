@@ -14,14 +14,15 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 
 use crate::broker::controller::BrokerController;
-use crate::broker::longpoll::hold_table::ParkedPull;
+use crate::broker::longpoll::pull_request::{ParkedPullRequest, RequestEnvelope};
+use crate::broker::longpoll::pull_request_hold_service::{PullRequestHoldService, PullWakeHost};
 use crate::broker::topic_config_manager::OFFSET_MOVED_EVENT;
 use crate::config::{TransferMode, TransferSection};
 use crate::filter::{ExpressionMessageFilter, SubscriptionExpression};
 use crate::net::{ConnectionSender, FileFrame, FileRange, Outbound, SendError};
 use crate::remoting::body::perm;
 use crate::remoting::codes::response_code as rc;
-use crate::remoting::command::{RemotingCommand, SerializeType};
+use crate::remoting::command::RemotingCommand;
 use crate::remoting::frame::encode_frame_header;
 use crate::remoting::headers::{PullMessageRequestHeader, PullMessageResponseHeader};
 use crate::store::{FileRegion, GetMessageResult, GetMessageStatus, MessageToStore, RegionShape};
@@ -40,72 +41,6 @@ pub mod pull_sys_flag {
 
 /// Java `MixAll.MASTER_ID`.
 pub const MASTER_ID: i64 = 0;
-
-/// What the request carried besides its header: enough to answer it later.
-#[derive(Debug, Clone)]
-pub struct PullContext {
-    pub code: i32,
-    pub opaque: i32,
-    pub version: i32,
-    pub serialize_type: SerializeType,
-    pub remote_addr: SocketAddr,
-}
-
-impl PullContext {
-    pub fn of(request: &RemotingCommand, remote_addr: SocketAddr) -> Self {
-        PullContext {
-            code: request.code,
-            opaque: request.opaque,
-            version: request.version,
-            serialize_type: request.serialize_type,
-            remote_addr,
-        }
-    }
-
-    /// An empty response with this request's opaque and encoding.
-    pub fn response(&self, code: i32, remark: Option<String>) -> RemotingCommand {
-        let mut shell = RemotingCommand::request(self.code);
-        shell.opaque = self.opaque;
-        shell.serialize_type = self.serialize_type;
-        RemotingCommand::response_to(&shell, code, remark)
-    }
-}
-
-/// A pull parked in the hold table. Owns everything needed to re-execute and answer it
-/// (no borrow of any queue or connection state).
-pub struct ParkedPullRequest {
-    pub header: PullMessageRequestHeader,
-    pub context: PullContext,
-    pub filter: Arc<ExpressionMessageFilter>,
-    pub sender: ConnectionSender,
-    pub deadline_ms: i64,
-}
-
-impl std::fmt::Debug for ParkedPullRequest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ParkedPullRequest")
-            .field("topic", &self.header.topic)
-            .field("queue_id", &self.header.queue_id)
-            .field("queue_offset", &self.header.queue_offset)
-            .field("deadline_ms", &self.deadline_ms)
-            .finish()
-    }
-}
-
-impl ParkedPull for ParkedPullRequest {
-    fn request_offset(&self) -> i64 {
-        self.header.queue_offset
-    }
-    fn deadline_ms(&self) -> i64 {
-        self.deadline_ms
-    }
-    fn matches(&self, tags_code: i64, properties: &[u8]) -> bool {
-        self.filter.matches_arrival(tags_code, properties)
-    }
-    fn is_cancelled(&self) -> bool {
-        self.sender.is_closed()
-    }
-}
 
 /// What a pull led to.
 #[derive(Debug)]
@@ -126,12 +61,12 @@ enum Answer {
 
 /// Handles a PULL_MESSAGE / LITE_PULL_MESSAGE request as it arrives.
 pub fn process_request(
-    ctrl: &Arc<BrokerController>,
+    ctrl: &BrokerController,
     request: &RemotingCommand,
     remote_addr: SocketAddr,
     sender: &ConnectionSender,
 ) -> PullOutcome {
-    let context = PullContext::of(request, remote_addr);
+    let envelope = RequestEnvelope::of(request, remote_addr);
     let header = match PullMessageRequestHeader::decode(request) {
         Ok(h) => h,
         Err(e) => return PullOutcome::Respond(ProcessError::from(e).into_response(request)),
@@ -139,7 +74,7 @@ pub fn process_request(
     // A zero-copy response is queued on the connection here, so only requests that are
     // answered (not oneway) can have one.
     let zero_copy = !request.is_oneway();
-    match process_inner(ctrl, header, context, Some(sender), true, zero_copy) {
+    match process_inner(ctrl, header, envelope, Some(sender), true, zero_copy) {
         Answer::Parked => PullOutcome::Parked,
         Answer::Respond(response, None) => PullOutcome::Respond(response),
         Answer::Respond(response, Some(regions)) => send_zero_copy(ctrl, response, regions, sender),
@@ -149,16 +84,16 @@ pub fn process_request(
 /// The pull proper. `sender` is None when the pull cannot be parked; with `zero_copy_allowed`
 /// the transfer mode may answer with the body's file regions instead of its bytes.
 fn process_inner(
-    ctrl: &Arc<BrokerController>,
+    ctrl: &BrokerController,
     header: PullMessageRequestHeader,
-    context: PullContext,
+    envelope: RequestEnvelope,
     sender: Option<&ConnectionSender>,
     broker_allow_suspend: bool,
     zero_copy_allowed: bool,
 ) -> Answer {
-    match pull(ctrl, &header, &context, zero_copy_allowed) {
-        Err(e) => Answer::Respond(context.response(e.code, Some(e.remark)), None),
-        Ok(done) => finish(ctrl, header, context, sender, broker_allow_suspend, done),
+    match pull(ctrl, &header, &envelope, zero_copy_allowed) {
+        Err(e) => Answer::Respond(envelope.response(e.code, Some(e.remark)), None),
+        Ok(done) => finish(ctrl, header, envelope, sender, broker_allow_suspend, done),
     }
 }
 
@@ -166,7 +101,7 @@ fn process_inner(
 /// the connection's writer splices from the CommitLog files. Falls back to reading the regions
 /// into the response (copy) when the head cannot be encoded or the write queue is full.
 fn send_zero_copy(
-    ctrl: &Arc<BrokerController>,
+    ctrl: &BrokerController,
     response: RemotingCommand,
     regions: Vec<FileRegion>,
     sender: &ConnectionSender,
@@ -211,11 +146,11 @@ fn file_frame(response: &RemotingCommand, regions: &[FileRegion]) -> Option<File
 /// a zero-copy frame when the transfer mode picks zero-copy for it, as for a pull answered at
 /// once. None only if the pull parked, which a re-execution never does.
 pub fn process_woken(
-    ctrl: &Arc<BrokerController>,
+    ctrl: &BrokerController,
     header: PullMessageRequestHeader,
-    context: PullContext,
+    envelope: RequestEnvelope,
 ) -> Option<Outbound> {
-    match process_inner(ctrl, header, context, None, false, true) {
+    match process_inner(ctrl, header, envelope, None, false, true) {
         Answer::Parked => None,
         Answer::Respond(response, None) => Some(Outbound::Command(response)),
         Answer::Respond(response, Some(regions)) => match file_frame(&response, &regions) {
@@ -230,7 +165,7 @@ pub fn process_woken(
 
 /// The response with the regions' bytes read into its body.
 fn copy_fallback(
-    ctrl: &Arc<BrokerController>,
+    ctrl: &BrokerController,
     mut response: RemotingCommand,
     regions: &[FileRegion],
 ) -> PullOutcome {
@@ -278,9 +213,9 @@ struct Looked {
 }
 
 fn pull(
-    ctrl: &Arc<BrokerController>,
+    ctrl: &BrokerController,
     h: &PullMessageRequestHeader,
-    context: &PullContext,
+    envelope: &RequestEnvelope,
     zero_copy_allowed: bool,
 ) -> Result<Looked, ProcessError> {
     if ctrl.broker_permission() & perm::PERM_READ == 0 {
@@ -324,7 +259,7 @@ fn pull(
             rc::INVALID_PARAMETER,
             format!(
                 "queueId[{}] is illegal, topic:[{}] topicConfig.readQueueNums:[{}] consumer:[{}]",
-                h.queue_id, h.topic, topic.read_queue_nums, context.remote_addr
+                h.queue_id, h.topic, topic.read_queue_nums, envelope.remote_addr
             ),
         ));
     }
@@ -342,7 +277,7 @@ fn pull(
             h.max_msg_nums.max(1),
             filter.as_ref(),
         )?;
-        let response = map_result(ctrl, h, context, &group, result);
+        let response = map_result(ctrl, h, envelope, &group, result);
         return Ok(Looked {
             response,
             filter,
@@ -359,7 +294,7 @@ fn pull(
         filter.as_ref(),
         &|shape| choose_zero_copy(transfer, shape),
     )?;
-    let response = map_result(ctrl, h, context, &group, located.result);
+    let response = map_result(ctrl, h, envelope, &group, located.result);
     // Only a SUCCESS response carries a body.
     let regions = located
         .regions
@@ -374,7 +309,7 @@ fn pull(
 /// The subscription of this pull, compiled: from the header when FLAG_SUBSCRIPTION is set,
 /// else the one registered by heartbeat (Java's order of checks and codes).
 fn subscription_filter(
-    ctrl: &Arc<BrokerController>,
+    ctrl: &BrokerController,
     h: &PullMessageRequestHeader,
     consume_broadcast_enable: bool,
 ) -> Result<Arc<ExpressionMessageFilter>, ProcessError> {
@@ -437,7 +372,7 @@ fn subscription_filter(
 
 /// The compiled filter of a subscription (cached per subscription version).
 fn compile_filter(
-    ctrl: &Arc<BrokerController>,
+    ctrl: &BrokerController,
     h: &PullMessageRequestHeader,
     expression_type: &str,
     sub_string: &str,
@@ -466,9 +401,9 @@ fn compile_filter(
 
 /// GetMessageStatus → response code and header (Java `DefaultPullMessageResultHandler`), and the suggested broker.
 fn map_result(
-    ctrl: &Arc<BrokerController>,
+    ctrl: &BrokerController,
     h: &PullMessageRequestHeader,
-    context: &PullContext,
+    envelope: &RequestEnvelope,
     group: &crate::broker::subscription_group_manager::SubscriptionGroupConfig,
     result: GetMessageResult,
 ) -> RemotingCommand {
@@ -489,7 +424,7 @@ fn map_result(
         suggest = group.broker_id;
         code = rc::PULL_RETRY_IMMEDIATELY;
     }
-    let mut response = context.response(code, Some(status_name(result.status).to_string()));
+    let mut response = envelope.response(code, Some(status_name(result.status).to_string()));
     PullMessageResponseHeader {
         suggest_which_broker_id: suggest,
         next_begin_offset: result.next_begin_offset,
@@ -543,9 +478,9 @@ pub fn status_name(status: GetMessageStatus) -> &'static str {
 
 /// Long polling, offset-moved events and the offset commit.
 fn finish(
-    ctrl: &Arc<BrokerController>,
+    ctrl: &BrokerController,
     header: PullMessageRequestHeader,
-    context: PullContext,
+    envelope: RequestEnvelope,
     sender: Option<&ConnectionSender>,
     broker_allow_suspend: bool,
     looked: Looked,
@@ -590,30 +525,20 @@ fn finish(
     } else {
         lp.short_polling_time_ms
     };
-    let topic = header.topic.clone();
-    let queue_id = header.queue_id;
     let parked = ParkedPullRequest {
         header,
-        context,
+        envelope,
         filter,
         sender: sender.clone(),
         deadline_ms: now_ms() + hold_ms as i64,
     };
-    let store = &ctrl.store;
-    match ctrl.hold_table.park(&topic, queue_id, parked, || {
-        store.max_offset_in_queue(&topic, queue_id)
-    }) {
-        Ok(ready) => {
-            for (pull, reason) in ready {
-                ctrl.wake(pull, reason);
-            }
-            Answer::Parked
-        }
+    match ctrl.pull_hold.suspend(parked) {
+        Ok(()) => Answer::Parked,
         // Table full: answer now rather than grow memory.
         Err(full) => {
             tracing::debug!(
-                topic,
-                queue_id,
+                topic = full.0.header.topic,
+                queue_id = full.0.header.queue_id,
                 "hold table full; answering the pull at once"
             );
             drop(full);
@@ -622,10 +547,25 @@ fn finish(
     }
 }
 
+/// How the wake threads re-execute a woken pull on this broker.
+impl PullWakeHost for BrokerController {
+    fn pull_hold(&self) -> &PullRequestHoldService {
+        &self.pull_hold
+    }
+
+    fn execute_woken(
+        &self,
+        header: PullMessageRequestHeader,
+        envelope: RequestEnvelope,
+    ) -> Option<Outbound> {
+        process_woken(self, header, envelope)
+    }
+}
+
 /// Java 4.9 `generateOffsetMovedEvent`: a JSON message in OFFSET_MOVED_EVENT, tags and keys =
 /// the group, so operators see which consumer was moved and from where.
 fn store_offset_moved_event(
-    ctrl: &Arc<BrokerController>,
+    ctrl: &BrokerController,
     h: &PullMessageRequestHeader,
     offset_new: i64,
 ) {
