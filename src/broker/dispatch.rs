@@ -4,11 +4,12 @@
 use std::sync::Arc;
 
 use crate::broker::controller::BrokerController;
+use crate::broker::error::BrokerError;
 use crate::broker::processor::{
-    admin, client_manage, consumer_manage, pull, query, send, ProcessError, ProcessResult,
+    admin, client_manage, consumer_manage, pull, query, send, ProcessResult,
 };
 use crate::net::{ConnectionContext, RequestHandler};
-use crate::remoting::codes::{request_code as code, response_code as rc};
+use crate::remoting::codes::request_code as code;
 use crate::remoting::command::RemotingCommand;
 
 /// Listener index of the fast/VIP port (`listen_port - 2`) in the server config.
@@ -61,10 +62,7 @@ impl BrokerRequestHandler {
             code::GET_MIN_OFFSET => admin::get_min_offset(ctrl, request),
             code::GET_EARLIEST_MSG_STORETIME => admin::get_earliest_msg_storetime(ctrl, request),
             code::VIEW_MESSAGE_BY_ID => query::view_message_by_id(ctrl, request),
-            other => Err(ProcessError::new(
-                rc::REQUEST_CODE_NOT_SUPPORTED,
-                format!(" request type {other} not supported"),
-            )),
+            code => Err(BrokerError::RequestCodeNotSupported { code }),
         };
         Some(result)
     }
@@ -86,8 +84,8 @@ impl RequestHandler for BrokerRequestHandler {
             Err(e) => {
                 tracing::debug!(
                     code = request.code,
-                    response = e.code,
-                    remark = e.remark,
+                    response = e.response_code(),
+                    error = %e,
                     "request refused"
                 );
                 e.into_response(&request)

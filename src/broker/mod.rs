@@ -3,7 +3,8 @@
 //! engine and the name server; none of them imports it.
 //!
 //! - [`startup`] builds a [`controller::BrokerController`] and starts the threads and servers.
-//! - [`dispatch`] maps each request code to its processor in [`processor`].
+//! - [`dispatch`] maps each request code to its processor in [`processor`]; their failures are
+//!   [`error::BrokerError`]s, which name the response code.
 //! - [`longpoll`]: the hold table of parked pulls and the service that parks them and
 //!   re-executes the woken ones.
 //! - [`consumer_offset_manager`], [`topic_config_manager`], [`subscription_group_manager`] are
@@ -17,6 +18,7 @@ pub mod consumer_filter_manager;
 pub mod consumer_offset_manager;
 pub mod controller;
 pub mod dispatch;
+pub mod error;
 pub mod longpoll;
 pub mod msg_id;
 pub mod processor;

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::broker::config_manager::{self as persist, Loaded};
+use crate::broker::config_manager::{self as persist, ContentError, Loaded};
 use crate::broker::controller::BrokerController;
 use crate::broker::processor::send::{property, remove_property};
 use crate::broker::topic_config_manager::SCHEDULE_TOPIC;
@@ -39,27 +39,10 @@ fn offset_file(ctrl: &BrokerController) -> PathBuf {
 }
 
 fn load_offsets(ctrl: &BrokerController) -> BTreeMap<i32, i64> {
-    let parse = |text: &str| -> Result<BTreeMap<i32, i64>, String> {
-        let v: serde_json::Value = serde_json::from_str(&persist::quote_bare_integer_keys(text))
-            .map_err(|e| e.to_string())?;
-        let table = v
-            .get("offsetTable")
-            .and_then(|t| t.as_object())
-            .ok_or("no offsetTable")?;
-        table
-            .iter()
-            .map(|(k, v)| {
-                Ok((
-                    k.parse::<i32>().map_err(|e| e.to_string())?,
-                    v.as_i64().ok_or("offset")?,
-                ))
-            })
-            .collect()
-    };
-    match persist::load_with_backup(&offset_file(ctrl), parse) {
+    match persist::load_with_backup(&offset_file(ctrl), parse_delay_offsets) {
         Ok(Loaded::Main(t)) => t,
-        Ok(Loaded::Backup(t, problem)) => {
-            tracing::error!(problem, "delayOffset.json unusable; loaded its backup");
+        Ok(Loaded::Backup(t, used)) => {
+            tracing::error!("{used}");
             t
         }
         Ok(Loaded::Missing) => BTreeMap::new(),
@@ -69,6 +52,15 @@ fn load_offsets(ctrl: &BrokerController) -> BTreeMap<i32, i64> {
             BTreeMap::new()
         }
     }
+}
+
+/// delayOffset.json: `{"offsetTable":{"<level>":<offset>,...}}`.
+fn parse_delay_offsets(text: &str) -> Result<BTreeMap<i32, i64>, ContentError> {
+    let table = persist::parse_offset_table(text)?;
+    table
+        .iter()
+        .map(|(level, offset)| persist::queue_offset("offsetTable", level, offset))
+        .collect()
 }
 
 fn persist_offsets(ctrl: &BrokerController, offsets: &BTreeMap<i32, i64>) {

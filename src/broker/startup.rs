@@ -167,12 +167,12 @@ pub fn build_controller(config: Config) -> Result<ControllerParts, StartupError>
     let groups =
         SubscriptionGroupManager::new(&root, config.broker.auto_create_subscription_group_enabled);
     let offsets = ConsumerOffsetManager::new(&root);
-    for (what, warning) in [
+    for (what, backup_used) in [
         ("topics", topics.load()?),
         ("groups", groups.load()?),
         ("offsets", offsets.load()?),
     ] {
-        if let Some(w) = warning {
+        if let Some(w) = backup_used {
             tracing::error!(what, "{w}");
             eprintln!("ringmq: WARNING: {w}");
         }

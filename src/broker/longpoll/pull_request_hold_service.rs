@@ -43,6 +43,16 @@ pub enum WakeItem {
     },
 }
 
+/// What [`PullRequestHoldService::suspend`] did with a pull.
+#[must_use]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Suspension {
+    /// Parked: it is answered later, through its connection's sender.
+    Parked,
+    /// The table is full; the pull was not parked.
+    TableFull,
+}
+
 /// Long polling's state: the hold table of parked pulls, the channel to the wake threads and
 /// the store whose queues it watches. The broker holds one; the wake threads reach it through
 /// their [`PullWakeHost`].
@@ -73,18 +83,30 @@ impl PullRequestHoldService {
 
     /// Parks a pull that found nothing (Java `suspendPullRequest`). A message that arrived
     /// between the pull's store lookup and now wakes it at once (queued for the wake threads).
-    /// A full table gives the pull back, to be answered now rather than grow memory.
-    pub fn suspend(&self, pull: ParkedPullRequest) -> Result<(), TableFull<ParkedPullRequest>> {
+    /// A full table refuses it: the caller answers it now rather than grow memory.
+    pub fn suspend(&self, pull: ParkedPullRequest) -> Suspension {
         let topic = pull.header.topic.clone();
         let queue_id = pull.header.queue_id;
         let store = &self.store;
-        let ready = self.hold_table.park(&topic, queue_id, pull, || {
+        let parked = self.hold_table.park(&topic, queue_id, pull, || {
             store.max_offset_in_queue(&topic, queue_id)
-        })?;
-        for (pull, reason) in ready {
-            self.wake(pull, reason);
+        });
+        match parked {
+            Ok(ready) => {
+                for (pull, reason) in ready {
+                    self.wake(pull, reason);
+                }
+                Suspension::Parked
+            }
+            Err(TableFull(_refused)) => {
+                tracing::debug!(
+                    topic,
+                    queue_id,
+                    "hold table full; answering the pull at once"
+                );
+                Suspension::TableFull
+            }
         }
-        Ok(())
     }
 
     /// Queues a woken pull for re-execution.

@@ -21,7 +21,8 @@ use crate::remoting::headers::{
 };
 use crate::store;
 
-use super::{ProcessError, ProcessResult};
+use super::ProcessResult;
+use crate::broker::error::BrokerError;
 use crate::common::now_ms;
 
 /// Java `MQVersion.CURRENT_VERSION` name, reported as brokerVersionDesc.
@@ -34,26 +35,20 @@ pub fn update_and_create_topic(
     request: &RemotingCommand,
 ) -> ProcessResult {
     let h = CreateTopicRequestHeader::decode(request)?;
-    validate_topic(&h.topic, true)
-        .map_err(|e| ProcessError::new(rc::INVALID_PARAMETER, e.to_string()))?;
+    validate_topic(&h.topic, true)?;
     if h.topic == ctrl.config.broker.cluster_name || h.topic == ctrl.config.broker.name {
-        return Err(ProcessError::new(
-            rc::INVALID_PARAMETER,
-            format!(
-                "The specified topic[{}] is conflict with a cluster or broker name.",
-                h.topic
-            ),
-        ));
+        return Err(BrokerError::TopicNameConflict { topic: h.topic });
     }
-    for (name, n) in [
+    for (field, value) in [
         ("readQueueNums", h.read_queue_nums),
         ("writeQueueNums", h.write_queue_nums),
     ] {
-        if !(1..=TOPIC_QUEUE_NUMS_MAX).contains(&n) {
-            return Err(ProcessError::new(
-                rc::INVALID_PARAMETER,
-                format!("{name} {n} is out of range 1..={TOPIC_QUEUE_NUMS_MAX}"),
-            ));
+        if !(1..=TOPIC_QUEUE_NUMS_MAX).contains(&value) {
+            return Err(BrokerError::QueueNumsOutOfRange {
+                field,
+                value,
+                max: TOPIC_QUEUE_NUMS_MAX,
+            });
         }
     }
     let filter_type = match h.topic_filter_type.as_str() {
@@ -79,8 +74,7 @@ pub fn get_all_topic_config(
     ctrl: &Arc<BrokerController>,
     request: &RemotingCommand,
 ) -> ProcessResult {
-    let body = serde_json::to_vec(&ctrl.topics.wrapper())
-        .map_err(|e| ProcessError::system(format!("encoding topics failed: {e}")))?;
+    let body = serde_json::to_vec(&ctrl.topics.wrapper()).map_err(BrokerError::TopicTableEncode)?;
     Ok(RemotingCommand::response_to(request, rc::SUCCESS, None).with_body(Bytes::from(body)))
 }
 

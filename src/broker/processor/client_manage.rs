@@ -15,7 +15,8 @@ use crate::remoting::headers::{
     NotifyConsumerIdsChangedRequestHeader, UnregisterClientRequestHeader,
 };
 
-use super::{ProcessError, ProcessResult};
+use super::ProcessResult;
+use crate::broker::error::BrokerError;
 use crate::common::now_ms;
 
 fn channel_info(
@@ -38,9 +39,8 @@ pub fn heart_beat(
     conn: &ConnectionContext,
     request: &RemotingCommand,
 ) -> ProcessResult {
-    let data: HeartbeatData = serde_json::from_slice(&request.body).map_err(|e| {
-        ProcessError::system(format!("heartbeat body is not HeartbeatData JSON: {e}"))
-    })?;
+    let data: HeartbeatData =
+        serde_json::from_slice(&request.body).map_err(BrokerError::HeartbeatBody)?;
     for consumer in &data.consumer_data_set {
         let Some(group) = ctrl.groups.find_or_auto_create(&consumer.group_name)? else {
             // Java skips unknown groups when auto-creation is off.
@@ -114,8 +114,8 @@ pub fn check_client_config(
         group: String,
         subscription_data: Option<SubscriptionData>,
     }
-    let body: Body = serde_json::from_slice(&request.body)
-        .map_err(|e| ProcessError::system(format!("CHECK_CLIENT_CONFIG body is not JSON: {e}")))?;
+    let body: Body =
+        serde_json::from_slice(&request.body).map_err(BrokerError::ClientConfigBody)?;
     let Some(sub) = body.subscription_data else {
         return Ok(RemotingCommand::response_to(request, rc::SUCCESS, None));
     };
@@ -123,22 +123,19 @@ pub fn check_client_config(
         return Ok(RemotingCommand::response_to(request, rc::SUCCESS, None));
     }
     if !ctrl.config.broker.property_filter_enabled {
-        return Err(ProcessError::system(format!(
-            "The broker does not support consumer to filter message by {}",
-            sub.expression_type()
-        )));
+        return Err(BrokerError::ExpressionTypeUnsupported {
+            expression_type: sub.expression_type().to_string(),
+        });
     }
-    crate::filter::ExpressionMessageFilter::new(sub.expression_type(), &sub.sub_string).map_err(
-        |e| {
-            ProcessError::new(
-                rc::SUBSCRIPTION_PARSE_FAILED,
-                format!(
-                    "Parse the consumer's subscription[{}] failed, group: {}: {e}",
-                    sub.sub_string, body.group
-                ),
-            )
-        },
-    )?;
+    if let Err(source) =
+        crate::filter::ExpressionMessageFilter::new(sub.expression_type(), &sub.sub_string)
+    {
+        return Err(BrokerError::ClientSubscriptionParse {
+            subscription: sub.sub_string,
+            group: body.group,
+            source,
+        });
+    }
     Ok(RemotingCommand::response_to(request, rc::SUCCESS, None))
 }
 

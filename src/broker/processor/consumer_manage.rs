@@ -14,7 +14,8 @@ use crate::remoting::headers::{
 };
 use crate::store::filter::AcceptAll;
 
-use super::{ProcessError, ProcessResult};
+use super::ProcessResult;
+use crate::broker::error::BrokerError;
 
 pub fn get_consumer_list_by_group(
     ctrl: &Arc<BrokerController>,
@@ -27,10 +28,9 @@ pub fn get_consumer_list_by_group(
         .map(|g| g.client_ids())
         .unwrap_or_default();
     if ids.is_empty() {
-        return Err(ProcessError::system(format!(
-            "no consumer for this group, {}",
-            h.consumer_group
-        )));
+        return Err(BrokerError::NoConsumerInGroup {
+            group: h.consumer_group,
+        });
     }
     let body = serde_json::json!({ "consumerIdList": ids }).to_string();
     Ok(RemotingCommand::response_to(request, rc::SUCCESS, None).with_body(Bytes::from(body)))
@@ -59,10 +59,7 @@ pub fn query_consumer_offset(
             return Ok(offset_response(request, 0));
         }
     }
-    Err(ProcessError::new(
-        rc::QUERY_NOT_FOUND,
-        "Not found, maybe this group consumer boot first",
-    ))
+    Err(BrokerError::ConsumerOffsetNotFound)
 }
 
 /// Java `checkInDiskByConsumeOffset`: true only when the queue has a message at `offset` and
@@ -72,7 +69,7 @@ fn check_in_disk_by_consume_offset(
     topic: &str,
     queue_id: i32,
     offset: i64,
-) -> Result<bool, ProcessError> {
+) -> Result<bool, BrokerError> {
     let result = ctrl
         .store
         .get_message("", topic, queue_id, offset, 1, &AcceptAll)?;
@@ -95,16 +92,12 @@ pub fn update_consumer_offset(
 ) -> ProcessResult {
     let h = UpdateConsumerOffsetRequestHeader::decode(request)?;
     if ctrl.groups.find(&h.consumer_group).is_none() {
-        return Err(ProcessError::new(
-            rc::SUBSCRIPTION_GROUP_NOT_EXIST,
-            format!("subscription group [{}] does not exist", h.consumer_group),
-        ));
+        return Err(BrokerError::SubscriptionGroupNotExist {
+            group: h.consumer_group,
+        });
     }
     if ctrl.topics.select(&h.topic).is_none() {
-        return Err(ProcessError::new(
-            rc::TOPIC_NOT_EXIST,
-            format!("topic[{}] not exist, apply first please!", h.topic),
-        ));
+        return Err(BrokerError::TopicNotExist { topic: h.topic });
     }
     ctrl.offsets
         .commit_offset(&h.consumer_group, &h.topic, h.queue_id, h.commit_offset);

@@ -15,7 +15,9 @@ use bytes::{Bytes, BytesMut};
 
 use crate::broker::controller::BrokerController;
 use crate::broker::longpoll::pull_request::{ParkedPullRequest, RequestEnvelope};
-use crate::broker::longpoll::pull_request_hold_service::{PullRequestHoldService, PullWakeHost};
+use crate::broker::longpoll::pull_request_hold_service::{
+    PullRequestHoldService, PullWakeHost, Suspension,
+};
 use crate::broker::topic_config_manager::OFFSET_MOVED_EVENT;
 use crate::config::{TransferMode, TransferSection};
 use crate::filter::{ExpressionMessageFilter, SubscriptionExpression};
@@ -27,7 +29,7 @@ use crate::remoting::frame::encode_frame_header;
 use crate::remoting::headers::{PullMessageRequestHeader, PullMessageResponseHeader};
 use crate::store::{FileRegion, GetMessageResult, GetMessageStatus, MessageToStore, RegionShape};
 
-use super::ProcessError;
+use crate::broker::error::{Access, BrokerError};
 use crate::common::now_ms;
 
 /// PullSysFlag bits (Java `PullSysFlag`).
@@ -69,7 +71,7 @@ pub fn process_request(
     let envelope = RequestEnvelope::of(request, remote_addr);
     let header = match PullMessageRequestHeader::decode(request) {
         Ok(h) => h,
-        Err(e) => return PullOutcome::Respond(ProcessError::from(e).into_response(request)),
+        Err(e) => return PullOutcome::Respond(BrokerError::from(e).into_response(request)),
     };
     // A zero-copy response is queued on the connection here, so only requests that are
     // answered (not oneway) can have one.
@@ -92,7 +94,10 @@ fn process_inner(
     zero_copy_allowed: bool,
 ) -> Answer {
     match pull(ctrl, &header, &envelope, zero_copy_allowed) {
-        Err(e) => Answer::Respond(envelope.response(e.code, Some(e.remark)), None),
+        Err(e) => Answer::Respond(
+            envelope.response(e.response_code(), Some(e.to_string())),
+            None,
+        ),
         Ok(done) => finish(ctrl, header, envelope, sender, broker_allow_suspend, done),
     }
 }
@@ -176,8 +181,9 @@ fn copy_fallback(
             PullOutcome::Respond(response)
         }
         Err(e) => {
-            let e = ProcessError::from(e);
-            let mut error = RemotingCommand::response_to(&response, e.code, Some(e.remark));
+            let e = BrokerError::Store(e);
+            let mut error =
+                RemotingCommand::response_to(&response, e.response_code(), Some(e.to_string()));
             error.serialize_type = response.serialize_type;
             PullOutcome::Respond(error)
         }
@@ -217,51 +223,43 @@ fn pull(
     h: &PullMessageRequestHeader,
     envelope: &RequestEnvelope,
     zero_copy_allowed: bool,
-) -> Result<Looked, ProcessError> {
+) -> Result<Looked, BrokerError> {
     if ctrl.broker_permission() & perm::PERM_READ == 0 {
-        return Err(ProcessError::new(
-            rc::NO_PERMISSION,
-            format!(
-                "the broker[{}] pulling message is forbidden",
-                ctrl.broker_addr
-            ),
-        ));
+        return Err(BrokerError::BrokerForbidden {
+            broker_addr: ctrl.broker_addr.clone(),
+            access: Access::Pull,
+        });
     }
     let group = ctrl
         .groups
         .find_or_auto_create(&h.consumer_group)?
-        .ok_or_else(|| {
-            ProcessError::new(
-                rc::SUBSCRIPTION_GROUP_NOT_EXIST,
-                format!("subscription group [{}] does not exist", h.consumer_group),
-            )
+        .ok_or_else(|| BrokerError::SubscriptionGroupNotExist {
+            group: h.consumer_group.clone(),
         })?;
     if !group.consume_enable {
-        return Err(ProcessError::new(
-            rc::NO_PERMISSION,
-            format!("subscription group no permission, {}", h.consumer_group),
-        ));
+        return Err(BrokerError::GroupConsumeDisabled {
+            group: h.consumer_group.clone(),
+        });
     }
-    let topic = ctrl.topics.select(&h.topic).ok_or_else(|| {
-        ProcessError::new(
-            rc::TOPIC_NOT_EXIST,
-            format!("topic[{}] not exist, apply first please!", h.topic),
-        )
-    })?;
+    let topic = ctrl
+        .topics
+        .select(&h.topic)
+        .ok_or_else(|| BrokerError::TopicNotExist {
+            topic: h.topic.clone(),
+        })?;
     if topic.perm & perm::PERM_READ == 0 {
-        return Err(ProcessError::new(
-            rc::NO_PERMISSION,
-            format!("the topic[{}] pulling message is forbidden", h.topic),
-        ));
+        return Err(BrokerError::TopicForbidden {
+            topic: h.topic.clone(),
+            access: Access::Pull,
+        });
     }
     if h.queue_id < 0 || h.queue_id >= topic.read_queue_nums {
-        return Err(ProcessError::new(
-            rc::INVALID_PARAMETER,
-            format!(
-                "queueId[{}] is illegal, topic:[{}] topicConfig.readQueueNums:[{}] consumer:[{}]",
-                h.queue_id, h.topic, topic.read_queue_nums, envelope.remote_addr
-            ),
-        ));
+        return Err(BrokerError::PullQueueIdIllegal {
+            queue_id: h.queue_id,
+            topic: h.topic.clone(),
+            read_queue_nums: topic.read_queue_nums,
+            consumer: envelope.remote_addr,
+        });
     }
     let filter = subscription_filter(ctrl, h, group.consume_broadcast_enable)?;
     let transfer = &ctrl.config.transfer;
@@ -312,7 +310,7 @@ fn subscription_filter(
     ctrl: &BrokerController,
     h: &PullMessageRequestHeader,
     consume_broadcast_enable: bool,
-) -> Result<Arc<ExpressionMessageFilter>, ProcessError> {
+) -> Result<Arc<ExpressionMessageFilter>, BrokerError> {
     if h.sys_flag & pull_sys_flag::SUBSCRIPTION != 0 {
         let expression_type = match h.expression_type.as_deref() {
             None | Some("") => "TAG",
@@ -325,40 +323,28 @@ fn subscription_filter(
     // lock: the common push-consumer pull copies nothing here.
     ctrl.consumers.with_group(&h.consumer_group, |group| {
         let Some(group) = group else {
-            return Err(ProcessError::new(
-                rc::SUBSCRIPTION_NOT_EXIST,
-                format!(
-                    "the consumer's group info not exist, group: {}",
-                    h.consumer_group
-                ),
-            ));
+            return Err(BrokerError::ConsumerGroupInfoNotExist {
+                group: h.consumer_group.clone(),
+            });
         };
         if !consume_broadcast_enable && group.message_model == "BROADCASTING" {
-            return Err(ProcessError::new(
-                rc::NO_PERMISSION,
-                format!(
-                    "the consumer group[{}] can not consume by broadcast way",
-                    h.consumer_group
-                ),
-            ));
+            return Err(BrokerError::BroadcastForbidden {
+                group: h.consumer_group.clone(),
+            });
         }
-        let sub = group.subscriptions.get(&h.topic).ok_or_else(|| {
-            ProcessError::new(
-                rc::SUBSCRIPTION_NOT_EXIST,
-                format!(
-                    "the consumer's subscription not exist, group: {}, topic: {}",
-                    h.consumer_group, h.topic
-                ),
-            )
-        })?;
+        let sub =
+            group
+                .subscriptions
+                .get(&h.topic)
+                .ok_or_else(|| BrokerError::SubscriptionNotExist {
+                    group: h.consumer_group.clone(),
+                    topic: h.topic.clone(),
+                })?;
         if sub.sub_version < h.sub_version {
-            return Err(ProcessError::new(
-                rc::SUBSCRIPTION_NOT_LATEST,
-                format!(
-                    "the consumer's subscription not latest, group: {} topic: {}",
-                    h.consumer_group, h.topic
-                ),
-            ));
+            return Err(BrokerError::SubscriptionNotLatest {
+                group: h.consumer_group.clone(),
+                topic: h.topic.clone(),
+            });
         }
         compile_filter(
             ctrl,
@@ -377,11 +363,9 @@ fn compile_filter(
     expression_type: &str,
     sub_string: &str,
     sub_version: i64,
-) -> Result<Arc<ExpressionMessageFilter>, ProcessError> {
+) -> Result<Arc<ExpressionMessageFilter>, BrokerError> {
     if !expression_type.eq_ignore_ascii_case("TAG") && !ctrl.config.broker.property_filter_enabled {
-        return Err(ProcessError::system(
-            "The broker does not support consumer to filter message by SQL92 (RINGMQ_BROKER_PROPERTY_FILTER_ENABLED=false)",
-        ));
+        return Err(BrokerError::PropertyFilterDisabled);
     }
     ctrl.filters
         .get_or_compile(
@@ -391,11 +375,9 @@ fn compile_filter(
             sub_string,
             sub_version,
         )
-        .map_err(|e| {
-            ProcessError::new(
-                rc::SUBSCRIPTION_PARSE_FAILED,
-                format!("parse the consumer's subscription[{sub_string}] failed: {e}"),
-            )
+        .map_err(|source| BrokerError::SubscriptionParse {
+            subscription: sub_string.to_string(),
+            source,
         })
 }
 
@@ -533,17 +515,8 @@ fn finish(
         deadline_ms: now_ms() + hold_ms as i64,
     };
     match ctrl.pull_hold.suspend(parked) {
-        Ok(()) => Answer::Parked,
-        // Table full: answer now rather than grow memory.
-        Err(full) => {
-            tracing::debug!(
-                topic = full.0.header.topic,
-                queue_id = full.0.header.queue_id,
-                "hold table full; answering the pull at once"
-            );
-            drop(full);
-            Answer::Respond(response, regions)
-        }
+        Suspension::Parked => Answer::Parked,
+        Suspension::TableFull => Answer::Respond(response, regions),
     }
 }
 

@@ -8,7 +8,8 @@ use crate::remoting::codes::response_code as rc;
 use crate::remoting::command::RemotingCommand;
 use crate::remoting::headers::ViewMessageRequestHeader;
 
-use super::{ProcessError, ProcessResult};
+use super::ProcessResult;
+use crate::broker::error::BrokerError;
 
 pub fn view_message_by_id(
     ctrl: &Arc<BrokerController>,
@@ -19,9 +20,6 @@ pub fn view_message_by_id(
         Some(record) => {
             Ok(RemotingCommand::response_to(request, rc::SUCCESS, None).with_body(record))
         }
-        None => Err(ProcessError::system(format!(
-            "can not find message by the offset, {}",
-            h.offset
-        ))),
+        None => Err(BrokerError::MessageNotFound { offset: h.offset }),
     }
 }

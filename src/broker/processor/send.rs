@@ -22,7 +22,8 @@ use crate::remoting::headers::{
 use crate::store::format::{self, property_value};
 use crate::store::{BatchToStore, MessageToStore, PutMessageResult, PutMessageStatus, StoreError};
 
-use super::{ProcessError, ProcessResult};
+use super::ProcessResult;
+use crate::broker::error::{put_status_code, Access, BrokerError};
 
 /// Java `MQVersion.Version.V3_4_9`: from this client version on, the header's
 /// maxReconsumeTimes is honoured.
@@ -91,23 +92,18 @@ fn msg_check(
     ctrl: &Arc<BrokerController>,
     h: &SendMessageRequestHeader,
     remote_addr: SocketAddr,
-) -> Result<Arc<TopicConfig>, ProcessError> {
+) -> Result<Arc<TopicConfig>, BrokerError> {
     if ctrl.broker_permission() & perm::PERM_WRITE == 0 {
-        return Err(ProcessError::new(
-            rc::NO_PERMISSION,
-            format!(
-                "the broker[{}] sending message is forbidden",
-                ctrl.broker_addr
-            ),
-        ));
+        return Err(BrokerError::BrokerForbidden {
+            broker_addr: ctrl.broker_addr.clone(),
+            access: Access::Send,
+        });
     }
-    validate_topic(&h.topic, true)
-        .map_err(|e| ProcessError::new(rc::INVALID_PARAMETER, e.to_string()))?;
+    validate_topic(&h.topic, true)?;
     if !topic::is_send_allowed(&h.topic) {
-        return Err(ProcessError::new(
-            rc::NO_PERMISSION,
-            format!("Sending message to topic[{}] is forbidden.", h.topic),
-        ));
+        return Err(BrokerError::SystemTopicSendForbidden {
+            topic: h.topic.clone(),
+        });
     }
     let tc = match ctrl.topics.select(&h.topic) {
         Some(tc) => tc,
@@ -115,19 +111,18 @@ fn msg_check(
     };
     let queue_nums = tc.write_queue_nums.max(tc.read_queue_nums);
     if h.queue_id >= queue_nums {
-        return Err(ProcessError::new(
-            rc::INVALID_PARAMETER,
-            format!(
-                "request queueId[{}] is illegal, topicConfig.writeQueueNums: {} readQueueNums: {} producer: {}",
-                h.queue_id, tc.write_queue_nums, tc.read_queue_nums, remote_addr
-            ),
-        ));
+        return Err(BrokerError::SendQueueIdIllegal {
+            queue_id: h.queue_id,
+            write_queue_nums: tc.write_queue_nums,
+            read_queue_nums: tc.read_queue_nums,
+            producer: remote_addr,
+        });
     }
     if tc.perm & perm::PERM_WRITE == 0 {
-        return Err(ProcessError::new(
-            rc::NO_PERMISSION,
-            format!("the topic[{}] sending message is forbidden", h.topic),
-        ));
+        return Err(BrokerError::TopicForbidden {
+            topic: h.topic.clone(),
+            access: Access::Send,
+        });
     }
     Ok(tc)
 }
@@ -136,7 +131,7 @@ fn create_topic_for_send(
     ctrl: &Arc<BrokerController>,
     h: &SendMessageRequestHeader,
     remote_addr: SocketAddr,
-) -> Result<TopicConfig, ProcessError> {
+) -> Result<TopicConfig, BrokerError> {
     let created = if h.topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) {
         Some(ctrl.topics.create_topic_if_absent(
             &h.topic,
@@ -160,10 +155,9 @@ fn create_topic_for_send(
             }
             Ok(tc)
         }
-        None => Err(ProcessError::new(
-            rc::TOPIC_NOT_EXIST,
-            format!("topic[{}] not exist, apply first please!", h.topic),
-        )),
+        None => Err(BrokerError::TopicNotExist {
+            topic: h.topic.clone(),
+        }),
     }
 }
 
@@ -176,19 +170,19 @@ fn send_single(
     tc: &TopicConfig,
     queue_id: i32,
     remote_addr: SocketAddr,
-) -> Result<Stored, ProcessError> {
+) -> Result<Stored, BrokerError> {
     let mut properties = h.properties.clone().unwrap_or_default();
     let mut topic = h.topic.clone();
     let mut queue_id = queue_id;
     let reconsume_times = h.reconsume_times.unwrap_or(0);
     if topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) {
         let group = &topic[RETRY_GROUP_TOPIC_PREFIX.len()..];
-        let gc = ctrl.groups.find(group).ok_or_else(|| {
-            ProcessError::new(
-                rc::SUBSCRIPTION_GROUP_NOT_EXIST,
-                format!("subscription group not exist, {group}"),
-            )
-        })?;
+        let gc = ctrl
+            .groups
+            .find(group)
+            .ok_or_else(|| BrokerError::RetryGroupNotExist {
+                group: group.to_string(),
+            })?;
         let max = match h.max_reconsume_times {
             Some(m) if request.version >= VERSION_V3_4_9 => m,
             _ => gc.retry_max_times,
@@ -222,7 +216,10 @@ fn send_single(
         prepared_transaction_offset: 0,
     };
     apply_delay_level(ctrl, &mut msg);
-    let put = ctrl.store.put_message(&msg).map_err(put_error)?;
+    let put = ctrl
+        .store
+        .put_message(&msg)
+        .map_err(BrokerError::PutMessage)?;
     Ok((put, uniq_key))
 }
 
@@ -232,12 +229,11 @@ fn send_batch(
     h: &SendMessageRequestHeader,
     queue_id: i32,
     remote_addr: SocketAddr,
-) -> Result<Stored, ProcessError> {
+) -> Result<Stored, BrokerError> {
     if h.topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) {
-        return Err(ProcessError::new(
-            rc::MESSAGE_ILLEGAL,
-            format!("batch request does not support retry group {}", h.topic),
-        ));
+        return Err(BrokerError::BatchToRetryTopic {
+            topic: h.topic.clone(),
+        });
     }
     let batch = BatchToStore {
         topic: h.topic.clone(),
@@ -248,7 +244,10 @@ fn send_batch(
         reconsume_times: h.reconsume_times.unwrap_or(0),
         encoded_messages: request.body.clone(),
     };
-    let put = ctrl.store.put_messages(&batch).map_err(put_error)?;
+    let put = ctrl
+        .store
+        .put_messages(&batch)
+        .map_err(BrokerError::PutMessage)?;
     Ok((put, None))
 }
 
@@ -319,25 +318,6 @@ pub fn remove_property(properties: &str, name: &str) -> String {
     format::encode_properties(pairs)
 }
 
-fn put_error(e: StoreError) -> ProcessError {
-    ProcessError::new(put_status_code(e.put_status()), e.to_string())
-}
-
-/// Java `handlePutMessageResult`: store status → response code.
-pub fn put_status_code(status: PutMessageStatus) -> i32 {
-    use PutMessageStatus as S;
-    match status {
-        S::PutOk => rc::SUCCESS,
-        S::FlushDiskTimeout => rc::FLUSH_DISK_TIMEOUT,
-        S::FlushSlaveTimeout => rc::FLUSH_SLAVE_TIMEOUT,
-        S::SlaveNotAvailable => rc::SLAVE_NOT_AVAILABLE,
-        S::MessageIllegal | S::PropertiesSizeExceeded => rc::MESSAGE_ILLEGAL,
-        S::ServiceNotAvailable => rc::SERVICE_NOT_AVAILABLE,
-        S::OsPageCacheBusy => rc::SYSTEM_BUSY,
-        _ => rc::SYSTEM_ERROR,
-    }
-}
-
 /// With `sync` flush, a send is acknowledged only after the fsync covering it (unless the
 /// message says WAIT=false). A timeout answers FLUSH_DISK_TIMEOUT; the message is stored.
 async fn wait_for_flush(
@@ -402,19 +382,15 @@ pub async fn process_send_msg_back(
 ) -> ProcessResult {
     let h = ConsumerSendMsgBackRequestHeader::decode(request)?;
     let gc = ctrl.groups.find_or_auto_create(&h.group)?.ok_or_else(|| {
-        ProcessError::new(
-            rc::SUBSCRIPTION_GROUP_NOT_EXIST,
-            format!("subscription group not exist, {}", h.group),
-        )
+        BrokerError::RetryGroupNotExist {
+            group: h.group.clone(),
+        }
     })?;
     if ctrl.broker_permission() & perm::PERM_WRITE == 0 {
-        return Err(ProcessError::new(
-            rc::NO_PERMISSION,
-            format!(
-                "the broker[{}] sending message is forbidden",
-                ctrl.broker_addr
-            ),
-        ));
+        return Err(BrokerError::BrokerForbidden {
+            broker_addr: ctrl.broker_addr.clone(),
+            access: Access::Send,
+        });
     }
     if gc.retry_queue_nums <= 0 {
         return Ok(RemotingCommand::response_to(request, rc::SUCCESS, None));
@@ -432,12 +408,12 @@ pub async fn process_send_msg_back(
     let record = ctrl
         .store
         .look_message_by_offset(h.offset)?
-        .ok_or_else(|| {
-            ProcessError::system(format!("look message by offset failed, {}", h.offset))
+        .ok_or(BrokerError::SendBackMessageNotFound { offset: h.offset })?;
+    let decoded =
+        format::decode_record(&record).map_err(|source| BrokerError::StoredMessageUnreadable {
+            offset: h.offset,
+            source,
         })?;
-    let decoded = format::decode_record(&record).map_err(|e| {
-        ProcessError::system(format!("stored message at {} is unreadable: {e}", h.offset))
-    })?;
     let max_reconsume = match h.max_reconsume_times {
         Some(m) if request.version >= VERSION_V3_4_9 => m,
         _ => gc.retry_max_times,
@@ -494,7 +470,10 @@ pub async fn process_send_msg_back(
         prepared_transaction_offset: 0,
     };
     apply_delay_level(ctrl, &mut msg);
-    let put = ctrl.store.put_message(&msg).map_err(put_error)?;
+    let put = ctrl
+        .store
+        .put_message(&msg)
+        .map_err(BrokerError::PutMessage)?;
     let code = put_status_code(put.status);
     let remark = (code != rc::SUCCESS).then(|| format!("{:?}", put.status));
     Ok(RemotingCommand::response_to(request, code, remark))
@@ -511,27 +490,6 @@ mod tests {
         assert_eq!(
             remove_property(&props, "DELAY"),
             format::encode_properties([("A", "1"), ("B", "2")])
-        );
-    }
-
-    #[test]
-    fn put_status_maps_like_java() {
-        assert_eq!(put_status_code(PutMessageStatus::PutOk), rc::SUCCESS);
-        assert_eq!(
-            put_status_code(PutMessageStatus::FlushDiskTimeout),
-            rc::FLUSH_DISK_TIMEOUT
-        );
-        assert_eq!(
-            put_status_code(PutMessageStatus::PropertiesSizeExceeded),
-            rc::MESSAGE_ILLEGAL
-        );
-        assert_eq!(
-            put_status_code(PutMessageStatus::OsPageCacheBusy),
-            rc::SYSTEM_BUSY
-        );
-        assert_eq!(
-            put_status_code(PutMessageStatus::UnknownError),
-            rc::SYSTEM_ERROR
         );
     }
 }
