@@ -34,9 +34,11 @@
 mod common;
 
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::task::Poll;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -45,7 +47,8 @@ use common::{median, Rng, Table};
 use hdrhistogram::Histogram;
 use ringmq::broker::controller::BrokerController;
 use ringmq::broker::longpoll::pull_request::ParkedPullRequest;
-use ringmq::broker::processor::pull::{self, pull_sys_flag, PullOutcome};
+use ringmq::broker::processor::pull::{self, pull_sys_flag};
+use ringmq::broker::processor::{Handled, RequestContext};
 use ringmq::broker::startup::{build_controller, start_pull_wake};
 use ringmq::common::StopFlag;
 use ringmq::config::Config;
@@ -230,13 +233,18 @@ impl Bench {
         };
         let mut request = RemotingCommand::request(request_code::PULL_MESSAGE).with_opaque(opaque);
         header.encode(&mut request);
-        let c = &self.conns[conn];
-        match pull::process_request(&self.ctrl, &request, c.ctx.remote_addr, c.ctx.sender()) {
-            PullOutcome::Parked => opaque,
-            PullOutcome::Respond(r) => panic!(
+        let cx = RequestContext {
+            ctrl: &self.ctrl,
+            conn: &self.conns[conn].ctx,
+        };
+        match ready(pull::pull_message(&cx, &request)) {
+            Ok(Handled::Parked) => opaque,
+            Ok(Handled::Response(r)) => panic!(
                 "pull on {topic}:{queue_id}@{offset} was answered, not parked: code {} {:?}",
                 r.code, r.remark
             ),
+            Ok(Handled::Queued) => panic!("pull on {topic}:{queue_id}@{offset} was answered"),
+            Err(e) => panic!("pull on {topic}:{queue_id}@{offset} refused: {e}"),
         }
     }
 
@@ -262,6 +270,16 @@ impl Bench {
             t.join().expect("pull-wake thread");
         }
         self.ctrl.store.shutdown().expect("store shutdown");
+    }
+}
+
+/// The output of a broker processor that never waits (the pull handler's future is ready at
+/// its first poll), so the bench thread drives it without a runtime.
+fn ready<F: Future>(future: F) -> F::Output {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match std::pin::pin!(future).poll(&mut cx) {
+        Poll::Ready(output) => output,
+        Poll::Pending => panic!("the pull handler waited"),
     }
 }
 

@@ -3,15 +3,18 @@
 //! part's file imports one that imports it.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::task::Poll;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
 use crate::broker::controller::BrokerController;
-use crate::broker::processor::pull::{self, pull_sys_flag, PullOutcome};
+use crate::broker::processor::pull::{self, pull_sys_flag};
+use crate::broker::processor::{Handled, RequestContext};
 use crate::broker::startup::{build_controller, start_pull_wake};
 use crate::common::StopFlag;
 use crate::config::Config;
@@ -23,6 +26,15 @@ use crate::store::format::encode_properties;
 use crate::store::MessageToStore;
 
 const FAN_OUT_TOPIC: &str = "FanOut";
+
+/// The output of a processor that never waits (its future is ready at the first poll).
+fn ready<F: Future>(future: F) -> F::Output {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match std::pin::pin!(future).poll(&mut cx) {
+        Poll::Ready(output) => output,
+        Poll::Pending => panic!("the processor waited"),
+    }
+}
 
 /// A broker without sockets, with `wake_threads` pull-wake threads running.
 struct WakingBroker {
@@ -154,9 +166,10 @@ fn a_fan_out_shared_by_several_wake_threads_answers_every_pull_once() {
             opaque += 1;
             // Each pull its own group, as many groups reading one queue.
             let request = suspending_pull(format!("g{opaque}"), opaque);
-            let outcome = pull::process_request(ctrl, &request, remote, ctx.sender());
+            let cx = RequestContext { ctrl, conn: &ctx };
+            let handled = ready(pull::pull_message(&cx, &request));
             assert!(
-                matches!(outcome, PullOutcome::Parked),
+                matches!(handled, Ok(Handled::Parked)),
                 "pull {opaque} must park"
             );
         }

@@ -4,11 +4,9 @@
 //! GET_ALL_CONSUMER_OFFSET (43), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::broker::controller::BrokerController;
 use crate::common::topic_validator::validate_topic;
 use crate::remoting::body::{TopicConfig, TopicFilterType};
 use crate::remoting::codes::response_code as rc;
@@ -21,7 +19,7 @@ use crate::remoting::headers::{
 };
 use crate::store;
 
-use super::ProcessResult;
+use super::{respond, ProcessResult, RequestContext};
 use crate::broker::error::BrokerError;
 use crate::common::now_ms;
 
@@ -30,10 +28,11 @@ const BROKER_VERSION_DESC: &str = "V5_3_3";
 /// Most queues a topic may have through UPDATE_AND_CREATE_TOPIC (bounds per-topic state).
 pub const TOPIC_QUEUE_NUMS_MAX: i32 = 1024;
 
-pub fn update_and_create_topic(
-    ctrl: &Arc<BrokerController>,
+pub async fn update_and_create_topic(
+    cx: &RequestContext<'_>,
     request: &RemotingCommand,
 ) -> ProcessResult {
+    let ctrl = cx.ctrl;
     let h = CreateTopicRequestHeader::decode(request)?;
     validate_topic(&h.topic, true)?;
     if h.topic == ctrl.config.broker.cluster_name || h.topic == ctrl.config.broker.name {
@@ -67,42 +66,48 @@ pub fn update_and_create_topic(
     };
     ctrl.topics.update_topic_config(tc)?;
     ctrl.notify_topics_changed();
-    Ok(RemotingCommand::response_to(request, rc::SUCCESS, None))
+    respond(RemotingCommand::response_to(request, rc::SUCCESS, None))
 }
 
-pub fn get_all_topic_config(
-    ctrl: &Arc<BrokerController>,
+pub async fn get_all_topic_config(
+    cx: &RequestContext<'_>,
     request: &RemotingCommand,
 ) -> ProcessResult {
+    let ctrl = cx.ctrl;
     let body = serde_json::to_vec(&ctrl.topics.wrapper()).map_err(BrokerError::TopicTableEncode)?;
-    Ok(RemotingCommand::response_to(request, rc::SUCCESS, None).with_body(Bytes::from(body)))
+    respond(RemotingCommand::response_to(request, rc::SUCCESS, None).with_body(Bytes::from(body)))
 }
 
-pub fn get_all_consumer_offset(
-    ctrl: &Arc<BrokerController>,
+pub async fn get_all_consumer_offset(
+    cx: &RequestContext<'_>,
     request: &RemotingCommand,
 ) -> ProcessResult {
+    let ctrl = cx.ctrl;
     let body = ctrl.offsets.encode();
-    Ok(RemotingCommand::response_to(request, rc::SUCCESS, None).with_body(Bytes::from(body)))
+    respond(RemotingCommand::response_to(request, rc::SUCCESS, None).with_body(Bytes::from(body)))
 }
 
-pub fn get_all_subscription_group_config(
-    ctrl: &Arc<BrokerController>,
+pub async fn get_all_subscription_group_config(
+    cx: &RequestContext<'_>,
     request: &RemotingCommand,
 ) -> ProcessResult {
+    let ctrl = cx.ctrl;
     let body = serde_json::json!({
         "subscriptionGroupTable": ctrl.groups.all(),
         "forbiddenTable": {},
         "dataVersion": {"counter": 0, "stateVersion": 0, "timestamp": now_ms()},
     });
-    Ok(RemotingCommand::response_to(request, rc::SUCCESS, None)
-        .with_body(Bytes::from(body.to_string())))
+    respond(
+        RemotingCommand::response_to(request, rc::SUCCESS, None)
+            .with_body(Bytes::from(body.to_string())),
+    )
 }
 
-pub fn get_broker_runtime_info(
-    ctrl: &Arc<BrokerController>,
+pub async fn get_broker_runtime_info(
+    cx: &RequestContext<'_>,
     request: &RemotingCommand,
 ) -> ProcessResult {
+    let ctrl = cx.ctrl;
     let mut table = BTreeMap::new();
     let store = &ctrl.store;
     table.insert("brokerVersionDesc", BROKER_VERSION_DESC.to_string());
@@ -120,30 +125,35 @@ pub fn get_broker_runtime_info(
     );
     table.insert("storeReadOnly", store.is_read_only().unwrap_or_default());
     let body = serde_json::json!({ "table": table });
-    Ok(RemotingCommand::response_to(request, rc::SUCCESS, None)
-        .with_body(Bytes::from(body.to_string())))
+    respond(
+        RemotingCommand::response_to(request, rc::SUCCESS, None)
+            .with_body(Bytes::from(body.to_string())),
+    )
 }
 
-pub fn get_max_offset(ctrl: &Arc<BrokerController>, request: &RemotingCommand) -> ProcessResult {
+pub async fn get_max_offset(cx: &RequestContext<'_>, request: &RemotingCommand) -> ProcessResult {
+    let ctrl = cx.ctrl;
     let h = GetMaxOffsetRequestHeader::decode(request)?;
     let offset = ctrl.store.max_offset_in_queue(&h.topic, h.queue_id);
     let mut response = RemotingCommand::response_to(request, rc::SUCCESS, None);
     GetMaxOffsetResponseHeader { offset }.encode(&mut response);
-    Ok(response)
+    respond(response)
 }
 
-pub fn get_min_offset(ctrl: &Arc<BrokerController>, request: &RemotingCommand) -> ProcessResult {
+pub async fn get_min_offset(cx: &RequestContext<'_>, request: &RemotingCommand) -> ProcessResult {
+    let ctrl = cx.ctrl;
     let h = GetMinOffsetRequestHeader::decode(request)?;
     let offset = ctrl.store.min_offset_in_queue(&h.topic, h.queue_id);
     let mut response = RemotingCommand::response_to(request, rc::SUCCESS, None);
     GetMinOffsetResponseHeader { offset }.encode(&mut response);
-    Ok(response)
+    respond(response)
 }
 
-pub fn search_offset_by_timestamp(
-    ctrl: &Arc<BrokerController>,
+pub async fn search_offset_by_timestamp(
+    cx: &RequestContext<'_>,
     request: &RemotingCommand,
 ) -> ProcessResult {
+    let ctrl = cx.ctrl;
     let h = SearchOffsetRequestHeader::decode(request)?;
     let boundary = match h.boundary_type {
         BoundaryType::Lower => store::BoundaryType::Lower,
@@ -154,13 +164,14 @@ pub fn search_offset_by_timestamp(
         .offset_by_timestamp(&h.topic, h.queue_id, h.timestamp, boundary)?;
     let mut response = RemotingCommand::response_to(request, rc::SUCCESS, None);
     SearchOffsetResponseHeader { offset }.encode(&mut response);
-    Ok(response)
+    respond(response)
 }
 
-pub fn get_earliest_msg_storetime(
-    ctrl: &Arc<BrokerController>,
+pub async fn get_earliest_msg_storetime(
+    cx: &RequestContext<'_>,
     request: &RemotingCommand,
 ) -> ProcessResult {
+    let ctrl = cx.ctrl;
     let h = GetEarliestMsgStoretimeRequestHeader::decode(request)?;
     // Java answers -1 when the queue has no message.
     let timestamp = ctrl
@@ -169,5 +180,5 @@ pub fn get_earliest_msg_storetime(
         .unwrap_or(-1);
     let mut response = RemotingCommand::response_to(request, rc::SUCCESS, None);
     GetEarliestMsgStoretimeResponseHeader { timestamp }.encode(&mut response);
-    Ok(response)
+    respond(response)
 }

@@ -1,8 +1,6 @@
 //! HEART_BEAT (34), UNREGISTER_CLIENT (35), CHECK_CLIENT_CONFIG (46): Java
 //! `ClientManageProcessor`, plus NOTIFY_CONSUMER_IDS_CHANGED (40) sent to a group's members.
 
-use std::sync::Arc;
-
 use crate::broker::client::ClientChannelInfo;
 use crate::broker::controller::BrokerController;
 use crate::broker::topic_config_manager::retry_topic;
@@ -15,7 +13,7 @@ use crate::remoting::headers::{
     NotifyConsumerIdsChangedRequestHeader, UnregisterClientRequestHeader,
 };
 
-use super::ProcessResult;
+use super::{respond, ProcessResult, RequestContext};
 use crate::broker::error::BrokerError;
 use crate::common::now_ms;
 
@@ -34,11 +32,8 @@ fn channel_info(
     }
 }
 
-pub fn heart_beat(
-    ctrl: &Arc<BrokerController>,
-    conn: &ConnectionContext,
-    request: &RemotingCommand,
-) -> ProcessResult {
+pub async fn heart_beat(cx: &RequestContext<'_>, request: &RemotingCommand) -> ProcessResult {
+    let (ctrl, conn) = (cx.ctrl, cx.conn);
     let data: HeartbeatData =
         serde_json::from_slice(&request.body).map_err(BrokerError::HeartbeatBody)?;
     for consumer in &data.consumer_data_set {
@@ -75,14 +70,14 @@ pub fn heart_beat(
     // 5.x extras; older clients ignore them.
     response.set_ext("IS_SUPPORT_HEART_BEAT_V2", "true");
     response.set_ext("IS_SUB_CHANGE", "true");
-    Ok(response)
+    respond(response)
 }
 
-pub fn unregister_client(
-    ctrl: &Arc<BrokerController>,
-    conn: &ConnectionContext,
+pub async fn unregister_client(
+    cx: &RequestContext<'_>,
     request: &RemotingCommand,
 ) -> ProcessResult {
+    let (ctrl, conn) = (cx.ctrl, cx.conn);
     let h = UnregisterClientRequestHeader::decode(request)?;
     if let Some(group) = h.producer_group.as_deref().filter(|g| !g.is_empty()) {
         ctrl.producers.unregister_producer(group, conn.id);
@@ -98,15 +93,16 @@ pub fn unregister_client(
             }
         }
     }
-    Ok(RemotingCommand::response_to(request, rc::SUCCESS, None))
+    respond(RemotingCommand::response_to(request, rc::SUCCESS, None))
 }
 
 /// CHECK_CLIENT_CONFIG: a Java consumer with an SQL92 subscription asks whether the broker can
 /// serve it before it starts.
-pub fn check_client_config(
-    ctrl: &Arc<BrokerController>,
+pub async fn check_client_config(
+    cx: &RequestContext<'_>,
     request: &RemotingCommand,
 ) -> ProcessResult {
+    let ctrl = cx.ctrl;
     #[derive(serde::Deserialize)]
     #[serde(rename_all = "camelCase")]
     struct Body {
@@ -117,10 +113,10 @@ pub fn check_client_config(
     let body: Body =
         serde_json::from_slice(&request.body).map_err(BrokerError::ClientConfigBody)?;
     let Some(sub) = body.subscription_data else {
-        return Ok(RemotingCommand::response_to(request, rc::SUCCESS, None));
+        return respond(RemotingCommand::response_to(request, rc::SUCCESS, None));
     };
     if sub.expression_type().eq_ignore_ascii_case("TAG") {
-        return Ok(RemotingCommand::response_to(request, rc::SUCCESS, None));
+        return respond(RemotingCommand::response_to(request, rc::SUCCESS, None));
     }
     if !ctrl.config.broker.property_filter_enabled {
         return Err(BrokerError::ExpressionTypeUnsupported {
@@ -136,12 +132,12 @@ pub fn check_client_config(
             source,
         });
     }
-    Ok(RemotingCommand::response_to(request, rc::SUCCESS, None))
+    respond(RemotingCommand::response_to(request, rc::SUCCESS, None))
 }
 
 /// Sends NOTIFY_CONSUMER_IDS_CHANGED (oneway) to every member of `group`, on each member's own
 /// connection, so they rebalance at once.
-pub fn notify_consumer_ids_changed(ctrl: &Arc<BrokerController>, group: &str) {
+pub fn notify_consumer_ids_changed(ctrl: &BrokerController, group: &str) {
     let Some(info) = ctrl.consumers.group(group) else {
         return;
     };

@@ -20,8 +20,42 @@ pub mod pull;
 pub mod query;
 pub mod send;
 
+use super::controller::BrokerController;
 use super::error::BrokerError;
+use crate::net::ConnectionContext;
 use crate::remoting::command::RemotingCommand;
 
-/// A result of a processor: the response, or the error that becomes one.
-pub type ProcessResult = Result<RemotingCommand, BrokerError>;
+/// What every processor is given besides the request: the broker and the connection the
+/// request came on.
+#[derive(Clone, Copy)]
+pub struct RequestContext<'a> {
+    pub ctrl: &'a BrokerController,
+    pub conn: &'a ConnectionContext,
+}
+
+/// What a processor did with a request it could serve.
+#[derive(Debug)]
+pub enum Handled {
+    /// Send this response back (nothing is sent for a oneway request).
+    Response(RemotingCommand),
+    /// The answer is already queued on the connection (a zero-copy pull response), or the
+    /// connection closed: nothing to send back.
+    Queued,
+    /// The request waits in the hold table (long polling); its answer goes out later through
+    /// the connection.
+    Parked,
+}
+
+impl From<RemotingCommand> for Handled {
+    fn from(response: RemotingCommand) -> Self {
+        Handled::Response(response)
+    }
+}
+
+/// The result of every processor: what it did, or why it could not serve the request.
+pub type ProcessResult = Result<Handled, BrokerError>;
+
+/// The result of a processor that answers with `response`.
+pub fn respond(response: RemotingCommand) -> ProcessResult {
+    Ok(Handled::Response(response))
+}

@@ -3,22 +3,30 @@
 //!
 //! Order of work, as in Java: broker permission → subscription group → topic → queue id →
 //! subscription (from the header or the heartbeat) → filter → store lookup → status to response
-//! code → long polling (park on PULL_NOT_FOUND) → commit of the consumer offset (first
-//! execution only, master only). A parked pull is re-executed by the pull-wake service with
-//! `broker_allow_suspend = false`: no second park and no second commit, exactly as Java's
-//! `executeRequestWhenWakeup`.
+//! code → commit of the consumer offset (first execution only, master only) → long polling
+//! (park on PULL_NOT_FOUND). [`execute`] runs it, for a request as it arrives
+//! ([`PullExecution::FirstTime`], from [`pull_message`]) and for a parked pull the pull-wake
+//! service re-executes ([`PullExecution::Woken`]: no second park and no second commit, exactly
+//! as Java's `executeRequestWhenWakeup` with `brokerAllowSuspend = false`).
+//!
+//! Transfer: whether a body goes by copy or zero-copy is decided in one place,
+//! [`look_up_messages`] (the store asks [`choose_zero_copy`] once it planned the records); a
+//! zero-copy answer is a [`PullOutcome::RespondFile`] value, which the caller queues on the
+//! connection.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 
 use crate::broker::controller::BrokerController;
+use crate::broker::error::{Access, BrokerError};
 use crate::broker::longpoll::pull_request::{ParkedPullRequest, RequestEnvelope};
 use crate::broker::longpoll::pull_request_hold_service::{
     PullRequestHoldService, PullWakeHost, Suspension,
 };
+use crate::broker::subscription_group_manager::SubscriptionGroupConfig;
 use crate::broker::topic_config_manager::OFFSET_MOVED_EVENT;
+use crate::common::now_ms;
 use crate::config::{TransferMode, TransferSection};
 use crate::filter::{ExpressionMessageFilter, SubscriptionExpression};
 use crate::net::{ConnectionSender, FileFrame, FileRange, Outbound, SendError};
@@ -27,10 +35,12 @@ use crate::remoting::codes::response_code as rc;
 use crate::remoting::command::RemotingCommand;
 use crate::remoting::frame::encode_frame_header;
 use crate::remoting::headers::{PullMessageRequestHeader, PullMessageResponseHeader};
-use crate::store::{FileRegion, GetMessageResult, GetMessageStatus, MessageToStore, RegionShape};
+use crate::store::{
+    FileRegion, GetMessageRegions, GetMessageResult, GetMessageStatus, MessageStore,
+    MessageToStore, RegionShape,
+};
 
-use crate::broker::error::{Access, BrokerError};
-use crate::common::now_ms;
+use super::{respond, Handled, ProcessResult, RequestContext};
 
 /// PullSysFlag bits (Java `PullSysFlag`).
 pub mod pull_sys_flag {
@@ -44,88 +54,178 @@ pub mod pull_sys_flag {
 /// Java `MixAll.MASTER_ID`.
 pub const MASTER_ID: i64 = 0;
 
+/// How a pull is executed.
+#[derive(Debug, Clone, Copy)]
+pub enum PullExecution<'a> {
+    /// As the request arrives (Java `brokerAllowSuspend = true`): it may park, to be answered
+    /// later through `sender`, and it commits the consumer offset it carries.
+    FirstTime {
+        sender: &'a ConnectionSender,
+        /// False for a oneway request: its response is dropped, so its body is not located for
+        /// a frame that is never sent.
+        zero_copy_allowed: bool,
+    },
+    /// Re-executed after a wake-up: never parks, never commits again.
+    Woken,
+}
+
+impl PullExecution<'_> {
+    fn zero_copy_allowed(&self) -> bool {
+        match self {
+            PullExecution::FirstTime {
+                zero_copy_allowed, ..
+            } => *zero_copy_allowed,
+            PullExecution::Woken => true,
+        }
+    }
+}
+
 /// What a pull led to.
 #[derive(Debug)]
 pub enum PullOutcome {
-    /// Answer now.
+    /// Answer with this command; its body, if any, is in memory.
     Respond(RemotingCommand),
-    /// Nothing to answer now: the pull is parked in the hold table (answered later through the
-    /// connection's sender), or its zero-copy response is already queued on the connection.
+    /// Answer with a frame whose body the connection's writer splices from the CommitLog files.
+    RespondFile(FileResponse),
+    /// Parked in the hold table: answered later, through the connection's sender.
     Parked,
 }
 
-/// What the pull proper led to, before the response leaves: a zero-copy response carries the
-/// file regions of its body besides the (bodiless) command.
-enum Answer {
-    Respond(RemotingCommand, Option<Vec<FileRegion>>),
-    Parked,
+/// A response whose body is CommitLog file regions: the frame to queue, plus the bodiless
+/// command and the regions it was made of, so it can still go by copy ([`read_body`]).
+#[derive(Debug)]
+pub struct FileResponse {
+    pub frame: FileFrame,
+    pub command: RemotingCommand,
+    pub regions: Vec<FileRegion>,
 }
 
-/// Handles a PULL_MESSAGE / LITE_PULL_MESSAGE request as it arrives.
-pub fn process_request(
-    ctrl: &BrokerController,
-    request: &RemotingCommand,
-    remote_addr: SocketAddr,
-    sender: &ConnectionSender,
-) -> PullOutcome {
-    let envelope = RequestEnvelope::of(request, remote_addr);
-    let header = match PullMessageRequestHeader::decode(request) {
-        Ok(h) => h,
-        Err(e) => return PullOutcome::Respond(BrokerError::from(e).into_response(request)),
+/// PULL_MESSAGE / LITE_PULL_MESSAGE as it arrives. Never waits: the future is ready at its
+/// first poll.
+pub async fn pull_message(cx: &RequestContext<'_>, request: &RemotingCommand) -> ProcessResult {
+    let header = PullMessageRequestHeader::decode(request)?;
+    let envelope = RequestEnvelope::of(request, cx.conn.remote_addr);
+    let sender = cx.conn.sender();
+    let execution = PullExecution::FirstTime {
+        sender,
+        zero_copy_allowed: !request.is_oneway(),
     };
-    // A zero-copy response is queued on the connection here, so only requests that are
-    // answered (not oneway) can have one.
-    let zero_copy = !request.is_oneway();
-    match process_inner(ctrl, header, envelope, Some(sender), true, zero_copy) {
-        Answer::Parked => PullOutcome::Parked,
-        Answer::Respond(response, None) => PullOutcome::Respond(response),
-        Answer::Respond(response, Some(regions)) => send_zero_copy(ctrl, response, regions, sender),
+    match execute(cx.ctrl, header, envelope, execution)? {
+        PullOutcome::Respond(response) => respond(response),
+        PullOutcome::RespondFile(file) => queue_file_response(&cx.ctrl.store, file, sender),
+        PullOutcome::Parked => Ok(Handled::Parked),
     }
 }
 
-/// The pull proper. `sender` is None when the pull cannot be parked; with `zero_copy_allowed`
-/// the transfer mode may answer with the body's file regions instead of its bytes.
-fn process_inner(
+/// Queues a zero-copy response on the connection: the frame head (length, header), then the
+/// regions, which the connection's writer splices from the CommitLog files. When the write
+/// queue is full the response goes by copy instead, through the handler's path, which waits
+/// for room.
+fn queue_file_response(
+    store: &MessageStore,
+    file: FileResponse,
+    sender: &ConnectionSender,
+) -> ProcessResult {
+    let FileResponse {
+        frame,
+        command,
+        regions,
+    } = file;
+    match sender.send(Outbound::File(frame)) {
+        Ok(()) => Ok(Handled::Queued),
+        // The peer is gone: nothing to answer.
+        Err(SendError::Closed(_)) => Ok(Handled::Queued),
+        Err(SendError::Full(_)) => respond(read_body(store, command, &regions)?),
+    }
+}
+
+/// The one pull entry: checks, store lookup, offset commit, long polling.
+pub fn execute(
     ctrl: &BrokerController,
     header: PullMessageRequestHeader,
     envelope: RequestEnvelope,
-    sender: Option<&ConnectionSender>,
-    broker_allow_suspend: bool,
-    zero_copy_allowed: bool,
-) -> Answer {
-    match pull(ctrl, &header, &envelope, zero_copy_allowed) {
-        Err(e) => Answer::Respond(
-            envelope.response(e.response_code(), Some(e.to_string())),
-            None,
-        ),
-        Ok(done) => finish(ctrl, header, envelope, sender, broker_allow_suspend, done),
+    execution: PullExecution<'_>,
+) -> Result<PullOutcome, BrokerError> {
+    let looked = look_up(ctrl, &header, &envelope, execution.zero_copy_allowed())?;
+    if let PullExecution::FirstTime { .. } = execution {
+        // Java stores the offset whatever the pull found.
+        commit_offset(ctrl, &header);
+    }
+    if looked.response.code == rc::PULL_OFFSET_MOVED && !ctrl.is_slave() {
+        store_offset_moved_event(ctrl, &header, looked.next_begin_offset);
+    }
+    let Looked {
+        response,
+        filter,
+        regions,
+        ..
+    } = looked;
+    if let PullExecution::FirstTime { sender, .. } = execution {
+        if response.code == rc::PULL_NOT_FOUND && header.sys_flag & pull_sys_flag::SUSPEND != 0 {
+            let deadline_ms = now_ms() + hold_time_ms(ctrl, &header) as i64;
+            let parked = ParkedPullRequest {
+                header,
+                envelope,
+                filter,
+                sender: sender.clone(),
+                deadline_ms,
+            };
+            match ctrl.pull_hold.suspend(parked) {
+                Suspension::Parked => return Ok(PullOutcome::Parked),
+                // Answered now rather than grow memory.
+                Suspension::TableFull => {}
+            }
+        }
+    }
+    answer(&ctrl.store, response, regions)
+}
+
+/// How long a pull may stay parked: its suspend timeout, capped, with long polling on; the
+/// short-polling time with it off.
+fn hold_time_ms(ctrl: &BrokerController, header: &PullMessageRequestHeader) -> u64 {
+    let lp = &ctrl.config.longpoll;
+    if lp.enabled {
+        (header.suspend_timeout_millis.max(0) as u64).min(lp.suspend_timeout_max_ms)
+    } else {
+        lp.short_polling_time_ms
     }
 }
 
-/// Queues a zero-copy response: the frame head (length, header) followed by the regions, which
-/// the connection's writer splices from the CommitLog files. Falls back to reading the regions
-/// into the response (copy) when the head cannot be encoded or the write queue is full.
-fn send_zero_copy(
-    ctrl: &BrokerController,
+/// Commits the offset the pull carries, when it asks to and this broker is the master.
+fn commit_offset(ctrl: &BrokerController, header: &PullMessageRequestHeader) {
+    if header.sys_flag & pull_sys_flag::COMMIT_OFFSET != 0 && !ctrl.is_slave() {
+        ctrl.offsets.commit_offset(
+            &header.consumer_group,
+            &header.topic,
+            header.queue_id,
+            header.commit_offset,
+        );
+    }
+}
+
+/// The answer to a looked-up pull: the response as it is, or, with regions, a zero-copy
+/// frame. A head that cannot be encoded goes by copy (the copy path's writer then answers
+/// SYSTEM_ERROR, as for any unencodable frame).
+fn answer(
+    store: &MessageStore,
     response: RemotingCommand,
-    regions: Vec<FileRegion>,
-    sender: &ConnectionSender,
-) -> PullOutcome {
-    let frame = match file_frame(&response, &regions) {
-        Some(frame) => frame,
-        None => return copy_fallback(ctrl, response, &regions),
+    regions: Option<Vec<FileRegion>>,
+) -> Result<PullOutcome, BrokerError> {
+    let Some(regions) = regions else {
+        return Ok(PullOutcome::Respond(response));
     };
-    match sender.send(Outbound::File(frame)) {
-        Ok(()) => PullOutcome::Parked,
-        // The peer is gone: nothing to answer.
-        Err(SendError::Closed(_)) => PullOutcome::Parked,
-        // The peer reads slowly: answer through the handler's path, which waits for room.
-        Err(SendError::Full(_)) => copy_fallback(ctrl, response, &regions),
+    match file_frame(&response, &regions) {
+        Some(frame) => Ok(PullOutcome::RespondFile(FileResponse {
+            frame,
+            command: response,
+            regions,
+        })),
+        None => Ok(PullOutcome::Respond(read_body(store, response, &regions)?)),
     }
 }
 
 /// The zero-copy frame of a response whose body is `regions`, or None when its head cannot be
-/// encoded (the copy path's writer then answers SYSTEM_ERROR, as for any unencodable frame).
+/// encoded.
 fn file_frame(response: &RemotingCommand, regions: &[FileRegion]) -> Option<FileFrame> {
     let body_len_bytes: usize = regions.iter().map(|r| r.len_bytes).sum();
     let mut head = BytesMut::new();
@@ -146,46 +246,37 @@ fn file_frame(response: &RemotingCommand, regions: &[FileRegion]) -> Option<File
     })
 }
 
-/// Re-executes a pull woken from the hold table (Java `executeRequestWhenWakeup`: no second
-/// park, no second offset commit) and returns what to queue on its connection: the response, or
-/// a zero-copy frame when the transfer mode picks zero-copy for it, as for a pull answered at
-/// once. None only if the pull parked, which a re-execution never does.
-pub fn process_woken(
-    ctrl: &BrokerController,
-    header: PullMessageRequestHeader,
-    envelope: RequestEnvelope,
-) -> Option<Outbound> {
-    match process_inner(ctrl, header, envelope, None, false, true) {
-        Answer::Parked => None,
-        Answer::Respond(response, None) => Some(Outbound::Command(response)),
-        Answer::Respond(response, Some(regions)) => match file_frame(&response, &regions) {
-            Some(frame) => Some(Outbound::File(frame)),
-            None => match copy_fallback(ctrl, response, &regions) {
-                PullOutcome::Respond(r) => Some(Outbound::Command(r)),
-                PullOutcome::Parked => None,
-            },
-        },
-    }
-}
-
-/// The response with the regions' bytes read into its body.
-fn copy_fallback(
-    ctrl: &BrokerController,
+/// The response with the regions' bytes read into its body (the copy fallback).
+pub fn read_body(
+    store: &MessageStore,
     mut response: RemotingCommand,
     regions: &[FileRegion],
-) -> PullOutcome {
+) -> Result<RemotingCommand, BrokerError> {
     let mut body = BytesMut::new();
-    match ctrl.store.read_regions(regions, &mut body) {
-        Ok(()) => {
-            response.body = body.freeze();
-            PullOutcome::Respond(response)
-        }
-        Err(e) => {
-            let e = BrokerError::Store(e);
-            let mut error =
-                RemotingCommand::response_to(&response, e.response_code(), Some(e.to_string()));
-            error.serialize_type = response.serialize_type;
-            PullOutcome::Respond(error)
+    store.read_regions(regions, &mut body)?;
+    response.body = body.freeze();
+    Ok(response)
+}
+
+/// How the wake threads re-execute a woken pull on this broker.
+impl PullWakeHost for BrokerController {
+    fn pull_hold(&self) -> &PullRequestHoldService {
+        &self.pull_hold
+    }
+
+    fn execute_woken(
+        &self,
+        header: PullMessageRequestHeader,
+        envelope: RequestEnvelope,
+    ) -> Option<Outbound> {
+        match execute(self, header, envelope, PullExecution::Woken) {
+            Ok(PullOutcome::Respond(response)) => Some(Outbound::Command(response)),
+            Ok(PullOutcome::RespondFile(file)) => Some(Outbound::File(file.frame)),
+            Ok(PullOutcome::Parked) => None,
+            Err(e) => {
+                let response = envelope.response(e.response_code(), Some(e.to_string()));
+                Some(Outbound::Command(response))
+            }
         }
     }
 }
@@ -210,20 +301,44 @@ fn filter_reads_records(filter: &ExpressionMessageFilter) -> bool {
     !matches!(filter.expression(), SubscriptionExpression::Tag(tags) if tags.is_sub_all())
 }
 
-/// The result of the checks and the store lookup, before long polling and offset commit.
+/// The result of the checks and the store lookup, before the offset commit and long polling.
 struct Looked {
     response: RemotingCommand,
     filter: Arc<ExpressionMessageFilter>,
-    /// The body as file regions (zero-copy); `None`: the body is in `response`.
+    /// The body as file regions (zero-copy); `None`: the body, if any, is in `response`.
     regions: Option<Vec<FileRegion>>,
+    /// Where the consumer goes on from (also in the response header).
+    next_begin_offset: i64,
 }
 
-fn pull(
+/// Java's checks in Java's order, then the store lookup.
+fn look_up(
     ctrl: &BrokerController,
     h: &PullMessageRequestHeader,
     envelope: &RequestEnvelope,
     zero_copy_allowed: bool,
 ) -> Result<Looked, BrokerError> {
+    let group = check_access(ctrl, h, envelope)?;
+    let filter = subscription_filter(ctrl, h, group.consume_broadcast_enable)?;
+    let (result, regions) = look_up_messages(ctrl, h, &filter, zero_copy_allowed)?;
+    let next_begin_offset = result.next_begin_offset;
+    let response = map_result(ctrl, h, envelope, &group, result);
+    // Only a SUCCESS response carries a body.
+    let regions = regions.filter(|regions| response.code == rc::SUCCESS && !regions.is_empty());
+    Ok(Looked {
+        response,
+        filter,
+        regions,
+        next_begin_offset,
+    })
+}
+
+/// Broker permission, subscription group, topic and queue id; the group's config.
+fn check_access(
+    ctrl: &BrokerController,
+    h: &PullMessageRequestHeader,
+    envelope: &RequestEnvelope,
+) -> Result<Arc<SubscriptionGroupConfig>, BrokerError> {
     if ctrl.broker_permission() & perm::PERM_READ == 0 {
         return Err(BrokerError::BrokerForbidden {
             broker_addr: ctrl.broker_addr.clone(),
@@ -261,47 +376,65 @@ fn pull(
             consumer: envelope.remote_addr,
         });
     }
-    let filter = subscription_filter(ctrl, h, group.consume_broadcast_enable)?;
+    Ok(group)
+}
+
+/// The store lookup, and the one place the transfer is chosen: the body's file regions are
+/// asked for only when the execution allows zero-copy, the mode is not `copy` and the filter
+/// never reads records; the store then lets [`choose_zero_copy`] judge the planned shape.
+/// Returns the result and, when zero-copy was chosen, the regions.
+fn look_up_messages(
+    ctrl: &BrokerController,
+    h: &PullMessageRequestHeader,
+    filter: &ExpressionMessageFilter,
+    zero_copy_allowed: bool,
+) -> Result<(GetMessageResult, Option<Vec<FileRegion>>), BrokerError> {
     let transfer = &ctrl.config.transfer;
-    let zero_copy_possible = zero_copy_allowed
+    let regions_wanted = zero_copy_allowed
         && transfer.effective_mode() != TransferMode::Copy
-        && !filter_reads_records(&filter);
-    if !zero_copy_possible {
-        let result = ctrl.store.get_message(
-            &h.consumer_group,
-            &h.topic,
-            h.queue_id,
-            h.queue_offset,
-            h.max_msg_nums.max(1),
-            filter.as_ref(),
-        )?;
-        let response = map_result(ctrl, h, envelope, &group, result);
-        return Ok(Looked {
-            response,
-            filter,
-            regions: None,
-        });
+        && !filter_reads_records(filter);
+    if !regions_wanted {
+        return Ok((read_messages(&ctrl.store, h, filter)?, None));
     }
-    let located = ctrl.store.get_message_regions(
+    let located = locate_messages(&ctrl.store, h, filter, &|shape| {
+        choose_zero_copy(transfer, shape)
+    })?;
+    Ok((located.result, located.regions))
+}
+
+/// The pull's records, read (copy).
+fn read_messages(
+    store: &MessageStore,
+    h: &PullMessageRequestHeader,
+    filter: &ExpressionMessageFilter,
+) -> Result<GetMessageResult, BrokerError> {
+    Ok(store.get_message(
+        &h.consumer_group,
+        &h.topic,
+        h.queue_id,
+        h.queue_offset,
+        h.max_msg_nums.max(1),
+        filter,
+    )?)
+}
+
+/// The pull's records, read or located as `choose` decides on their shape.
+fn locate_messages(
+    store: &MessageStore,
+    h: &PullMessageRequestHeader,
+    filter: &ExpressionMessageFilter,
+    choose: &dyn Fn(RegionShape) -> bool,
+) -> Result<GetMessageRegions, BrokerError> {
+    Ok(store.get_message_regions(
         &h.consumer_group,
         &h.topic,
         h.queue_id,
         h.queue_offset,
         h.max_msg_nums.max(1),
         crate::store::MAX_PULL_MSG_SIZE_BYTES,
-        filter.as_ref(),
-        &|shape| choose_zero_copy(transfer, shape),
-    )?;
-    let response = map_result(ctrl, h, envelope, &group, located.result);
-    // Only a SUCCESS response carries a body.
-    let regions = located
-        .regions
-        .filter(|regions| response.code == rc::SUCCESS && !regions.is_empty());
-    Ok(Looked {
-        response,
         filter,
-        regions,
-    })
+        choose,
+    )?)
 }
 
 /// The subscription of this pull, compiled: from the header when FLAG_SUBSCRIPTION is set,
@@ -386,7 +519,7 @@ fn map_result(
     ctrl: &BrokerController,
     h: &PullMessageRequestHeader,
     envelope: &RequestEnvelope,
-    group: &crate::broker::subscription_group_manager::SubscriptionGroupConfig,
+    group: &SubscriptionGroupConfig,
     result: GetMessageResult,
 ) -> RemotingCommand {
     let code = status_to_code(result.status, h.queue_offset);
@@ -455,83 +588,6 @@ pub fn status_name(status: GetMessageStatus) -> &'static str {
         S::OffsetTooSmall => "OFFSET_TOO_SMALL",
         S::NoMatchedLogicQueue => "NO_MATCHED_LOGIC_QUEUE",
         S::NoMessageInQueue => "NO_MESSAGE_IN_QUEUE",
-    }
-}
-
-/// Long polling, offset-moved events and the offset commit.
-fn finish(
-    ctrl: &BrokerController,
-    header: PullMessageRequestHeader,
-    envelope: RequestEnvelope,
-    sender: Option<&ConnectionSender>,
-    broker_allow_suspend: bool,
-    looked: Looked,
-) -> Answer {
-    let Looked {
-        response,
-        filter,
-        regions,
-    } = looked;
-    let code = response.code;
-    // Commit first: Java stores the offset whatever the pull found (first execution only).
-    let commit = broker_allow_suspend
-        && header.sys_flag & pull_sys_flag::COMMIT_OFFSET != 0
-        && !ctrl.is_slave();
-    if commit {
-        ctrl.offsets.commit_offset(
-            &header.consumer_group,
-            &header.topic,
-            header.queue_id,
-            header.commit_offset,
-        );
-    }
-    if code == rc::PULL_OFFSET_MOVED && !ctrl.is_slave() {
-        let next = response
-            .ext_opt_str("nextBeginOffset")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
-        store_offset_moved_event(ctrl, &header, next);
-    }
-    if code != rc::PULL_NOT_FOUND
-        || !broker_allow_suspend
-        || header.sys_flag & pull_sys_flag::SUSPEND == 0
-    {
-        return Answer::Respond(response, regions);
-    }
-    let Some(sender) = sender else {
-        return Answer::Respond(response, regions);
-    };
-    let lp = &ctrl.config.longpoll;
-    let hold_ms = if lp.enabled {
-        (header.suspend_timeout_millis.max(0) as u64).min(lp.suspend_timeout_max_ms)
-    } else {
-        lp.short_polling_time_ms
-    };
-    let parked = ParkedPullRequest {
-        header,
-        envelope,
-        filter,
-        sender: sender.clone(),
-        deadline_ms: now_ms() + hold_ms as i64,
-    };
-    match ctrl.pull_hold.suspend(parked) {
-        Suspension::Parked => Answer::Parked,
-        Suspension::TableFull => Answer::Respond(response, regions),
-    }
-}
-
-/// How the wake threads re-execute a woken pull on this broker.
-impl PullWakeHost for BrokerController {
-    fn pull_hold(&self) -> &PullRequestHoldService {
-        &self.pull_hold
-    }
-
-    fn execute_woken(
-        &self,
-        header: PullMessageRequestHeader,
-        envelope: RequestEnvelope,
-    ) -> Option<Outbound> {
-        process_woken(self, header, envelope)
     }
 }
 

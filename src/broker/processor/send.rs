@@ -22,7 +22,7 @@ use crate::remoting::headers::{
 use crate::store::format::{self, property_value};
 use crate::store::{BatchToStore, MessageToStore, PutMessageResult, PutMessageStatus, StoreError};
 
-use super::ProcessResult;
+use super::{respond, ProcessResult, RequestContext};
 use crate::broker::error::{put_status_code, Access, BrokerError};
 
 /// Java `MQVersion.Version.V3_4_9`: from this client version on, the header's
@@ -59,11 +59,8 @@ fn pick_queue(queue_nums: i32) -> i32 {
 }
 
 /// SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE.
-pub async fn process_send(
-    ctrl: &Arc<BrokerController>,
-    request: &RemotingCommand,
-    remote_addr: SocketAddr,
-) -> ProcessResult {
+pub async fn send_message(cx: &RequestContext<'_>, request: &RemotingCommand) -> ProcessResult {
+    let (ctrl, remote_addr) = (cx.ctrl, cx.conn.remote_addr);
     let h = SendMessageRequestHeader::decode(request)?;
     let topic_config = msg_check(ctrl, &h, remote_addr)?;
     let queue_id = if h.queue_id < 0 {
@@ -84,12 +81,12 @@ pub async fn process_send(
         .and_then(|p| property_value(p.as_bytes(), property::WAIT.as_bytes()))
         .is_none_or(|v| !v.eq_ignore_ascii_case(b"false"));
     let put = wait_for_flush(ctrl, put, wait_store_msg_ok).await;
-    Ok(send_response(ctrl, request, put, queue_id, uniq_key))
+    respond(send_response(ctrl, request, put, queue_id, uniq_key))
 }
 
 /// Java `msgCheck` plus topic auto-creation.
 fn msg_check(
-    ctrl: &Arc<BrokerController>,
+    ctrl: &BrokerController,
     h: &SendMessageRequestHeader,
     remote_addr: SocketAddr,
 ) -> Result<Arc<TopicConfig>, BrokerError> {
@@ -128,7 +125,7 @@ fn msg_check(
 }
 
 fn create_topic_for_send(
-    ctrl: &Arc<BrokerController>,
+    ctrl: &BrokerController,
     h: &SendMessageRequestHeader,
     remote_addr: SocketAddr,
 ) -> Result<TopicConfig, BrokerError> {
@@ -164,7 +161,7 @@ fn create_topic_for_send(
 type Stored = (PutMessageResult, Option<String>);
 
 fn send_single(
-    ctrl: &Arc<BrokerController>,
+    ctrl: &BrokerController,
     request: &RemotingCommand,
     h: &SendMessageRequestHeader,
     tc: &TopicConfig,
@@ -224,7 +221,7 @@ fn send_single(
 }
 
 fn send_batch(
-    ctrl: &Arc<BrokerController>,
+    ctrl: &BrokerController,
     request: &RemotingCommand,
     h: &SendMessageRequestHeader,
     queue_id: i32,
@@ -253,7 +250,7 @@ fn send_batch(
 
 /// Properties the broker adds: CLUSTER (Java 5.x `SendMessageProcessor`), and a UNIQ_KEY when
 /// the client sent none (5.x), so every message has a client-style id.
-fn complete_properties(ctrl: &Arc<BrokerController>, properties: &mut String) {
+fn complete_properties(ctrl: &BrokerController, properties: &mut String) {
     let bytes = properties.as_bytes();
     let has_cluster = property_value(bytes, property::CLUSTER.as_bytes()).is_some();
     let has_uniq = property_value(bytes, property::UNIQ_KEY.as_bytes()).is_some();
@@ -277,7 +274,7 @@ fn complete_properties(ctrl: &Arc<BrokerController>, properties: &mut String) {
 
 /// Java `HookUtils.handleScheduleMessage`: a message with DELAY > 0 goes to
 /// SCHEDULE_TOPIC_XXXX queue `level - 1`, remembering its real topic and queue.
-pub fn apply_delay_level(ctrl: &Arc<BrokerController>, msg: &mut MessageToStore) {
+pub fn apply_delay_level(ctrl: &BrokerController, msg: &mut MessageToStore) {
     let tx = msg.sys_flag & TRANSACTION_MASK;
     if tx == TRANSACTION_PREPARED_TYPE || tx == TRANSACTION_ROLLBACK_TYPE {
         return;
@@ -321,7 +318,7 @@ pub fn remove_property(properties: &str, name: &str) -> String {
 /// With `sync` flush, a send is acknowledged only after the fsync covering it (unless the
 /// message says WAIT=false). A timeout answers FLUSH_DISK_TIMEOUT; the message is stored.
 async fn wait_for_flush(
-    ctrl: &Arc<BrokerController>,
+    ctrl: &BrokerController,
     mut put: PutMessageResult,
     wait_store_msg_ok: bool,
 ) -> PutMessageResult {
@@ -343,7 +340,7 @@ async fn wait_for_flush(
 }
 
 fn send_response(
-    ctrl: &Arc<BrokerController>,
+    ctrl: &BrokerController,
     request: &RemotingCommand,
     put: PutMessageResult,
     queue_id: i32,
@@ -375,11 +372,11 @@ fn send_response(
 
 /// CONSUMER_SEND_MSG_BACK: a consumer could not process a message; store it again in the
 /// group's retry topic with a delay, or in its DLQ after too many attempts.
-pub async fn process_send_msg_back(
-    ctrl: &Arc<BrokerController>,
+pub async fn consumer_send_msg_back(
+    cx: &RequestContext<'_>,
     request: &RemotingCommand,
-    remote_addr: SocketAddr,
 ) -> ProcessResult {
+    let (ctrl, remote_addr) = (cx.ctrl, cx.conn.remote_addr);
     let h = ConsumerSendMsgBackRequestHeader::decode(request)?;
     let gc = ctrl.groups.find_or_auto_create(&h.group)?.ok_or_else(|| {
         BrokerError::RetryGroupNotExist {
@@ -393,7 +390,7 @@ pub async fn process_send_msg_back(
         });
     }
     if gc.retry_queue_nums <= 0 {
-        return Ok(RemotingCommand::response_to(request, rc::SUCCESS, None));
+        return respond(RemotingCommand::response_to(request, rc::SUCCESS, None));
     }
     let retry = retry_topic(&h.group);
     let (retry_tc, created) = ctrl.topics.create_topic_if_absent(
@@ -476,7 +473,7 @@ pub async fn process_send_msg_back(
         .map_err(BrokerError::PutMessage)?;
     let code = put_status_code(put.status);
     let remark = (code != rc::SUCCESS).then(|| format!("{:?}", put.status));
-    Ok(RemotingCommand::response_to(request, code, remark))
+    respond(RemotingCommand::response_to(request, code, remark))
 }
 
 #[cfg(test)]
