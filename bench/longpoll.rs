@@ -583,111 +583,108 @@ fn us(ns: u64) -> String {
     format!("{:.1}", ns as f64 / 1000.0)
 }
 
-fn main() {
-    if let Ok(spec) = std::env::var("RINGMQ_BENCH_LONGPOLL_MEMORY_CHILD") {
-        memory_child(&spec);
-        return;
-    }
-    println!(
-        "# ringmq long-polling bench\n\n{}\n",
-        common::machine_facts()
-    );
-    let repeats = common::repeats();
-    let scale = common::env_num("RINGMQ_BENCH_SCALE", 1.0);
-    let per_conn =
-        common::env_num::<usize>("RINGMQ_BENCH_LONGPOLL_PULLS_PER_CONNECTION", 100).max(1);
-    let sizes: Vec<usize> = std::env::var("RINGMQ_BENCH_LONGPOLL_SIZES")
-        .unwrap_or_else(|_| "1,1000,100000".to_string())
+/// A comma list of numbers from the environment variable `var`, or from `default`.
+fn comma_list<T: std::str::FromStr>(var: &str, default: &str) -> Vec<T> {
+    std::env::var(var)
+        .unwrap_or_else(|_| default.to_string())
         .split(',')
         .map(|s| {
             s.trim()
                 .parse()
-                .expect("RINGMQ_BENCH_LONGPOLL_SIZES: comma list")
+                .unwrap_or_else(|_| panic!("{var}: comma list of numbers"))
         })
-        .collect();
-    println!(
-        "{repeats} repeats per cell (each on a fresh broker); {per_conn} parked pulls per \
-         detached connection; size_of::<ParkedPullRequest>() = {} bytes\n",
-        std::mem::size_of::<ParkedPullRequest>()
-    );
-    // RINGMQ_BENCH_WAKE_THREADS: comma list of RINGMQ_LONGPOLL_WAKE_THREADS values to run
-    // (0 = one per core); default the broker's default.
-    let wake_thread_counts: Vec<u64> = std::env::var("RINGMQ_BENCH_WAKE_THREADS")
-        .unwrap_or_else(|_| Config::default().longpoll.wake_threads.to_string())
-        .split(',')
-        .map(|s| {
-            s.trim()
-                .parse()
-                .expect("RINGMQ_BENCH_WAKE_THREADS: comma list")
+        .collect()
+}
+
+/// What every cell of the latency table shares.
+struct Plan {
+    repeats: usize,
+    scale: f64,
+    pulls_per_connection: usize,
+}
+
+/// `plan.repeats` repeats of one cell, each on a fresh broker.
+fn run_cell(plan: &Plan, layout: Shape, parked: usize) -> Vec<Repeat> {
+    let per_conn = plan.pulls_per_connection;
+    (0..plan.repeats)
+        .map(|_| match layout {
+            Shape::Spread => {
+                let samples = ((SPREAD_SAMPLES * plan.scale) as usize).max(10);
+                run_spread(parked, per_conn, samples)
+            }
+            Shape::OneQueue => {
+                let rounds = ((ONE_QUEUE_LATENCIES * plan.scale) as usize / parked)
+                    .clamp(1, ONE_QUEUE_ROUNDS_MAX);
+                run_one_queue(parked, per_conn, rounds)
+            }
         })
+        .collect()
+}
+
+const LATENCY_COLUMNS: [&str; 14] = [
+    "layout",
+    "wake threads",
+    "parked pulls",
+    "woken per append",
+    "latencies per repeat",
+    "p50 µs",
+    "p99 µs",
+    "p99.9 µs",
+    "max µs",
+    "best p99 µs",
+    "put_message p50 µs",
+    "last response per append, median µs",
+    "pull-wake CPU µs per woken pull",
+    "pull-wake run-queue wait µs per woken pull",
+];
+
+/// One row of the latency table: the medians over `reps`.
+fn latency_row(layout: Shape, wake_threads: u64, parked: usize, reps: &[Repeat]) -> Vec<String> {
+    let q = |f: &dyn Fn(&Repeat) -> u64| -> f64 {
+        median(&reps.iter().map(|r| f(r) as f64).collect::<Vec<_>>())
+    };
+    let p99s: Vec<f64> = reps
+        .iter()
+        .map(|r| r.latency.value_at_quantile(0.99) as f64)
         .collect();
-    let mut table = Table::new(&[
-        "layout",
-        "wake threads",
-        "parked pulls",
-        "woken per append",
-        "latencies per repeat",
-        "p50 µs",
-        "p99 µs",
-        "p99.9 µs",
-        "max µs",
-        "best p99 µs",
-        "put_message p50 µs",
-        "last response per append, median µs",
-        "pull-wake CPU µs per woken pull",
-        "pull-wake run-queue wait µs per woken pull",
-    ]);
+    vec![
+        layout.name().to_string(),
+        match wake_threads {
+            0 => format!(
+                "{} (one per core)",
+                std::thread::available_parallelism().map_or(1, |n| n.get())
+            ),
+            w => w.to_string(),
+        },
+        parked.to_string(),
+        match layout {
+            Shape::Spread => "1".to_string(),
+            Shape::OneQueue => parked.to_string(),
+        },
+        reps[0].latency.len().to_string(),
+        us(q(&|r| r.latency.value_at_quantile(0.5)) as u64),
+        us(q(&|r| r.latency.value_at_quantile(0.99)) as u64),
+        us(q(&|r| r.latency.value_at_quantile(0.999)) as u64),
+        us(q(&|r| r.latency.max()) as u64),
+        us(common::min(&p99s) as u64),
+        us(q(&|r| r.put.value_at_quantile(0.5)) as u64),
+        us(q(&|r| r.last.value_at_quantile(0.5)) as u64),
+        format!("{:.1}", median_of(reps, |r| r.wake_cpu_ns) / 1000.0),
+        format!("{:.1}", median_of(reps, |r| r.wake_wait_ns) / 1000.0),
+    ]
+}
+
+/// The wake-up latency table: every layout × wake-thread count × parked-pull count.
+fn print_latency_table(plan: &Plan, sizes: &[usize], wake_thread_counts: &[u64]) {
+    let mut table = Table::new(&LATENCY_COLUMNS);
     for (layout, &wake_threads) in [Shape::Spread, Shape::OneQueue]
         .into_iter()
         .flat_map(|l| wake_thread_counts.iter().map(move |w| (l, w)))
     {
         WAKE_THREADS.store(wake_threads, Ordering::Relaxed);
-        for &n in &sizes {
-            let mut reps = Vec::new();
-            for _ in 0..repeats {
-                reps.push(match layout {
-                    Shape::Spread => {
-                        run_spread(n, per_conn, ((SPREAD_SAMPLES * scale) as usize).max(10))
-                    }
-                    Shape::OneQueue => {
-                        let rounds = ((ONE_QUEUE_LATENCIES * scale) as usize / n)
-                            .clamp(1, ONE_QUEUE_ROUNDS_MAX);
-                        run_one_queue(n, per_conn, rounds)
-                    }
-                });
-            }
-            let q = |f: &dyn Fn(&Repeat) -> u64| -> f64 {
-                median(&reps.iter().map(|r| f(r) as f64).collect::<Vec<_>>())
-            };
-            let p99s: Vec<f64> = reps
-                .iter()
-                .map(|r| r.latency.value_at_quantile(0.99) as f64)
-                .collect();
-            table.row(vec![
-                layout.name().to_string(),
-                match wake_threads {
-                    0 => format!(
-                        "{} (one per core)",
-                        std::thread::available_parallelism().map_or(1, |n| n.get())
-                    ),
-                    w => w.to_string(),
-                },
-                n.to_string(),
-                match layout {
-                    Shape::Spread => "1".to_string(),
-                    Shape::OneQueue => n.to_string(),
-                },
-                reps[0].latency.len().to_string(),
-                us(q(&|r| r.latency.value_at_quantile(0.5)) as u64),
-                us(q(&|r| r.latency.value_at_quantile(0.99)) as u64),
-                us(q(&|r| r.latency.value_at_quantile(0.999)) as u64),
-                us(q(&|r| r.latency.max()) as u64),
-                us(common::min(&p99s) as u64),
-                us(q(&|r| r.put.value_at_quantile(0.5)) as u64),
-                us(q(&|r| r.last.value_at_quantile(0.5)) as u64),
-                format!("{:.1}", median_of(&reps, |r| r.wake_cpu_ns) / 1000.0),
-                format!("{:.1}", median_of(&reps, |r| r.wake_wait_ns) / 1000.0),
-            ]);
+        for &n in sizes {
+            let reps = run_cell(plan, layout, n);
+            table.row(latency_row(layout, wake_threads, n, &reps));
         }
     }
     println!("## Wake-up latency (append → response in the parked connection's queue)\n");
@@ -698,8 +695,10 @@ fn main() {
          pull.\n"
     );
     table.print();
+}
 
-    let mem_n = *sizes.iter().max().unwrap_or(&100_000);
+/// The memory table: `mem_n` parked pulls in each layout, `repeats` child processes each.
+fn print_memory_table(repeats: usize, mem_n: usize) {
     let mut table = Table::new(&[
         "layout",
         "parked pulls",
@@ -725,4 +724,39 @@ fn main() {
          first measurement)\n"
     );
     table.print();
+}
+
+fn main() {
+    if let Ok(spec) = std::env::var("RINGMQ_BENCH_LONGPOLL_MEMORY_CHILD") {
+        memory_child(&spec);
+        return;
+    }
+    println!(
+        "# ringmq long-polling bench\n\n{}\n",
+        common::machine_facts()
+    );
+    let plan = Plan {
+        repeats: common::repeats(),
+        scale: common::env_num("RINGMQ_BENCH_SCALE", 1.0),
+        pulls_per_connection: common::env_num::<usize>(
+            "RINGMQ_BENCH_LONGPOLL_PULLS_PER_CONNECTION",
+            100,
+        )
+        .max(1),
+    };
+    let sizes: Vec<usize> = comma_list("RINGMQ_BENCH_LONGPOLL_SIZES", "1,1000,100000");
+    println!(
+        "{} repeats per cell (each on a fresh broker); {} parked pulls per \
+         detached connection; size_of::<ParkedPullRequest>() = {} bytes\n",
+        plan.repeats,
+        plan.pulls_per_connection,
+        std::mem::size_of::<ParkedPullRequest>()
+    );
+    // RINGMQ_BENCH_WAKE_THREADS: comma list of RINGMQ_LONGPOLL_WAKE_THREADS values to run
+    // (0 = one per core); default the broker's default.
+    let default_wake_threads = Config::default().longpoll.wake_threads.to_string();
+    let wake_thread_counts: Vec<u64> =
+        comma_list("RINGMQ_BENCH_WAKE_THREADS", &default_wake_threads);
+    print_latency_table(&plan, &sizes, &wake_thread_counts);
+    print_memory_table(plan.repeats, *sizes.iter().max().unwrap_or(&100_000));
 }

@@ -411,37 +411,14 @@ pub async fn consumer_send_msg_back(
             offset: h.offset,
             source,
         })?;
-    let max_reconsume = match h.max_reconsume_times {
+    let reconsume_times_max = match h.max_reconsume_times {
         Some(m) if request.version >= VERSION_V3_4_9 => m,
         _ => gc.retry_max_times,
     };
     let reconsume_times = decoded.reconsume_times;
-    let props_str = String::from_utf8_lossy(decoded.properties).into_owned();
-    let mut properties = remove_property(&props_str, property::DELAY);
-    if property_value(decoded.properties, property::RETRY_TOPIC.as_bytes()).is_none() {
-        properties.push_str(&format::encode_properties([(
-            property::RETRY_TOPIC,
-            decoded.topic,
-        )]));
-    }
-    let origin_id = match h.origin_msg_id.as_deref() {
-        Some(id) if !id.trim().is_empty() => id.to_string(),
-        _ => format::encode_offset_msg_id(&decoded.store_host, decoded.physical_offset),
-    };
-    properties = remove_property(&properties, property::ORIGIN_MESSAGE_ID);
-    properties.push_str(&format::encode_properties([(
-        property::ORIGIN_MESSAGE_ID,
-        origin_id.as_str(),
-    )]));
-    let (topic, queue_id) = if reconsume_times >= max_reconsume || h.delay_level < 0 {
-        let dlq = dlq_topic(&h.group);
-        let (_, created) =
-            ctrl.topics
-                .create_topic_if_absent(&dlq, 1, perm::PERM_READ | perm::PERM_WRITE, 0)?;
-        if created {
-            ctrl.notify_topics_changed();
-        }
-        (dlq, 0)
+    let mut properties = send_back_properties(&decoded, h.origin_msg_id.as_deref());
+    let (topic, queue_id) = if reconsume_times >= reconsume_times_max || h.delay_level < 0 {
+        (dead_letter_topic(ctrl, &h.group)?, 0)
     } else {
         let level = if h.delay_level == 0 {
             3 + reconsume_times
@@ -452,7 +429,7 @@ pub async fn consumer_send_msg_back(
             property::DELAY,
             level.to_string().as_str(),
         )]));
-        (retry.clone(), pick_queue(retry_tc.write_queue_nums))
+        (retry, pick_queue(retry_tc.write_queue_nums))
     };
     let mut msg = MessageToStore {
         topic,
@@ -474,6 +451,45 @@ pub async fn consumer_send_msg_back(
     let code = put_status_code(put.status);
     let remark = (code != rc::SUCCESS).then(|| format!("{:?}", put.status));
     respond(RemotingCommand::response_to(request, code, remark))
+}
+
+/// The properties of a sent-back message: the original ones without DELAY, plus RETRY_TOPIC
+/// (the topic it was first consumed from) and ORIGIN_MESSAGE_ID (the client's, else the
+/// stored record's offset msgId).
+fn send_back_properties(
+    decoded: &format::DecodedRecord<'_>,
+    origin_msg_id: Option<&str>,
+) -> String {
+    let props_str = String::from_utf8_lossy(decoded.properties).into_owned();
+    let mut properties = remove_property(&props_str, property::DELAY);
+    if property_value(decoded.properties, property::RETRY_TOPIC.as_bytes()).is_none() {
+        properties.push_str(&format::encode_properties([(
+            property::RETRY_TOPIC,
+            decoded.topic,
+        )]));
+    }
+    let origin_id = match origin_msg_id {
+        Some(id) if !id.trim().is_empty() => id.to_string(),
+        _ => format::encode_offset_msg_id(&decoded.store_host, decoded.physical_offset),
+    };
+    properties = remove_property(&properties, property::ORIGIN_MESSAGE_ID);
+    properties.push_str(&format::encode_properties([(
+        property::ORIGIN_MESSAGE_ID,
+        origin_id.as_str(),
+    )]));
+    properties
+}
+
+/// The group's dead-letter topic, created (one queue) if it is new.
+fn dead_letter_topic(ctrl: &BrokerController, group: &str) -> Result<String, BrokerError> {
+    let dlq = dlq_topic(group);
+    let (_, created) =
+        ctrl.topics
+            .create_topic_if_absent(&dlq, 1, perm::PERM_READ | perm::PERM_WRITE, 0)?;
+    if created {
+        ctrl.notify_topics_changed();
+    }
+    Ok(dlq)
 }
 
 #[cfg(test)]
