@@ -104,7 +104,7 @@ const QUEUES_PER_TOPIC: usize = 1000;
 /// Queues that receive appends in the spread layout.
 const HOT_QUEUES: usize = 64;
 /// Long-poll hold time of every parked pull: longer than any run, so nothing expires.
-const HOLD_MS: u64 = 3_600_000;
+const HOLD_TIME_MS: u64 = 3_600_000;
 /// Latency samples per repeat in the spread layout (times `RINGMQ_BENCH_SCALE`).
 const SPREAD_SAMPLES: f64 = 5_000.0;
 /// Woken-pull latencies aimed for per repeat in the one-queue layout (rounds = this / n, at
@@ -112,7 +112,7 @@ const SPREAD_SAMPLES: f64 = 5_000.0;
 const ONE_QUEUE_LATENCIES: f64 = 10_000.0;
 const ONE_QUEUE_ROUNDS_MAX: usize = 1_000;
 /// Largest latency the histograms hold (60 s, in ns).
-const HIST_MAX_NS: u64 = 60_000_000_000;
+const HIST_LATENCY_MAX_NS: u64 = 60_000_000_000;
 /// A response not seen after this long means the pipeline lost it: the bench fails.
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
 const GROUP: &str = "bench_longpoll_group";
@@ -172,7 +172,7 @@ impl Bench {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut config = Config::default();
         config.store.root_dir = dir.path().join("store");
-        config.longpoll.suspend_timeout_max_ms = HOLD_MS;
+        config.longpoll.suspend_timeout_max_ms = HOLD_TIME_MS;
         config.longpoll.parked_pulls_max = (parked as u64 + 1024).max(200_000);
         // One response per parked pull at most can be queued on a connection at once.
         config.server.write_queue_max = pulls_per_connection as u64 + 16;
@@ -223,7 +223,7 @@ impl Bench {
             max_msg_nums: 32,
             sys_flag: pull_sys_flag::SUSPEND | pull_sys_flag::SUBSCRIPTION,
             commit_offset: 0,
-            suspend_timeout_millis: HOLD_MS as i64,
+            suspend_timeout_millis: HOLD_TIME_MS as i64,
             subscription: Some("*".to_string()),
             sub_version: 0,
             expression_type: Some("TAG".to_string()),
@@ -351,7 +351,7 @@ fn per_wake(before: Option<(u64, u64)>, woken: usize) -> (f64, f64) {
 }
 
 fn histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, HIST_MAX_NS, 3).expect("histogram bounds")
+    Histogram::new_with_bounds(1, HIST_LATENCY_MAX_NS, 3).expect("histogram bounds")
 }
 
 fn spread_topic(i: usize) -> (String, i32) {
@@ -406,7 +406,7 @@ fn run_spread(parked: usize, pulls_per_connection: usize, samples: usize) -> Rep
         let (topic, q) = spread_topic(i);
         *slot = bench.park(i / pulls_per_connection, &topic, q, hot_offset[i]);
     }
-    assert_eq!(bench.ctrl.pull_hold.parked_count(), parked);
+    assert_eq!(bench.ctrl.pull_hold.parked_pulls(), parked);
     let mut rep = Repeat::empty();
     let mut rng = Rng::new(0xB0BA + parked as u64);
     let sched_before = pull_wake_schedstat();
@@ -424,7 +424,7 @@ fn run_spread(parked: usize, pulls_per_connection: usize, samples: usize) -> Rep
         rep.put.saturating_record(put_ns);
         hot_offset[i] += 1;
         opaque[i] = bench.park(conn, &topic, q, hot_offset[i]);
-        debug_assert_eq!(bench.ctrl.pull_hold.parked_count(), parked);
+        debug_assert_eq!(bench.ctrl.pull_hold.parked_pulls(), parked);
     }
     (rep.wake_cpu_ns, rep.wake_wait_ns) = per_wake(sched_before, samples);
     bench.close();
@@ -446,7 +446,7 @@ fn run_one_queue(parked: usize, pulls_per_connection: usize, rounds: usize) -> R
         for i in 0..parked {
             bench.park(i / pulls_per_connection, TOPIC, 0, offset);
         }
-        assert_eq!(bench.ctrl.pull_hold.parked_count(), parked);
+        assert_eq!(bench.ctrl.pull_hold.parked_pulls(), parked);
         for (c, p) in pending.iter_mut().enumerate() {
             *p = (parked - c * pulls_per_connection).min(pulls_per_connection);
         }
@@ -498,8 +498,9 @@ fn memory_child(spec: &str) {
     let (layout, n) = spec.split_once(':').expect("layout:n");
     let layout = Shape::parse(layout);
     let n: usize = n.parse().expect("pull count");
-    let per_conn = common::env_num::<usize>("RINGMQ_BENCH_LONGPOLL_PULLS_PER_CONNECTION", 100);
-    let mut bench = Bench::new(n, per_conn);
+    let pulls_per_connection =
+        common::env_num::<usize>("RINGMQ_BENCH_LONGPOLL_PULLS_PER_CONNECTION", 100);
+    let mut bench = Bench::new(n, pulls_per_connection);
     match layout {
         Shape::Spread => {
             for t in 0..n.div_ceil(QUEUES_PER_TOPIC) {
@@ -527,18 +528,18 @@ fn memory_child(spec: &str) {
         match layout {
             Shape::Spread => {
                 let (t, queue) = spread_topic(i);
-                bench.park(i / per_conn, &t, queue, 0);
+                bench.park(i / pulls_per_connection, &t, queue, 0);
             }
             Shape::OneQueue => {
                 // Offset 1: the warm-up message is at 0, so the pull waits for the next one.
-                bench.park(i / per_conn, &topic, q, 1);
+                bench.park(i / pulls_per_connection, &topic, q, 1);
             }
         }
     }
     let rss_after = common::rss_bytes();
     let heap_after = LIVE_HEAP_BYTES.load(Ordering::SeqCst);
     COUNTING.store(false, Ordering::SeqCst);
-    assert_eq!(bench.ctrl.pull_hold.parked_count(), n);
+    assert_eq!(bench.ctrl.pull_hold.parked_pulls(), n);
     println!(
         "MEMORY {} {} {}",
         n,
@@ -605,17 +606,17 @@ struct Plan {
 
 /// `plan.repeats` repeats of one cell, each on a fresh broker.
 fn run_cell(plan: &Plan, layout: Shape, parked: usize) -> Vec<Repeat> {
-    let per_conn = plan.pulls_per_connection;
+    let pulls_per_connection = plan.pulls_per_connection;
     (0..plan.repeats)
         .map(|_| match layout {
             Shape::Spread => {
                 let samples = ((SPREAD_SAMPLES * plan.scale) as usize).max(10);
-                run_spread(parked, per_conn, samples)
+                run_spread(parked, pulls_per_connection, samples)
             }
             Shape::OneQueue => {
                 let rounds = ((ONE_QUEUE_LATENCIES * plan.scale) as usize / parked)
                     .clamp(1, ONE_QUEUE_ROUNDS_MAX);
-                run_one_queue(parked, per_conn, rounds)
+                run_one_queue(parked, pulls_per_connection, rounds)
             }
         })
         .collect()

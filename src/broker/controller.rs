@@ -33,7 +33,7 @@ pub struct BrokerController {
     /// brokerPermission, changeable at run time (admin).
     pub permission: AtomicI32,
     /// Topics created at run time that the name server must learn about.
-    pub topic_changes: crossbeam::channel::Sender<()>,
+    pub topic_changes_tx: crossbeam::channel::Sender<()>,
     pub delay_levels_ms: Vec<u64>,
     pub boot_timestamp_ms: i64,
 }
@@ -50,6 +50,6 @@ impl BrokerController {
     /// Tell the registration thread that the topic table changed.
     pub fn notify_topics_changed(&self) {
         // A full channel already carries a pending notification; nothing is lost.
-        let _ = self.topic_changes.try_send(());
+        let _ = self.topic_changes_tx.try_send(());
     }
 }

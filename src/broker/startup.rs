@@ -179,7 +179,7 @@ pub fn build_controller(config: Config) -> Result<ControllerParts, StartupError>
     }
     let (pull_hold, wake_rx) =
         PullRequestHoldService::new(store.clone(), config.longpoll.parked_pulls_max as usize);
-    let (topic_tx, topic_changes_rx) = crossbeam::channel::bounded(1);
+    let (topic_changes_tx, topic_changes_rx) = crossbeam::channel::bounded(1);
     let broker_addr = format!(
         "{}:{}",
         config.broker.advertised_ip, config.broker.listen_port
@@ -196,7 +196,7 @@ pub fn build_controller(config: Config) -> Result<ControllerParts, StartupError>
         producers: ProducerManager::new(),
         filters: FilterCache::new(),
         broker_addr,
-        topic_changes: topic_tx,
+        topic_changes_tx,
         delay_levels_ms,
         boot_timestamp_ms: now_ms(),
         config,
@@ -271,7 +271,7 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
     let ControllerParts {
         ctrl,
         wake_rx,
-        topic_changes_rx: topic_rx,
+        topic_changes_rx,
     } = build_controller(config)?;
     let shutdown = ShutdownSignal::new();
     let stop = StopFlag::new();
@@ -302,7 +302,12 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
         handler,
         shutdown.clone(),
     )?;
-    threads.push(start_registration(&ctrl, namesrv_addrs, topic_rx, &stop)?);
+    threads.push(start_registration(
+        &ctrl,
+        namesrv_addrs,
+        topic_changes_rx,
+        &stop,
+    )?);
     let addrs: Vec<String> = server
         .local_addrs()
         .iter()
@@ -380,16 +385,16 @@ fn start_housekeeping(
     let ctrl = ctrl.clone();
     let stop = stop.clone();
     spawn("ringmq-client-housekeeping", move || {
-        let timeout = ctrl.config.broker.channel_expired_timeout_ms as i64;
+        let timeout_ms = ctrl.config.broker.channel_expired_timeout_ms as i64;
         while !stop.wait_timeout(Duration::from_secs(10)) {
             let now = now_ms();
-            let expired = ctrl.consumers.scan_not_active_channels(now, timeout);
+            let expired = ctrl.consumers.scan_not_active_channels(now, timeout_ms);
             let mut groups: Vec<String> = expired.into_iter().map(|(g, _)| g).collect();
             groups.dedup();
             for g in groups {
                 crate::broker::processor::client_manage::notify_consumer_ids_changed(&ctrl, &g);
             }
-            ctrl.producers.scan_not_active_channels(now, timeout);
+            ctrl.producers.scan_not_active_channels(now, timeout_ms);
         }
     })
 }
@@ -399,7 +404,7 @@ fn start_housekeeping(
 fn start_registration(
     ctrl: &Arc<BrokerController>,
     namesrv_addrs: Vec<String>,
-    topic_changes: crossbeam::channel::Receiver<()>,
+    topic_changes_rx: crossbeam::channel::Receiver<()>,
     stop: &StopFlag,
 ) -> Result<JoinHandle<()>, StartupError> {
     let ctrl = ctrl.clone();
@@ -410,7 +415,7 @@ fn start_registration(
     let mut connections: HashMap<String, BlockingClient> = HashMap::new();
     register_all(&ctrl, &namesrv_addrs, &mut connections);
     spawn("ringmq-namesrv-register", move || loop {
-        match topic_changes.recv_timeout(period) {
+        match topic_changes_rx.recv_timeout(period) {
             Ok(()) | Err(crossbeam::channel::RecvTimeoutError::Timeout) => {}
             Err(crossbeam::channel::RecvTimeoutError::Disconnected) => return,
         }

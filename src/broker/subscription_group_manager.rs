@@ -65,11 +65,6 @@ const SYSTEM_GROUPS: &[&str] = &[
     "CID_SYS_RMQ_TRANS",
 ];
 
-/// Java `ValidatorUtils`/`MixAll`: group names are at most 120 chars (CHARACTER_MAX_LENGTH 255 in
-/// 5.x checks; clients enforce 255). We check the broker-side limits that matter for topics
-/// built from the name.
-pub const GROUP_NAME_MAX_LENGTH: usize = 120;
-
 pub struct SubscriptionGroupManager {
     /// Shared (`Arc`) so every pull looks its group up without copying it.
     table: RwLock<HashMap<String, Arc<SubscriptionGroupConfig>>>,

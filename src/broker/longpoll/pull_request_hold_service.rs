@@ -77,7 +77,7 @@ impl PullRequestHoldService {
     }
 
     /// Pulls currently parked.
-    pub fn parked_count(&self) -> usize {
+    pub fn parked_pulls(&self) -> usize {
         self.hold_table.len()
     }
 
@@ -164,7 +164,7 @@ impl<H: PullWakeHost> ArrivalListener for ArrivalNotifier<H> {
         &self,
         topic: &str,
         queue_id: i32,
-        logic_offset_max_next: i64,
+        max_offset: i64,
         tags_code: i64,
         _store_timestamp_ms: i64,
         properties: &[u8],
@@ -180,7 +180,7 @@ impl<H: PullWakeHost> ArrivalListener for ArrivalNotifier<H> {
         service.send_wake_item(WakeItem::Arrival {
             topic: topic.to_string(),
             queue_id,
-            max_offset: logic_offset_max_next,
+            max_offset,
             tags_code,
             properties: properties.to_vec(),
         });

@@ -33,14 +33,16 @@ pub async fn update_and_create_topic(
     request: &RemotingCommand,
 ) -> ProcessResult {
     let ctrl = cx.ctrl;
-    let h = CreateTopicRequestHeader::decode(request)?;
-    validate_topic(&h.topic, true)?;
-    if h.topic == ctrl.config.broker.cluster_name || h.topic == ctrl.config.broker.name {
-        return Err(BrokerError::TopicNameConflict { topic: h.topic });
+    let header = CreateTopicRequestHeader::decode(request)?;
+    validate_topic(&header.topic, true)?;
+    if header.topic == ctrl.config.broker.cluster_name || header.topic == ctrl.config.broker.name {
+        return Err(BrokerError::TopicNameConflict {
+            topic: header.topic,
+        });
     }
     for (field, value) in [
-        ("readQueueNums", h.read_queue_nums),
-        ("writeQueueNums", h.write_queue_nums),
+        ("readQueueNums", header.read_queue_nums),
+        ("writeQueueNums", header.write_queue_nums),
     ] {
         if !(1..=TOPIC_QUEUE_NUMS_MAX).contains(&value) {
             return Err(BrokerError::QueueNumsOutOfRange {
@@ -50,18 +52,18 @@ pub async fn update_and_create_topic(
             });
         }
     }
-    let filter_type = match h.topic_filter_type.as_str() {
+    let filter_type = match header.topic_filter_type.as_str() {
         "MULTI_TAG" => TopicFilterType::MultiTag,
         _ => TopicFilterType::SingleTag,
     };
     let tc = TopicConfig {
-        topic_name: h.topic.clone(),
-        read_queue_nums: h.read_queue_nums,
-        write_queue_nums: h.write_queue_nums,
-        perm: h.perm,
+        topic_name: header.topic.clone(),
+        read_queue_nums: header.read_queue_nums,
+        write_queue_nums: header.write_queue_nums,
+        perm: header.perm,
         topic_filter_type: filter_type,
-        topic_sys_flag: h.topic_sys_flag.unwrap_or(0),
-        order: h.order,
+        topic_sys_flag: header.topic_sys_flag.unwrap_or(0),
+        order: header.order,
         ..TopicConfig::default()
     };
     ctrl.topics.update_topic_config(tc)?;
@@ -121,7 +123,7 @@ pub async fn get_broker_runtime_info(
     table.insert("brokerActive", "true".to_string());
     table.insert(
         "pullThreadPoolQueueSize",
-        ctrl.pull_hold.parked_count().to_string(),
+        ctrl.pull_hold.parked_pulls().to_string(),
     );
     table.insert("storeReadOnly", store.is_read_only().unwrap_or_default());
     let body = serde_json::json!({ "table": table });
@@ -133,8 +135,10 @@ pub async fn get_broker_runtime_info(
 
 pub async fn get_max_offset(cx: &RequestContext<'_>, request: &RemotingCommand) -> ProcessResult {
     let ctrl = cx.ctrl;
-    let h = GetMaxOffsetRequestHeader::decode(request)?;
-    let offset = ctrl.store.max_offset_in_queue(&h.topic, h.queue_id);
+    let header = GetMaxOffsetRequestHeader::decode(request)?;
+    let offset = ctrl
+        .store
+        .max_offset_in_queue(&header.topic, header.queue_id);
     let mut response = RemotingCommand::response_to(request, rc::SUCCESS, None);
     GetMaxOffsetResponseHeader { offset }.encode(&mut response);
     respond(response)
@@ -142,8 +146,10 @@ pub async fn get_max_offset(cx: &RequestContext<'_>, request: &RemotingCommand) 
 
 pub async fn get_min_offset(cx: &RequestContext<'_>, request: &RemotingCommand) -> ProcessResult {
     let ctrl = cx.ctrl;
-    let h = GetMinOffsetRequestHeader::decode(request)?;
-    let offset = ctrl.store.min_offset_in_queue(&h.topic, h.queue_id);
+    let header = GetMinOffsetRequestHeader::decode(request)?;
+    let offset = ctrl
+        .store
+        .min_offset_in_queue(&header.topic, header.queue_id);
     let mut response = RemotingCommand::response_to(request, rc::SUCCESS, None);
     GetMinOffsetResponseHeader { offset }.encode(&mut response);
     respond(response)
@@ -154,14 +160,17 @@ pub async fn search_offset_by_timestamp(
     request: &RemotingCommand,
 ) -> ProcessResult {
     let ctrl = cx.ctrl;
-    let h = SearchOffsetRequestHeader::decode(request)?;
-    let boundary = match h.boundary_type {
+    let header = SearchOffsetRequestHeader::decode(request)?;
+    let boundary = match header.boundary_type {
         BoundaryType::Lower => store::BoundaryType::Lower,
         BoundaryType::Upper => store::BoundaryType::Upper,
     };
-    let offset = ctrl
-        .store
-        .offset_by_timestamp(&h.topic, h.queue_id, h.timestamp, boundary)?;
+    let offset = ctrl.store.offset_by_timestamp(
+        &header.topic,
+        header.queue_id,
+        header.timestamp,
+        boundary,
+    )?;
     let mut response = RemotingCommand::response_to(request, rc::SUCCESS, None);
     SearchOffsetResponseHeader { offset }.encode(&mut response);
     respond(response)
@@ -172,11 +181,11 @@ pub async fn get_earliest_msg_storetime(
     request: &RemotingCommand,
 ) -> ProcessResult {
     let ctrl = cx.ctrl;
-    let h = GetEarliestMsgStoretimeRequestHeader::decode(request)?;
+    let header = GetEarliestMsgStoretimeRequestHeader::decode(request)?;
     // Java answers -1 when the queue has no message.
     let timestamp = ctrl
         .store
-        .earliest_message_store_time(&h.topic, h.queue_id)?
+        .earliest_message_store_time(&header.topic, header.queue_id)?
         .unwrap_or(-1);
     let mut response = RemotingCommand::response_to(request, rc::SUCCESS, None);
     GetEarliestMsgStoretimeResponseHeader { timestamp }.encode(&mut response);

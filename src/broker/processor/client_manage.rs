@@ -78,11 +78,11 @@ pub async fn unregister_client(
     request: &RemotingCommand,
 ) -> ProcessResult {
     let (ctrl, conn) = (cx.ctrl, cx.conn);
-    let h = UnregisterClientRequestHeader::decode(request)?;
-    if let Some(group) = h.producer_group.as_deref().filter(|g| !g.is_empty()) {
+    let header = UnregisterClientRequestHeader::decode(request)?;
+    if let Some(group) = header.producer_group.as_deref().filter(|g| !g.is_empty()) {
         ctrl.producers.unregister_producer(group, conn.id);
     }
-    if let Some(group) = h.consumer_group.as_deref().filter(|g| !g.is_empty()) {
+    if let Some(group) = header.consumer_group.as_deref().filter(|g| !g.is_empty()) {
         if ctrl.consumers.unregister_consumer(group, conn.id) {
             let notify = ctrl
                 .groups

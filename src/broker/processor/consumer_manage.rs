@@ -20,15 +20,15 @@ pub async fn get_consumer_list_by_group(
     request: &RemotingCommand,
 ) -> ProcessResult {
     let ctrl = cx.ctrl;
-    let h = GetConsumerListByGroupRequestHeader::decode(request)?;
+    let header = GetConsumerListByGroupRequestHeader::decode(request)?;
     let ids = ctrl
         .consumers
-        .group(&h.consumer_group)
+        .group(&header.consumer_group)
         .map(|g| g.client_ids())
         .unwrap_or_default();
     if ids.is_empty() {
         return Err(BrokerError::NoConsumerInGroup {
-            group: h.consumer_group,
+            group: header.consumer_group,
         });
     }
     let body = serde_json::json!({ "consumerIdList": ids }).to_string();
@@ -43,19 +43,21 @@ pub async fn query_consumer_offset(
     request: &RemotingCommand,
 ) -> ProcessResult {
     let ctrl = cx.ctrl;
-    let h = QueryConsumerOffsetRequestHeader::decode(request)?;
-    if let Some(offset) = ctrl
-        .offsets
-        .query_offset(&h.consumer_group, &h.topic, h.queue_id)
+    let header = QueryConsumerOffsetRequestHeader::decode(request)?;
+    if let Some(offset) =
+        ctrl.offsets
+            .query_offset(&header.consumer_group, &header.topic, header.queue_id)
     {
         if offset >= 0 {
             return respond(offset_response(request, offset));
         }
     }
-    let set_zero = h.set_zero_if_not_found.unwrap_or(true);
+    let set_zero = header.set_zero_if_not_found.unwrap_or(true);
     if set_zero {
-        let min = ctrl.store.min_offset_in_queue(&h.topic, h.queue_id);
-        if min <= 0 && !check_in_disk_by_consume_offset(ctrl, &h.topic, h.queue_id, 0)? {
+        let min = ctrl
+            .store
+            .min_offset_in_queue(&header.topic, header.queue_id);
+        if min <= 0 && !check_in_disk_by_consume_offset(ctrl, &header.topic, header.queue_id, 0)? {
             return respond(offset_response(request, 0));
         }
     }
@@ -91,16 +93,22 @@ pub async fn update_consumer_offset(
     request: &RemotingCommand,
 ) -> ProcessResult {
     let ctrl = cx.ctrl;
-    let h = UpdateConsumerOffsetRequestHeader::decode(request)?;
-    if ctrl.groups.find(&h.consumer_group).is_none() {
+    let header = UpdateConsumerOffsetRequestHeader::decode(request)?;
+    if ctrl.groups.find(&header.consumer_group).is_none() {
         return Err(BrokerError::SubscriptionGroupNotExist {
-            group: h.consumer_group,
+            group: header.consumer_group,
         });
     }
-    if ctrl.topics.select(&h.topic).is_none() {
-        return Err(BrokerError::TopicNotExist { topic: h.topic });
+    if ctrl.topics.select(&header.topic).is_none() {
+        return Err(BrokerError::TopicNotExist {
+            topic: header.topic,
+        });
     }
-    ctrl.offsets
-        .commit_offset(&h.consumer_group, &h.topic, h.queue_id, h.commit_offset);
+    ctrl.offsets.commit_offset(
+        &header.consumer_group,
+        &header.topic,
+        header.queue_id,
+        header.commit_offset,
+    );
     respond(RemotingCommand::response_to(request, rc::SUCCESS, None))
 }

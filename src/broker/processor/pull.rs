@@ -314,15 +314,15 @@ struct Looked {
 /// Java's checks in Java's order, then the store lookup.
 fn look_up(
     ctrl: &BrokerController,
-    h: &PullMessageRequestHeader,
+    header: &PullMessageRequestHeader,
     envelope: &RequestEnvelope,
     zero_copy_allowed: bool,
 ) -> Result<Looked, BrokerError> {
-    let group = check_access(ctrl, h, envelope)?;
-    let filter = subscription_filter(ctrl, h, group.consume_broadcast_enable)?;
-    let (result, regions) = look_up_messages(ctrl, h, &filter, zero_copy_allowed)?;
+    let group = check_access(ctrl, header, envelope)?;
+    let filter = subscription_filter(ctrl, header, group.consume_broadcast_enable)?;
+    let (result, regions) = look_up_messages(ctrl, header, &filter, zero_copy_allowed)?;
     let next_begin_offset = result.next_begin_offset;
-    let response = map_result(ctrl, h, envelope, &group, result);
+    let response = map_result(ctrl, header, envelope, &group, result);
     // Only a SUCCESS response carries a body.
     let regions = regions.filter(|regions| response.code == rc::SUCCESS && !regions.is_empty());
     Ok(Looked {
@@ -336,7 +336,7 @@ fn look_up(
 /// Broker permission, subscription group, topic and queue id; the group's config.
 fn check_access(
     ctrl: &BrokerController,
-    h: &PullMessageRequestHeader,
+    header: &PullMessageRequestHeader,
     envelope: &RequestEnvelope,
 ) -> Result<Arc<SubscriptionGroupConfig>, BrokerError> {
     if ctrl.broker_permission() & perm::PERM_READ == 0 {
@@ -347,31 +347,31 @@ fn check_access(
     }
     let group = ctrl
         .groups
-        .find_or_auto_create(&h.consumer_group)?
+        .find_or_auto_create(&header.consumer_group)?
         .ok_or_else(|| BrokerError::SubscriptionGroupNotExist {
-            group: h.consumer_group.clone(),
+            group: header.consumer_group.clone(),
         })?;
     if !group.consume_enable {
         return Err(BrokerError::GroupConsumeDisabled {
-            group: h.consumer_group.clone(),
+            group: header.consumer_group.clone(),
         });
     }
     let topic = ctrl
         .topics
-        .select(&h.topic)
+        .select(&header.topic)
         .ok_or_else(|| BrokerError::TopicNotExist {
-            topic: h.topic.clone(),
+            topic: header.topic.clone(),
         })?;
     if topic.perm & perm::PERM_READ == 0 {
         return Err(BrokerError::TopicForbidden {
-            topic: h.topic.clone(),
+            topic: header.topic.clone(),
             access: Access::Pull,
         });
     }
-    if h.queue_id < 0 || h.queue_id >= topic.read_queue_nums {
+    if header.queue_id < 0 || header.queue_id >= topic.read_queue_nums {
         return Err(BrokerError::PullQueueIdIllegal {
-            queue_id: h.queue_id,
-            topic: h.topic.clone(),
+            queue_id: header.queue_id,
+            topic: header.topic.clone(),
             read_queue_nums: topic.read_queue_nums,
             consumer: envelope.remote_addr,
         });
@@ -385,7 +385,7 @@ fn check_access(
 /// Returns the result and, when zero-copy was chosen, the regions.
 fn look_up_messages(
     ctrl: &BrokerController,
-    h: &PullMessageRequestHeader,
+    header: &PullMessageRequestHeader,
     filter: &ExpressionMessageFilter,
     zero_copy_allowed: bool,
 ) -> Result<(GetMessageResult, Option<Vec<FileRegion>>), BrokerError> {
@@ -394,9 +394,9 @@ fn look_up_messages(
         && transfer.effective_mode() != TransferMode::Copy
         && !filter_reads_records(filter);
     if !regions_wanted {
-        return Ok((read_messages(&ctrl.store, h, filter)?, None));
+        return Ok((read_messages(&ctrl.store, header, filter)?, None));
     }
-    let located = locate_messages(&ctrl.store, h, filter, &|shape| {
+    let located = locate_messages(&ctrl.store, header, filter, &|shape| {
         choose_zero_copy(transfer, shape)
     })?;
     Ok((located.result, located.regions))
@@ -405,15 +405,15 @@ fn look_up_messages(
 /// The pull's records, read (copy).
 fn read_messages(
     store: &MessageStore,
-    h: &PullMessageRequestHeader,
+    header: &PullMessageRequestHeader,
     filter: &ExpressionMessageFilter,
 ) -> Result<GetMessageResult, BrokerError> {
     Ok(store.get_message(
-        &h.consumer_group,
-        &h.topic,
-        h.queue_id,
-        h.queue_offset,
-        h.max_msg_nums.max(1),
+        &header.consumer_group,
+        &header.topic,
+        header.queue_id,
+        header.queue_offset,
+        header.max_msg_nums.max(1),
         filter,
     )?)
 }
@@ -421,16 +421,16 @@ fn read_messages(
 /// The pull's records, read or located as `choose` decides on their shape.
 fn locate_messages(
     store: &MessageStore,
-    h: &PullMessageRequestHeader,
+    header: &PullMessageRequestHeader,
     filter: &ExpressionMessageFilter,
     choose: &dyn Fn(RegionShape) -> bool,
 ) -> Result<GetMessageRegions, BrokerError> {
     Ok(store.get_message_regions(
-        &h.consumer_group,
-        &h.topic,
-        h.queue_id,
-        h.queue_offset,
-        h.max_msg_nums.max(1),
+        &header.consumer_group,
+        &header.topic,
+        header.queue_id,
+        header.queue_offset,
+        header.max_msg_nums.max(1),
         crate::store::MAX_PULL_MSG_SIZE_BYTES,
         filter,
         choose,
@@ -441,47 +441,51 @@ fn locate_messages(
 /// else the one registered by heartbeat (Java's order of checks and codes).
 fn subscription_filter(
     ctrl: &BrokerController,
-    h: &PullMessageRequestHeader,
+    header: &PullMessageRequestHeader,
     consume_broadcast_enable: bool,
 ) -> Result<Arc<ExpressionMessageFilter>, BrokerError> {
-    if h.sys_flag & pull_sys_flag::SUBSCRIPTION != 0 {
-        let expression_type = match h.expression_type.as_deref() {
+    if header.sys_flag & pull_sys_flag::SUBSCRIPTION != 0 {
+        let expression_type = match header.expression_type.as_deref() {
             None | Some("") => "TAG",
             Some(t) => t,
         };
-        let sub_string = h.subscription.as_deref().unwrap_or_default();
-        return compile_filter(ctrl, h, expression_type, sub_string, h.sub_version);
+        let sub_string = header.subscription.as_deref().unwrap_or_default();
+        return compile_filter(
+            ctrl,
+            header,
+            expression_type,
+            sub_string,
+            header.sub_version,
+        );
     }
     // The subscription registered by heartbeat, read in place under the consumer table's read
     // lock: the common push-consumer pull copies nothing here.
-    ctrl.consumers.with_group(&h.consumer_group, |group| {
+    ctrl.consumers.with_group(&header.consumer_group, |group| {
         let Some(group) = group else {
             return Err(BrokerError::ConsumerGroupInfoNotExist {
-                group: h.consumer_group.clone(),
+                group: header.consumer_group.clone(),
             });
         };
         if !consume_broadcast_enable && group.message_model == "BROADCASTING" {
             return Err(BrokerError::BroadcastForbidden {
-                group: h.consumer_group.clone(),
+                group: header.consumer_group.clone(),
             });
         }
-        let sub =
-            group
-                .subscriptions
-                .get(&h.topic)
-                .ok_or_else(|| BrokerError::SubscriptionNotExist {
-                    group: h.consumer_group.clone(),
-                    topic: h.topic.clone(),
-                })?;
-        if sub.sub_version < h.sub_version {
+        let sub = group.subscriptions.get(&header.topic).ok_or_else(|| {
+            BrokerError::SubscriptionNotExist {
+                group: header.consumer_group.clone(),
+                topic: header.topic.clone(),
+            }
+        })?;
+        if sub.sub_version < header.sub_version {
             return Err(BrokerError::SubscriptionNotLatest {
-                group: h.consumer_group.clone(),
-                topic: h.topic.clone(),
+                group: header.consumer_group.clone(),
+                topic: header.topic.clone(),
             });
         }
         compile_filter(
             ctrl,
-            h,
+            header,
             sub.expression_type(),
             &sub.sub_string,
             sub.sub_version,
@@ -492,7 +496,7 @@ fn subscription_filter(
 /// The compiled filter of a subscription (cached per subscription version).
 fn compile_filter(
     ctrl: &BrokerController,
-    h: &PullMessageRequestHeader,
+    header: &PullMessageRequestHeader,
     expression_type: &str,
     sub_string: &str,
     sub_version: i64,
@@ -502,8 +506,8 @@ fn compile_filter(
     }
     ctrl.filters
         .get_or_compile(
-            &h.consumer_group,
-            &h.topic,
+            &header.consumer_group,
+            &header.topic,
             expression_type,
             sub_string,
             sub_version,
@@ -517,12 +521,12 @@ fn compile_filter(
 /// GetMessageStatus → response code and header (Java `DefaultPullMessageResultHandler`), and the suggested broker.
 fn map_result(
     ctrl: &BrokerController,
-    h: &PullMessageRequestHeader,
+    header: &PullMessageRequestHeader,
     envelope: &RequestEnvelope,
     group: &SubscriptionGroupConfig,
     result: GetMessageResult,
 ) -> RemotingCommand {
-    let code = status_to_code(result.status, h.queue_offset);
+    let code = status_to_code(result.status, header.queue_offset);
     let mut suggest = if ctrl.config.broker.slave_read_enabled {
         if result.suggest_pulling_from_slave {
             group.which_broker_when_consume_slowly
@@ -595,18 +599,18 @@ pub fn status_name(status: GetMessageStatus) -> &'static str {
 /// the group, so operators see which consumer was moved and from where.
 fn store_offset_moved_event(
     ctrl: &BrokerController,
-    h: &PullMessageRequestHeader,
+    header: &PullMessageRequestHeader,
     offset_new: i64,
 ) {
     let event = serde_json::json!({
-        "consumerGroup": h.consumer_group,
-        "messageQueue": {"brokerName": ctrl.config.broker.name, "queueId": h.queue_id, "topic": h.topic},
-        "offsetRequest": h.queue_offset,
+        "consumerGroup": header.consumer_group,
+        "messageQueue": {"brokerName": ctrl.config.broker.name, "queueId": header.queue_id, "topic": header.topic},
+        "offsetRequest": header.queue_offset,
         "offsetNew": offset_new,
     });
     let properties = crate::store::format::encode_properties([
-        ("TAGS", h.consumer_group.as_str()),
-        ("KEYS", h.consumer_group.as_str()),
+        ("TAGS", header.consumer_group.as_str()),
+        ("KEYS", header.consumer_group.as_str()),
     ]);
     let msg = MessageToStore {
         topic: OFFSET_MOVED_EVENT.to_string(),
@@ -621,7 +625,7 @@ fn store_offset_moved_event(
         prepared_transaction_offset: 0,
     };
     if let Err(e) = ctrl.store.put_message(&msg) {
-        tracing::warn!(error = %e, group = h.consumer_group, "storing the OffsetMovedEvent failed");
+        tracing::warn!(error = %e, group = header.consumer_group, "storing the OffsetMovedEvent failed");
     }
 }
 

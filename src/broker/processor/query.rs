@@ -13,11 +13,13 @@ pub async fn view_message_by_id(
     request: &RemotingCommand,
 ) -> ProcessResult {
     let ctrl = cx.ctrl;
-    let h = ViewMessageRequestHeader::decode(request)?;
-    match ctrl.store.look_message_by_offset(h.offset)? {
+    let header = ViewMessageRequestHeader::decode(request)?;
+    match ctrl.store.look_message_by_offset(header.offset)? {
         Some(record) => {
             respond(RemotingCommand::response_to(request, rc::SUCCESS, None).with_body(record))
         }
-        None => Err(BrokerError::MessageNotFound { offset: h.offset }),
+        None => Err(BrokerError::MessageNotFound {
+            offset: header.offset,
+        }),
     }
 }

@@ -61,21 +61,21 @@ fn pick_queue(queue_nums: i32) -> i32 {
 /// SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE.
 pub async fn send_message(cx: &RequestContext<'_>, request: &RemotingCommand) -> ProcessResult {
     let (ctrl, remote_addr) = (cx.ctrl, cx.conn.remote_addr);
-    let h = SendMessageRequestHeader::decode(request)?;
-    let topic_config = msg_check(ctrl, &h, remote_addr)?;
-    let queue_id = if h.queue_id < 0 {
+    let header = SendMessageRequestHeader::decode(request)?;
+    let topic_config = msg_check(ctrl, &header, remote_addr)?;
+    let queue_id = if header.queue_id < 0 {
         pick_queue(topic_config.write_queue_nums)
     } else {
-        h.queue_id
+        header.queue_id
     };
-    let stored = if h.batch {
-        send_batch(ctrl, request, &h, queue_id, remote_addr)?
+    let stored = if header.batch {
+        send_batch(ctrl, request, &header, queue_id, remote_addr)?
     } else {
-        send_single(ctrl, request, &h, &topic_config, queue_id, remote_addr)?
+        send_single(ctrl, request, &header, &topic_config, queue_id, remote_addr)?
     };
     let (put, uniq_key) = stored;
     // Java `isWaitStoreMsgOK`: wait unless the message says WAIT=false.
-    let wait_store_msg_ok = h
+    let wait_store_msg_ok = header
         .properties
         .as_deref()
         .and_then(|p| property_value(p.as_bytes(), property::WAIT.as_bytes()))
@@ -87,7 +87,7 @@ pub async fn send_message(cx: &RequestContext<'_>, request: &RemotingCommand) ->
 /// Java `msgCheck` plus topic auto-creation.
 fn msg_check(
     ctrl: &BrokerController,
-    h: &SendMessageRequestHeader,
+    header: &SendMessageRequestHeader,
     remote_addr: SocketAddr,
 ) -> Result<Arc<TopicConfig>, BrokerError> {
     if ctrl.broker_permission() & perm::PERM_WRITE == 0 {
@@ -96,20 +96,20 @@ fn msg_check(
             access: Access::Send,
         });
     }
-    validate_topic(&h.topic, true)?;
-    if !topic::is_send_allowed(&h.topic) {
+    validate_topic(&header.topic, true)?;
+    if !topic::is_send_allowed(&header.topic) {
         return Err(BrokerError::SystemTopicSendForbidden {
-            topic: h.topic.clone(),
+            topic: header.topic.clone(),
         });
     }
-    let tc = match ctrl.topics.select(&h.topic) {
+    let tc = match ctrl.topics.select(&header.topic) {
         Some(tc) => tc,
-        None => Arc::new(create_topic_for_send(ctrl, h, remote_addr)?),
+        None => Arc::new(create_topic_for_send(ctrl, header, remote_addr)?),
     };
     let queue_nums = tc.write_queue_nums.max(tc.read_queue_nums);
-    if h.queue_id >= queue_nums {
+    if header.queue_id >= queue_nums {
         return Err(BrokerError::SendQueueIdIllegal {
-            queue_id: h.queue_id,
+            queue_id: header.queue_id,
             write_queue_nums: tc.write_queue_nums,
             read_queue_nums: tc.read_queue_nums,
             producer: remote_addr,
@@ -117,7 +117,7 @@ fn msg_check(
     }
     if tc.perm & perm::PERM_WRITE == 0 {
         return Err(BrokerError::TopicForbidden {
-            topic: h.topic.clone(),
+            topic: header.topic.clone(),
             access: Access::Send,
         });
     }
@@ -126,34 +126,34 @@ fn msg_check(
 
 fn create_topic_for_send(
     ctrl: &BrokerController,
-    h: &SendMessageRequestHeader,
+    header: &SendMessageRequestHeader,
     remote_addr: SocketAddr,
 ) -> Result<TopicConfig, BrokerError> {
-    let created = if h.topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) {
+    let created = if header.topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) {
         Some(ctrl.topics.create_topic_if_absent(
-            &h.topic,
+            &header.topic,
             1,
             perm::PERM_READ | perm::PERM_WRITE,
             0,
         )?)
     } else {
         ctrl.topics.create_topic_in_send_message_method(
-            &h.topic,
-            &h.default_topic,
-            h.default_topic_queue_nums,
+            &header.topic,
+            &header.default_topic,
+            header.default_topic_queue_nums,
             0,
         )?
     };
     match created {
         Some((tc, new)) => {
             if new {
-                tracing::info!(topic = h.topic, queues = tc.write_queue_nums, client = %remote_addr, "auto-created topic");
+                tracing::info!(topic = header.topic, queues = tc.write_queue_nums, client = %remote_addr, "auto-created topic");
                 ctrl.notify_topics_changed();
             }
             Ok(tc)
         }
         None => Err(BrokerError::TopicNotExist {
-            topic: h.topic.clone(),
+            topic: header.topic.clone(),
         }),
     }
 }
@@ -163,15 +163,15 @@ type Stored = (PutMessageResult, Option<String>);
 fn send_single(
     ctrl: &BrokerController,
     request: &RemotingCommand,
-    h: &SendMessageRequestHeader,
+    header: &SendMessageRequestHeader,
     tc: &TopicConfig,
     queue_id: i32,
     remote_addr: SocketAddr,
 ) -> Result<Stored, BrokerError> {
-    let mut properties = h.properties.clone().unwrap_or_default();
-    let mut topic = h.topic.clone();
+    let mut properties = header.properties.clone().unwrap_or_default();
+    let mut topic = header.topic.clone();
     let mut queue_id = queue_id;
-    let reconsume_times = h.reconsume_times.unwrap_or(0);
+    let reconsume_times = header.reconsume_times.unwrap_or(0);
     if topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) {
         let group = &topic[RETRY_GROUP_TOPIC_PREFIX.len()..];
         let gc = ctrl
@@ -180,7 +180,7 @@ fn send_single(
             .ok_or_else(|| BrokerError::RetryGroupNotExist {
                 group: group.to_string(),
             })?;
-        let max = match h.max_reconsume_times {
+        let max = match header.max_reconsume_times {
             Some(m) if request.version >= VERSION_V3_4_9 => m,
             _ => gc.retry_max_times,
         };
@@ -193,9 +193,9 @@ fn send_single(
         }
     }
     let sys_flag = if tc.topic_filter_type == crate::remoting::body::TopicFilterType::MultiTag {
-        h.sys_flag | MULTI_TAGS_FLAG
+        header.sys_flag | MULTI_TAGS_FLAG
     } else {
-        h.sys_flag
+        header.sys_flag
     };
     complete_properties(ctrl, &mut properties);
     let uniq_key = property_value(properties.as_bytes(), property::UNIQ_KEY.as_bytes())
@@ -203,11 +203,11 @@ fn send_single(
     let mut msg = MessageToStore {
         topic,
         queue_id,
-        flag: h.flag,
+        flag: header.flag,
         body: request.body.clone(),
         properties,
         sys_flag,
-        born_timestamp_ms: h.born_timestamp,
+        born_timestamp_ms: header.born_timestamp,
         born_host: remote_addr,
         reconsume_times,
         prepared_transaction_offset: 0,
@@ -223,22 +223,22 @@ fn send_single(
 fn send_batch(
     ctrl: &BrokerController,
     request: &RemotingCommand,
-    h: &SendMessageRequestHeader,
+    header: &SendMessageRequestHeader,
     queue_id: i32,
     remote_addr: SocketAddr,
 ) -> Result<Stored, BrokerError> {
-    if h.topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) {
+    if header.topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) {
         return Err(BrokerError::BatchToRetryTopic {
-            topic: h.topic.clone(),
+            topic: header.topic.clone(),
         });
     }
     let batch = BatchToStore {
-        topic: h.topic.clone(),
+        topic: header.topic.clone(),
         queue_id,
-        sys_flag: h.sys_flag,
-        born_timestamp_ms: h.born_timestamp,
+        sys_flag: header.sys_flag,
+        born_timestamp_ms: header.born_timestamp,
         born_host: remote_addr,
-        reconsume_times: h.reconsume_times.unwrap_or(0),
+        reconsume_times: header.reconsume_times.unwrap_or(0),
         encoded_messages: request.body.clone(),
     };
     let put = ctrl
@@ -288,8 +288,8 @@ pub fn apply_delay_level(ctrl: &BrokerController, msg: &mut MessageToStore) {
     if level <= 0 {
         return;
     }
-    let max_level = ctrl.delay_levels_ms.len() as i32;
-    let level = level.min(max_level);
+    let level_max = ctrl.delay_levels_ms.len() as i32;
+    let level = level.min(level_max);
     let real_qid = msg.queue_id.to_string();
     let extra = format::encode_properties([
         (property::REAL_TOPIC, msg.topic.as_str()),
@@ -377,12 +377,13 @@ pub async fn consumer_send_msg_back(
     request: &RemotingCommand,
 ) -> ProcessResult {
     let (ctrl, remote_addr) = (cx.ctrl, cx.conn.remote_addr);
-    let h = ConsumerSendMsgBackRequestHeader::decode(request)?;
-    let gc = ctrl.groups.find_or_auto_create(&h.group)?.ok_or_else(|| {
-        BrokerError::RetryGroupNotExist {
-            group: h.group.clone(),
-        }
-    })?;
+    let header = ConsumerSendMsgBackRequestHeader::decode(request)?;
+    let gc = ctrl
+        .groups
+        .find_or_auto_create(&header.group)?
+        .ok_or_else(|| BrokerError::RetryGroupNotExist {
+            group: header.group.clone(),
+        })?;
     if ctrl.broker_permission() & perm::PERM_WRITE == 0 {
         return Err(BrokerError::BrokerForbidden {
             broker_addr: ctrl.broker_addr.clone(),
@@ -392,7 +393,7 @@ pub async fn consumer_send_msg_back(
     if gc.retry_queue_nums <= 0 {
         return respond(RemotingCommand::response_to(request, rc::SUCCESS, None));
     }
-    let retry = retry_topic(&h.group);
+    let retry = retry_topic(&header.group);
     let (retry_tc, created) = ctrl.topics.create_topic_if_absent(
         &retry,
         gc.retry_queue_nums,
@@ -402,28 +403,29 @@ pub async fn consumer_send_msg_back(
     if created {
         ctrl.notify_topics_changed();
     }
-    let record = ctrl
-        .store
-        .look_message_by_offset(h.offset)?
-        .ok_or(BrokerError::SendBackMessageNotFound { offset: h.offset })?;
+    let record = ctrl.store.look_message_by_offset(header.offset)?.ok_or(
+        BrokerError::SendBackMessageNotFound {
+            offset: header.offset,
+        },
+    )?;
     let decoded =
         format::decode_record(&record).map_err(|source| BrokerError::StoredMessageUnreadable {
-            offset: h.offset,
+            offset: header.offset,
             source,
         })?;
-    let reconsume_times_max = match h.max_reconsume_times {
+    let reconsume_times_max = match header.max_reconsume_times {
         Some(m) if request.version >= VERSION_V3_4_9 => m,
         _ => gc.retry_max_times,
     };
     let reconsume_times = decoded.reconsume_times;
-    let mut properties = send_back_properties(&decoded, h.origin_msg_id.as_deref());
-    let (topic, queue_id) = if reconsume_times >= reconsume_times_max || h.delay_level < 0 {
-        (dead_letter_topic(ctrl, &h.group)?, 0)
+    let mut properties = send_back_properties(&decoded, header.origin_msg_id.as_deref());
+    let (topic, queue_id) = if reconsume_times >= reconsume_times_max || header.delay_level < 0 {
+        (dead_letter_topic(ctrl, &header.group)?, 0)
     } else {
-        let level = if h.delay_level == 0 {
+        let level = if header.delay_level == 0 {
             3 + reconsume_times
         } else {
-            h.delay_level
+            header.delay_level
         };
         properties.push_str(&format::encode_properties([(
             property::DELAY,
