@@ -2,11 +2,12 @@
 //! and memory per parked pull.
 //!
 //! Pipeline measured: `MessageStore::put_message` → `ArrivalNotifier` → `HoldTable` →
-//! pull-wake thread → `pull::process` (re-executed pull, store read) → `ConnectionSender` →
+//! pull-wake thread → `pull::execute` with `PullExecution::Woken` (re-executed pull, store
+//! read) → `ConnectionSender` →
 //! the connection's outbound queue. The controller is built by `startup::build_controller` (what
 //! `start_broker` runs, without sockets); connections are `ConnectionContext::detached`, whose
 //! outbound queue is the receiver the bench reads. Pulls are parked by sending real
-//! PULL_MESSAGE requests through `pull::process_request`.
+//! PULL_MESSAGE requests through `pull::pull_message`, the handler the dispatcher calls.
 //!
 //! Latency = from just before `put_message` is called to the moment the bench thread finds the
 //! response in the connection's queue (it polls the queue with `try_recv`, calling
