@@ -1,6 +1,8 @@
-//! The pull-wake service (Java `PullRequestHoldService` thread + `pullMessageExecutor`):
-//! re-executes parked pulls that an arrival woke, and every `check_interval_ms` runs the hold
-//! table's check, which answers pulls whose time is up and catches missed wake-ups.
+//! Long polling's service (Java `PullRequestHoldService` thread + `pullMessageExecutor`):
+//! [`PullRequestHoldService`] parks pulls that found nothing in the hold table and queues the
+//! woken ones; the wake threads ([`WakeService`]) re-execute those through the broker's
+//! [`PullWakeHost`], and every `check_interval_ms` run the hold table's check, which answers
+//! pulls whose time is up and catches missed wake-ups.
 //!
 //! One thread by default; with more (`RINGMQ_LONGPOLL_WAKE_THREADS`) they share one wake
 //! channel, and the first also runs the periodic check. When one arrival wakes many pulls (many
