@@ -4,6 +4,7 @@
 use bytes::Bytes;
 
 use crate::broker::controller::BrokerController;
+use crate::broker::message_query::MessageQuery;
 use crate::remoting::codes::response_code as rc;
 use crate::remoting::command::RemotingCommand;
 use crate::remoting::headers::{
@@ -72,9 +73,14 @@ fn check_in_disk_by_consume_offset(
     queue_id: i32,
     offset: i64,
 ) -> Result<bool, BrokerError> {
-    let result = ctrl
-        .store
-        .get_message("", topic, queue_id, offset, 1, &AcceptAll)?;
+    let query = MessageQuery {
+        group: "",
+        topic,
+        queue_id,
+        offset,
+        max_msg_nums: 1,
+    };
+    let result = query.read(&ctrl.store, &AcceptAll)?;
     let Some((phy_offset, _)) = result.message_locations.first() else {
         return Ok(false);
     };

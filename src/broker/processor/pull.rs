@@ -24,6 +24,7 @@ use crate::broker::longpoll::pull_request::{ParkedPullRequest, RequestEnvelope};
 use crate::broker::longpoll::pull_request_hold_service::{
     PullRequestHoldService, PullWakeHost, Suspension,
 };
+use crate::broker::message_query::MessageQuery;
 use crate::broker::subscription_group_manager::SubscriptionGroupConfig;
 use crate::broker::topic_config_manager::OFFSET_MOVED_EVENT;
 use crate::common::now_ms;
@@ -36,8 +37,7 @@ use crate::remoting::command::RemotingCommand;
 use crate::remoting::frame::encode_frame_header;
 use crate::remoting::headers::{PullMessageRequestHeader, PullMessageResponseHeader};
 use crate::store::{
-    FileRegion, GetMessageRegions, GetMessageResult, GetMessageStatus, MessageStore,
-    MessageToStore, RegionShape,
+    FileRegion, GetMessageResult, GetMessageStatus, MessageStore, MessageToStore, RegionShape,
 };
 
 use super::{respond, Handled, ProcessResult, RequestContext};
@@ -393,48 +393,13 @@ fn look_up_messages(
     let regions_wanted = zero_copy_allowed
         && transfer.effective_mode() != TransferMode::Copy
         && !filter_reads_records(filter);
+    let query = MessageQuery::of_pull(header);
     if !regions_wanted {
-        return Ok((read_messages(&ctrl.store, header, filter)?, None));
+        return Ok((query.read(&ctrl.store, filter)?, None));
     }
-    let located = locate_messages(&ctrl.store, header, filter, &|shape| {
-        choose_zero_copy(transfer, shape)
-    })?;
+    let choose = |shape| choose_zero_copy(transfer, shape);
+    let located = query.locate(&ctrl.store, filter, &choose)?;
     Ok((located.result, located.regions))
-}
-
-/// The pull's records, read (copy).
-fn read_messages(
-    store: &MessageStore,
-    header: &PullMessageRequestHeader,
-    filter: &ExpressionMessageFilter,
-) -> Result<GetMessageResult, BrokerError> {
-    Ok(store.get_message(
-        &header.consumer_group,
-        &header.topic,
-        header.queue_id,
-        header.queue_offset,
-        header.max_msg_nums.max(1),
-        filter,
-    )?)
-}
-
-/// The pull's records, read or located as `choose` decides on their shape.
-fn locate_messages(
-    store: &MessageStore,
-    header: &PullMessageRequestHeader,
-    filter: &ExpressionMessageFilter,
-    choose: &dyn Fn(RegionShape) -> bool,
-) -> Result<GetMessageRegions, BrokerError> {
-    Ok(store.get_message_regions(
-        &header.consumer_group,
-        &header.topic,
-        header.queue_id,
-        header.queue_offset,
-        header.max_msg_nums.max(1),
-        crate::store::MAX_PULL_MSG_SIZE_BYTES,
-        filter,
-        choose,
-    )?)
 }
 
 /// The subscription of this pull, compiled: from the header when FLAG_SUBSCRIPTION is set,
