@@ -10,7 +10,7 @@
 //! as Java's `executeRequestWhenWakeup` with `brokerAllowSuspend = false`).
 //!
 //! Transfer: whether a body goes by copy or zero-copy is decided in one place,
-//! [`look_up_messages`] (the store asks [`choose_zero_copy`] once it planned the records); a
+//! `look_up_messages` (the store asks `choose_zero_copy` once it planned the records); a
 //! zero-copy answer is a [`PullOutcome::RespondFile`] value, which the caller queues on the
 //! connection.
 
