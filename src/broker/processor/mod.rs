@@ -10,7 +10,8 @@
 //! | `AdminBrokerProcessor` (topics, offsets by time, runtime info) | `admin.rs` |
 //! | `QueryMessageProcessor` (view by id) | `query.rs` |
 //!
-//! Failures are [`BrokerError`]s; [`BrokerError::response_code`] is the one place where they
+//! Every handler has one signature, `async fn(&RequestContext, &RemotingCommand) ->
+//! ProcessResult`, so `dispatch` calls them all alike. Failures are [`BrokerError`]s; [`BrokerError::response_code`] is the one place where they
 //! become response codes.
 
 pub mod admin;
