@@ -375,8 +375,58 @@ fn find_spec(name: &str) -> Option<&'static FlagSpec> {
     }
 }
 
+/// The flags of one command line, in the order given; a later flag overrides an earlier one.
+struct FlagValues(Vec<(&'static str, String)>);
+
+impl FlagValues {
+    /// The value of `--long` (the last one given), if any.
+    fn get(&self, long: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .rev()
+            .find(|(name, _)| *name == long)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The number given for `--long` (or `default`), checked to lie in `min..=max`.
+    fn num(&self, long: &str, default: u64, min: u64, max: u64) -> Result<u64, BenchError> {
+        num(self.get(long), &format!("--{long}"), default, min, max)
+    }
+
+    /// The boolean given for `--long` (or `default`).
+    fn bool(&self, long: &str, default: bool) -> Result<bool, BenchError> {
+        bool_flag(self.get(long), &format!("--{long}"), default)
+    }
+}
+
+/// A command line split into its kind, flags and positional arguments.
+struct CommandLine {
+    kind: Kind,
+    values: FlagValues,
+    inputs: Vec<PathBuf>,
+}
+
 /// Parses `argv` (without the program name).
 pub fn parse<I, S>(argv: I) -> Result<Parsed, BenchError>
+where
+    I: IntoIterator<Item = S>,
+    S: Into<String>,
+{
+    let Some(line) = split_command_line(argv)? else {
+        return Ok(Parsed::Help);
+    };
+    if line.kind != Kind::Summary && !line.inputs.is_empty() {
+        return Err(BenchError::flag(
+            &line.inputs[0].display().to_string(),
+            "unexpected positional argument",
+        ));
+    }
+    build_args(line).map(|args| Parsed::Run(Box::new(args)))
+}
+
+/// Splits `argv` into the kind, the flag values and the positional arguments. `None`: help was
+/// asked for, or no kind was given.
+fn split_command_line<I, S>(argv: I) -> Result<Option<CommandLine>, BenchError>
 where
     I: IntoIterator<Item = S>,
     S: Into<String>,
@@ -394,7 +444,7 @@ where
             let spec = find_spec(&name)
                 .ok_or_else(|| BenchError::flag(&name, "unknown flag (see --help)"))?;
             if spec.long == "help" {
-                return Ok(Parsed::Help);
+                return Ok(None);
             }
             let value = if spec.takes_value {
                 match inline {
@@ -421,201 +471,181 @@ where
             inputs.push(PathBuf::from(arg));
         }
     }
-    let Some(kind) = kind else {
-        return Ok(Parsed::Help);
-    };
-    let get = |long: &str| {
-        values
-            .iter()
-            .rev()
-            .find(|(name, _)| *name == long)
-            .map(|(_, v)| v.as_str())
-    };
-    if kind != Kind::Summary && !inputs.is_empty() {
-        return Err(BenchError::flag(
-            &inputs[0].display().to_string(),
-            "unexpected positional argument",
-        ));
-    }
-
-    let async_send = bool_flag(get("async"), "--async", false)?;
-    let threads_default = if async_send { 1 } else { THREADS_DEFAULT };
-    let rate_default = if kind == Kind::E2e {
-        E2E_RATE_DEFAULT
-    } else {
-        0
-    };
-    let report = get("report").map(PathBuf::from);
-    let svg = match get("svg") {
-        Some(path) => Some(PathBuf::from(path)),
-        None => report.as_ref().map(|path| path.with_extension("svg")),
-    };
-    let filter_type = match get("filter-type").unwrap_or("TAG") {
-        v if v.eq_ignore_ascii_case("TAG") => FilterType::Tag,
-        v if v.eq_ignore_ascii_case("SQL92") => FilterType::Sql92,
-        v => {
-            return Err(BenchError::flag(
-                "--filter-type",
-                format!("`{v}` is not TAG or SQL92"),
-            ))
-        }
-    };
-    let from = match get("from").unwrap_or("last") {
-        "first" => StartFrom::First,
-        "last" => StartFrom::Last,
-        v => {
-            return Err(BenchError::flag(
-                "--from",
-                format!("`{v}` is not first or last"),
-            ))
-        }
-    };
-    let serialize = match get("serialize").unwrap_or("rocketmq") {
-        v if v.eq_ignore_ascii_case("json") => SerializeType::Json,
-        v if v.eq_ignore_ascii_case("rocketmq") => SerializeType::RocketMq,
-        v => {
-            return Err(BenchError::flag(
-                "--serialize",
-                format!("`{v}` is not json or rocketmq"),
-            ))
-        }
-    };
-    let topic = get("topic").unwrap_or("BenchmarkTest").to_owned();
-    check_name("--topic", &topic)?;
-    let group = get("group").unwrap_or("benchmark_consumer").to_owned();
-    check_name("--group", &group)?;
-    let broker_pid = match get("broker-pid") {
-        None => None,
-        Some(_) if kind != Kind::Catchup => {
-            return Err(BenchError::flag(
-                "--broker-pid",
-                "only the catchup kind measures the broker's CPU",
-            ))
-        }
-        Some(value) => Some(num(Some(value), "--broker-pid", 0, 1, PID_MAX)? as u32),
-    };
-
-    let args = Args {
+    Ok(kind.map(|kind| CommandLine {
         kind,
-        namesrv: get("namesrv").unwrap_or("127.0.0.1:9876").to_owned(),
+        values: FlagValues(values),
+        inputs,
+    }))
+}
+
+/// Applies defaults and bounds to every flag. Flags are checked in a fixed order, so the first
+/// error reported does not depend on the order they were given in.
+fn build_args(line: CommandLine) -> Result<Args, BenchError> {
+    let CommandLine {
+        kind,
+        values: v,
+        inputs,
+    } = line;
+    let async_send = v.bool("async", false)?;
+    let threads_default = if async_send { 1 } else { THREADS_DEFAULT };
+    let (report, svg) = report_paths(&v);
+    let filter_type = filter_type(v.get("filter-type"))?;
+    let from = start_from(v.get("from"))?;
+    let serialize = serialize_type(v.get("serialize"))?;
+    let topic = checked_name(&v, "topic", "BenchmarkTest")?;
+    let group = checked_name(&v, "group", "benchmark_consumer")?;
+    let broker_pid = broker_pid(v.get("broker-pid"), kind)?;
+
+    Ok(Args {
+        kind,
+        namesrv: v.get("namesrv").unwrap_or("127.0.0.1:9876").to_owned(),
         topic,
-        topics: num(get("topics"), "--topics", 1, 1, u64::from(TOPICS_MAX))? as u32,
-        queues_per_topic: num(
-            get("queues"),
-            "--queues",
+        topics: v.num("topics", 1, 1, u64::from(TOPICS_MAX))? as u32,
+        queues_per_topic: v.num(
+            "queues",
             QUEUES_PER_TOPIC_DEFAULT as u64,
             1,
             QUEUES_PER_TOPIC_MAX as u64,
         )? as i32,
-        threads: num(
-            get("threads"),
-            "--threads",
-            threads_default as u64,
-            1,
-            THREADS_MAX as u64,
-        )? as usize,
-        connections: num(
-            get("connections"),
-            "--connections",
-            1,
-            1,
-            CONNECTIONS_MAX as u64,
-        )? as usize,
-        body_size_bytes: num(
-            get("size"),
-            "--size",
+        threads: v.num("threads", threads_default as u64, 1, THREADS_MAX as u64)? as usize,
+        connections: v.num("connections", 1, 1, CONNECTIONS_MAX as u64)? as usize,
+        body_size_bytes: v.num(
+            "size",
             BODY_SIZE_DEFAULT_BYTES as u64,
             1,
             BODY_SIZE_MAX_BYTES as u64,
         )? as usize,
-        keys: bool_flag(get("keys"), "--keys", false)?,
-        tag_count: num(get("tags"), "--tags", 0, 0, u64::from(TAG_COUNT_MAX))? as u32,
-        property_size_bytes: num(
-            get("property-size"),
-            "--property-size",
-            0,
-            0,
-            PROPERTY_SIZE_MAX_BYTES as u64,
-        )? as usize,
-        count: num(get("count"), "--count", 0, 0, COUNT_MAX)?,
-        duration_s: num(
-            get("duration"),
-            "--duration",
-            DURATION_DEFAULT_S,
-            1,
-            DURATION_MAX_S,
-        )?,
-        duration_explicit: get("duration").is_some(),
-        rate: num(get("rate"), "--rate", rate_default, 0, RATE_MAX)?,
+        keys: v.bool("keys", false)?,
+        tag_count: v.num("tags", 0, 0, u64::from(TAG_COUNT_MAX))? as u32,
+        property_size_bytes: v.num("property-size", 0, 0, PROPERTY_SIZE_MAX_BYTES as u64)? as usize,
+        count: v.num("count", 0, 0, COUNT_MAX)?,
+        duration_s: v.num("duration", DURATION_DEFAULT_S, 1, DURATION_MAX_S)?,
+        duration_explicit: v.get("duration").is_some(),
+        rate: v.num("rate", rate_default(kind), 0, RATE_MAX)?,
         async_send,
-        inflight: num(
-            get("inflight"),
-            "--inflight",
-            INFLIGHT_DEFAULT as u64,
-            1,
-            INFLIGHT_MAX as u64,
-        )? as usize,
-        send_timeout_ms: num(
-            get("timeout-ms"),
-            "--timeout-ms",
+        inflight: v.num("inflight", INFLIGHT_DEFAULT as u64, 1, INFLIGHT_MAX as u64)? as usize,
+        send_timeout_ms: v.num(
+            "timeout-ms",
             SEND_TIMEOUT_DEFAULT_MS,
             1,
             SEND_TIMEOUT_MAX_MS,
         )?,
         group,
         filter_type,
-        expression: get("expression").unwrap_or("*").to_owned(),
+        expression: v.get("expression").unwrap_or("*").to_owned(),
         from,
-        commit: bool_flag(get("commit"), "--commit", true)?,
-        pull_batch: num(
-            get("pull-batch"),
-            "--pull-batch",
+        commit: v.bool("commit", true)?,
+        pull_batch: v.num(
+            "pull-batch",
             PULL_BATCH_DEFAULT as u64,
             1,
             PULL_BATCH_MAX as u64,
         )? as i32,
-        backlog_bytes: num(
-            get("backlog-bytes"),
-            "--backlog-bytes",
-            BACKLOG_DEFAULT_BYTES,
-            1,
-            BACKLOG_MAX_BYTES,
-        )?,
-        skip_fill: bool_flag(get("skip-fill"), "--skip-fill", false)?,
-        fill_duration_s: num(
-            get("fill-duration"),
-            "--fill-duration",
-            DURATION_MAX_S,
-            1,
-            DURATION_MAX_S,
-        )?,
+        backlog_bytes: v.num("backlog-bytes", BACKLOG_DEFAULT_BYTES, 1, BACKLOG_MAX_BYTES)?,
+        skip_fill: v.bool("skip-fill", false)?,
+        fill_duration_s: v.num("fill-duration", DURATION_MAX_S, 1, DURATION_MAX_S)?,
         broker_pid,
         report,
         svg,
         serialize,
-        listen: get("listen").unwrap_or("127.0.0.1:0").to_owned(),
-        echo_queues: num(
-            get("echo-queues"),
-            "--echo-queues",
+        listen: v.get("listen").unwrap_or("127.0.0.1:0").to_owned(),
+        echo_queues: v.num(
+            "echo-queues",
             ECHO_QUEUES_DEFAULT as u64,
             1,
             QUEUES_PER_TOPIC_MAX as u64,
         )? as i32,
-        progress: bool_flag(get("progress"), "--progress", true)?,
-        label: get("label").map(str::to_owned),
-        tsv: match get("format").unwrap_or("md") {
-            "md" => false,
-            "tsv" => true,
-            v => {
-                return Err(BenchError::flag(
-                    "--format",
-                    format!("`{v}` is not md or tsv"),
-                ))
-            }
-        },
+        progress: v.bool("progress", true)?,
+        label: v.get("label").map(str::to_owned),
+        tsv: summary_tsv(v.get("format"))?,
         inputs,
+    })
+}
+
+/// `--rate`: e2e runs the canonical W3 rate unless told otherwise; the rest are unlimited.
+fn rate_default(kind: Kind) -> u64 {
+    if kind == Kind::E2e {
+        E2E_RATE_DEFAULT
+    } else {
+        0
+    }
+}
+
+/// `--report`, and `--svg` (by default the report path with `.svg`).
+fn report_paths(v: &FlagValues) -> (Option<PathBuf>, Option<PathBuf>) {
+    let report = v.get("report").map(PathBuf::from);
+    let svg = match v.get("svg") {
+        Some(path) => Some(PathBuf::from(path)),
+        None => report.as_ref().map(|path| path.with_extension("svg")),
     };
-    Ok(Parsed::Run(Box::new(args)))
+    (report, svg)
+}
+
+/// `--topic` / `--group` (or `default`), checked by [`check_name`].
+fn checked_name(v: &FlagValues, long: &str, default: &str) -> Result<String, BenchError> {
+    let name = v.get(long).unwrap_or(default).to_owned();
+    check_name(&format!("--{long}"), &name)?;
+    Ok(name)
+}
+
+/// `--filter-type`: TAG (the default) or SQL92, in any case.
+fn filter_type(value: Option<&str>) -> Result<FilterType, BenchError> {
+    match value.unwrap_or("TAG") {
+        v if v.eq_ignore_ascii_case("TAG") => Ok(FilterType::Tag),
+        v if v.eq_ignore_ascii_case("SQL92") => Ok(FilterType::Sql92),
+        v => Err(BenchError::flag(
+            "--filter-type",
+            format!("`{v}` is not TAG or SQL92"),
+        )),
+    }
+}
+
+/// `--from`: first or last (the default).
+fn start_from(value: Option<&str>) -> Result<StartFrom, BenchError> {
+    match value.unwrap_or("last") {
+        "first" => Ok(StartFrom::First),
+        "last" => Ok(StartFrom::Last),
+        v => Err(BenchError::flag(
+            "--from",
+            format!("`{v}` is not first or last"),
+        )),
+    }
+}
+
+/// `--serialize`: json or rocketmq (the default, as RocketMQ's benchmark), in any case.
+fn serialize_type(value: Option<&str>) -> Result<SerializeType, BenchError> {
+    match value.unwrap_or("rocketmq") {
+        v if v.eq_ignore_ascii_case("json") => Ok(SerializeType::Json),
+        v if v.eq_ignore_ascii_case("rocketmq") => Ok(SerializeType::RocketMq),
+        v => Err(BenchError::flag(
+            "--serialize",
+            format!("`{v}` is not json or rocketmq"),
+        )),
+    }
+}
+
+/// `--broker-pid`: only the catchup kind samples the broker's CPU time.
+fn broker_pid(value: Option<&str>, kind: Kind) -> Result<Option<u32>, BenchError> {
+    match value {
+        None => Ok(None),
+        Some(_) if kind != Kind::Catchup => Err(BenchError::flag(
+            "--broker-pid",
+            "only the catchup kind measures the broker's CPU",
+        )),
+        Some(value) => Ok(Some(num(Some(value), "--broker-pid", 0, 1, PID_MAX)? as u32)),
+    }
+}
+
+/// `--format` of `summary`: md (the default) or tsv.
+fn summary_tsv(value: Option<&str>) -> Result<bool, BenchError> {
+    match value.unwrap_or("md") {
+        "md" => Ok(false),
+        "tsv" => Ok(true),
+        v => Err(BenchError::flag(
+            "--format",
+            format!("`{v}` is not md or tsv"),
+        )),
+    }
 }
 
 impl Args {
@@ -763,10 +793,18 @@ mod tests {
     fn every_flag_read_is_declared() {
         let source = include_str!("args.rs");
         let mut names = Vec::new();
-        for part in source.split("get(\"").skip(1) {
-            if let Some(name) = part.split('"').next() {
-                if !name.is_empty() && name.chars().all(|c| c.is_ascii_lowercase() || c == '-') {
-                    names.push(name);
+        // Flags are read by `FlagValues::get`, `::num` and `::bool`; rustfmt may put the name
+        // on the next line.
+        for reader in ["get(", "num(", "bool("] {
+            for part in source.split(reader).skip(1) {
+                let Some(quoted) = part.trim_start().strip_prefix('"') else {
+                    continue;
+                };
+                if let Some(name) = quoted.split('"').next() {
+                    if !name.is_empty() && name.chars().all(|c| c.is_ascii_lowercase() || c == '-')
+                    {
+                        names.push(name);
+                    }
                 }
             }
         }

@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 /// Repeats of every measurement (`RINGMQ_BENCH_REPEATS`).
-pub const DEFAULT_REPEATS: usize = 3;
+pub const REPEATS_DEFAULT: usize = 3;
 
 /// Reads a numeric environment knob, falling back to `default` when unset; a set but unparsable
 /// value is a usage error and stops the bench with a message naming the variable.
@@ -31,12 +31,12 @@ fn usage_error(name: &str, text: &str) -> ! {
 
 /// `RINGMQ_BENCH_REPEATS`, at least 1.
 pub fn repeats() -> usize {
-    env_num::<usize>("RINGMQ_BENCH_REPEATS", DEFAULT_REPEATS).max(1)
+    env_num::<usize>("RINGMQ_BENCH_REPEATS", REPEATS_DEFAULT).max(1)
 }
 
-/// Length of one timed run: `default_secs` × `RINGMQ_BENCH_SCALE` (default 1).
-pub fn run_duration(default_secs: f64) -> Duration {
-    Duration::from_secs_f64((default_secs * env_num("RINGMQ_BENCH_SCALE", 1.0)).max(0.01))
+/// Length of one timed run: `default_s` × `RINGMQ_BENCH_SCALE` (default 1).
+pub fn run_duration(default_s: f64) -> Duration {
+    Duration::from_secs_f64((default_s * env_num("RINGMQ_BENCH_SCALE", 1.0)).max(0.01))
 }
 
 /// Median of the samples (mean of the middle two for an even count).
@@ -157,16 +157,16 @@ pub fn rss_bytes() -> u64 {
 }
 
 /// CPU time (user + system) of the calling thread, in seconds.
-pub fn thread_cpu_seconds() -> f64 {
-    clock_seconds(libc::CLOCK_THREAD_CPUTIME_ID)
+pub fn thread_cpu_s() -> f64 {
+    clock_s(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
 /// CPU time (user + system) of the whole process, in seconds.
-pub fn process_cpu_seconds() -> f64 {
-    clock_seconds(libc::CLOCK_PROCESS_CPUTIME_ID)
+pub fn process_cpu_s() -> f64 {
+    clock_s(libc::CLOCK_PROCESS_CPUTIME_ID)
 }
 
-fn clock_seconds(clock: libc::clockid_t) -> f64 {
+fn clock_s(clock: libc::clockid_t) -> f64 {
     let mut time = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

@@ -18,7 +18,9 @@ use ringmq::filter::ExpressionMessageFilter;
 use ringmq::store::filter::{AcceptAll, MessageFilter};
 use ringmq::store::format::encode_properties;
 use ringmq::store::io::{IoConfig, IoEngine};
-use ringmq::store::{GetMessageStatus, MessageStore, MessageToStore, StoreConfig};
+use ringmq::store::{
+    GetMessageRequest, GetMessageStatus, MessageStore, MessageToStore, StoreConfig,
+};
 
 struct Counting<'a> {
     inner: &'a dyn MessageFilter,
@@ -57,7 +59,14 @@ fn drain(store: &MessageStore, filter: &dyn MessageFilter) -> Outcome {
     let mut pulls = 0u64;
     loop {
         let r = store
-            .get_message("bench", "FilterBench", 0, offset, 32, &counting)
+            .get_message(&GetMessageRequest {
+                group: "bench",
+                topic: "FilterBench",
+                queue_id: 0,
+                queue_offset: offset,
+                max_msg_nums: 32,
+                filter: &counting,
+            })
             .expect("pull");
         pulls += 1;
         match r.status {

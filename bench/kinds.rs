@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::args::{Args, StartFrom, DURATION_MAX_S};
-use crate::client::{Connection, ConnectionPool};
+use crate::client::{Connection, ConnectionPool, QueueAddr};
 use crate::consumer::{
     self, ConsumerConfig, ConsumerCtx, LatencyMode, StartPolicy, Subscription, HEARTBEAT_INTERVAL,
 };
@@ -70,6 +70,29 @@ fn duration(args: &Args) -> Duration {
     Duration::from_secs(args.duration_s)
 }
 
+/// The consumer side of a run: `args`' subscription, batch size and commit choice for `group`.
+fn consumer_ctx(
+    args: &Args,
+    group: String,
+    latency: LatencyMode,
+    meter: &Arc<Meter>,
+    stop: &Arc<AtomicBool>,
+    fatal: &Arc<Mutex<Option<String>>>,
+) -> Arc<ConsumerCtx> {
+    ConsumerCtx::new(
+        ConsumerConfig {
+            group,
+            subscription: Subscription::new(args.filter_type, &args.expression),
+            pull_batch: args.pull_batch,
+            commit: args.commit,
+            latency,
+        },
+        Arc::clone(meter),
+        Arc::clone(stop),
+        Arc::clone(fatal),
+    )
+}
+
 /// `producer`.
 pub fn run_producer(args: &Args) -> Result<Outcome, BenchError> {
     let namesrv = Connection::connect(&args.namesrv, args.serialize)?;
@@ -116,18 +139,13 @@ pub fn run_consumer(args: &Args) -> Result<Outcome, BenchError> {
     let meter = Meter::new("consume");
     let stop = Arc::new(AtomicBool::new(false));
     let fatal = Arc::new(Mutex::new(None));
-    let subscription = Subscription::new(args.filter_type, &args.expression);
-    let ctx = ConsumerCtx::new(
-        ConsumerConfig {
-            group: args.group.clone(),
-            subscription: subscription.clone(),
-            pull_batch: args.pull_batch,
-            commit: args.commit,
-            latency: LatencyMode::FromBorn,
-        },
-        Arc::clone(&meter),
-        Arc::clone(&stop),
-        Arc::clone(&fatal),
+    let ctx = consumer_ctx(
+        args,
+        args.group.clone(),
+        LatencyMode::FromBorn,
+        &meter,
+        &stop,
+        &fatal,
     );
     let queue_count = queues.len();
     consumer::prepare(
@@ -232,30 +250,16 @@ pub fn run_e2e(args: &Args) -> Result<Outcome, BenchError> {
     let producer_stop = Arc::new(AtomicBool::new(false));
     let consumer_stop = Arc::new(AtomicBool::new(false));
     let fatal = Arc::new(Mutex::new(None));
-    let subscription = Subscription::new(args.filter_type, &args.expression);
-    let ctx = ConsumerCtx::new(
-        ConsumerConfig {
-            group: args.group.clone(),
-            subscription,
-            pull_batch: args.pull_batch,
-            commit: args.commit,
-            latency: LatencyMode::FromBorn,
-        },
-        Arc::clone(&e2e_meter),
-        Arc::clone(&consumer_stop),
-        Arc::clone(&fatal),
-    );
     let read_count = read_queues.len();
-    consumer::prepare(
-        &ctx,
-        &pull_pool,
-        &topics,
-        read_queues,
-        StartPolicy::Latest,
-        StartFrom::Last,
-    )?;
-    consumer::start_pulls(&ctx);
-    std::thread::sleep(E2E_SETTLE);
+    let ctx = consumer_ctx(
+        args,
+        args.group.clone(),
+        LatencyMode::FromBorn,
+        &e2e_meter,
+        &consumer_stop,
+        &fatal,
+    );
+    start_e2e_pulls(&ctx, &pull_pool, &topics, read_queues)?;
 
     let mut progress = Progress::new(
         vec![Arc::clone(&send_meter), Arc::clone(&e2e_meter)],
@@ -280,22 +284,9 @@ pub fn run_e2e(args: &Args) -> Result<Outcome, BenchError> {
     producer_stop.store(true, Ordering::Relaxed);
     running.join();
     let send_elapsed = progress.elapsed();
-    // Let the consumers take what was sent (bounded).
-    // The e2e window ends with the last message consumed (not with the drain timeout).
     let sent = send_meter.counts().messages;
-    let drain_start = Instant::now();
-    let mut last_count = e2e_meter.counts().messages;
-    let mut last_change = Duration::ZERO;
-    control_loop(&mut progress, E2E_DRAIN_WAIT, &consumer_stop, || {
-        ctx.run_delayed();
-        let count = e2e_meter.counts().messages;
-        if count != last_count {
-            last_count = count;
-            last_change = drain_start.elapsed();
-        }
-        count >= sent
-    });
-    let e2e_elapsed = send_elapsed + last_change;
+    // The e2e window ends with the last message consumed (not with the drain timeout).
+    let e2e_elapsed = send_elapsed + drain(&mut progress, &ctx, &consumer_stop, sent);
     consumer::finish(&ctx, &pull_pool);
     send_pool.close_all();
     let consumed = e2e_meter.counts().messages;
@@ -322,6 +313,50 @@ pub fn run_e2e(args: &Args) -> Result<Outcome, BenchError> {
     })
 }
 
+/// Starts pulling every queue from its current end, then waits [`E2E_SETTLE`] so the first
+/// pulls are parked at the broker before the producers start.
+fn start_e2e_pulls(
+    ctx: &Arc<ConsumerCtx>,
+    pull_pool: &ConnectionPool,
+    topics: &[String],
+    read_queues: Vec<QueueAddr>,
+) -> Result<(), BenchError> {
+    consumer::prepare(
+        ctx,
+        pull_pool,
+        topics,
+        read_queues,
+        StartPolicy::Latest,
+        StartFrom::Last,
+    )?;
+    consumer::start_pulls(ctx);
+    std::thread::sleep(E2E_SETTLE);
+    Ok(())
+}
+
+/// Lets the consumers take what was `sent` (bounded by [`E2E_DRAIN_WAIT`]). Returns when, after
+/// the drain started, the consumed count last changed.
+fn drain(
+    progress: &mut Progress,
+    ctx: &Arc<ConsumerCtx>,
+    consumer_stop: &AtomicBool,
+    sent: u64,
+) -> Duration {
+    let drain_start = Instant::now();
+    let mut last_count = ctx.meter.counts().messages;
+    let mut last_change = Duration::ZERO;
+    control_loop(progress, E2E_DRAIN_WAIT, consumer_stop, || {
+        ctx.run_delayed();
+        let count = ctx.meter.counts().messages;
+        if count != last_count {
+            last_count = count;
+            last_change = drain_start.elapsed();
+        }
+        count >= sent
+    });
+    last_change
+}
+
 /// `catchup`: pre-fill a backlog (unless `--skip-fill`), then consume it from the first offset
 /// as fast as possible with a fresh group. With `--broker-pid`, the broker's CPU time is sampled
 /// right before the first pull and right after the last response (the fill is not counted).
@@ -336,44 +371,13 @@ pub fn run_catchup(args: &Args) -> Result<Outcome, BenchError> {
     let mut results = Vec::new();
     let mut fill_extra = Value::Null;
     if !args.skip_fill {
-        let pool = Arc::new(ConnectionPool::new(args.serialize, args.connections));
-        let factory = Arc::new(MessageFactory::new(args));
-        let publish = producer::ensure_topics(
-            &namesrv,
-            &pool,
-            &factory,
-            &topics,
-            args.queues_per_topic,
-            args.send_timeout_ms,
-        )?;
-        let count = args.backlog_bytes.div_ceil(args.body_size_bytes as u64);
-        let meter = Meter::new("fill");
-        let stop = Arc::new(AtomicBool::new(false));
-        let mut progress = Progress::new(vec![Arc::clone(&meter)], args.progress);
-        // The fill sends the whole backlog as fast as it can.
-        let running = producer::start(SendPlan {
-            count,
-            rate: 0,
-            ..SendPlan::from_args(args, publish, &pool, factory, &meter, &stop, &fatal)
-        })?;
-        progress.reset();
-        control_loop(
-            &mut progress,
-            Duration::from_secs(args.fill_duration_s),
-            &stop,
-            || running.finished(),
-        );
-        stop.store(true, Ordering::Relaxed);
-        running.join();
-        let elapsed = progress.elapsed();
-        pool.close_all();
-        let fill = MeterResult::from_meter(&meter, elapsed);
-        fill_extra = json!({"target_messages": count, "complete": fill.messages >= count});
-        results.push(fill);
+        let fill = fill_backlog(args, &namesrv, &topics, &fatal)?;
+        results.push(fill.result);
+        fill_extra = fill.extra;
         if let Some(error) = take_fatal(&fatal) {
             return Ok(Outcome {
                 results,
-                timeline: progress.timeline,
+                timeline: fill.timeline,
                 extra: json!({"fill": fill_extra}),
                 error: Some(error),
             });
@@ -382,45 +386,110 @@ pub fn run_catchup(args: &Args) -> Result<Outcome, BenchError> {
     // A fresh connection: name servers close idle connections (Java after 120 s), and the
     // pre-fill may have taken longer than that.
     namesrv.close();
+    let consume = consume_backlog(args, &topics, &fatal, fill_extra)?;
+    results.push(consume.result);
+    Ok(Outcome {
+        results,
+        timeline: consume.timeline,
+        extra: consume.extra,
+        error: consume.error,
+    })
+}
+
+/// One timed phase of a run that reports a single meter.
+struct Phase {
+    result: MeterResult,
+    timeline: Vec<TimelinePoint>,
+    extra: Value,
+    error: Option<String>,
+}
+
+/// Sends `--backlog-bytes` worth of messages as fast as possible, for at most
+/// `--fill-duration`. A fatal send error is left in `fatal`.
+fn fill_backlog(
+    args: &Args,
+    namesrv: &Connection,
+    topics: &[String],
+    fatal: &Arc<Mutex<Option<String>>>,
+) -> Result<Phase, BenchError> {
+    let pool = Arc::new(ConnectionPool::new(args.serialize, args.connections));
+    let factory = Arc::new(MessageFactory::new(args));
+    let publish = producer::ensure_topics(
+        namesrv,
+        &pool,
+        &factory,
+        topics,
+        args.queues_per_topic,
+        args.send_timeout_ms,
+    )?;
+    let count = args.backlog_bytes.div_ceil(args.body_size_bytes as u64);
+    let meter = Meter::new("fill");
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut progress = Progress::new(vec![Arc::clone(&meter)], args.progress);
+    // The fill sends the whole backlog as fast as it can.
+    let running = producer::start(SendPlan {
+        count,
+        rate: 0,
+        ..SendPlan::from_args(args, publish, &pool, factory, &meter, &stop, fatal)
+    })?;
+    progress.reset();
+    control_loop(
+        &mut progress,
+        Duration::from_secs(args.fill_duration_s),
+        &stop,
+        || running.finished(),
+    );
+    stop.store(true, Ordering::Relaxed);
+    running.join();
+    let elapsed = progress.elapsed();
+    pool.close_all();
+    let result = MeterResult::from_meter(&meter, elapsed);
+    let extra = json!({"target_messages": count, "complete": result.messages >= count});
+    Ok(Phase {
+        result,
+        timeline: progress.timeline,
+        extra,
+        error: None,
+    })
+}
+
+/// Consumes every queue of `topics` from its first offset to the end it had when the run
+/// started, with a fresh group, sampling the broker's CPU around it if asked to.
+fn consume_backlog(
+    args: &Args,
+    topics: &[String],
+    fatal: &Arc<Mutex<Option<String>>>,
+    fill_extra: Value,
+) -> Result<Phase, BenchError> {
     let namesrv = Connection::connect(&args.namesrv, args.serialize)?;
-    let queues = consumer::resolve_read_queues(&namesrv, &topics)?;
+    let queues = consumer::resolve_read_queues(&namesrv, topics)?;
     namesrv.close();
     let group = format!("{}_catchup_{}", args.group, crate::stats::epoch_us() / 1000);
     let pool = ConnectionPool::new(args.serialize, args.connections);
     let meter = Meter::new("catchup");
     let stop = Arc::new(AtomicBool::new(false));
-    let ctx = ConsumerCtx::new(
-        ConsumerConfig {
-            group: group.clone(),
-            subscription: Subscription::new(args.filter_type, &args.expression),
-            pull_batch: args.pull_batch,
-            commit: args.commit,
-            latency: LatencyMode::PullRoundTrip,
-        },
-        Arc::clone(&meter),
-        Arc::clone(&stop),
-        Arc::clone(&fatal),
+    let ctx = consumer_ctx(
+        args,
+        group.clone(),
+        LatencyMode::PullRoundTrip,
+        &meter,
+        &stop,
+        fatal,
     );
     let queue_count = queues.len();
     consumer::prepare(
         &ctx,
         &pool,
-        &topics,
+        topics,
         queues,
         StartPolicy::BacklogToEnd,
         StartFrom::First,
     )?;
-    let backlog_messages: i64 = ctx
-        .tasks
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .iter()
-        .map(|t| t.end_offset().unwrap_or(0) - t.next_offset())
-        .sum();
+    let backlog_messages = backlog_messages(&ctx);
     let mut progress = Progress::new(vec![Arc::clone(&meter)], args.progress);
     let broker_cpu = args.broker_pid.map(BrokerCpu::start).transpose()?;
     consumer::start_pulls(&ctx);
-    let mut heartbeats = Heartbeats::new(&pool, &topics, StartFrom::First);
+    let mut heartbeats = Heartbeats::new(&pool, topics, StartFrom::First);
     control_loop(&mut progress, duration(args), &stop, || {
         ctx.run_delayed();
         heartbeats.tick(&ctx);
@@ -433,8 +502,8 @@ pub fn run_catchup(args: &Args) -> Result<Outcome, BenchError> {
         .map(|cpu| cpu.finish(ctx.record_bytes(), meter.counts().bytes))
         .transpose();
     consumer::finish(&ctx, &pool);
-    results.push(MeterResult::from_meter(&meter, elapsed));
-    let mut error = take_fatal(&fatal);
+    let result = MeterResult::from_meter(&meter, elapsed);
+    let mut error = take_fatal(fatal);
     let mut extra = json!({
             "group": group,
             "queues": queue_count,
@@ -447,23 +516,42 @@ pub fn run_catchup(args: &Args) -> Result<Outcome, BenchError> {
             "fill": fill_extra,
             "latency_meaning": "pull round trip of each non-empty batch",
     });
-    match broker_cpu {
-        Ok(None) => {}
-        Ok(Some(cpu)) => {
-            println!("{}", cpu.summary());
-            if let (Value::Object(extra), Value::Object(fields)) = (&mut extra, cpu.to_json()) {
-                extra.extend(fields);
-            }
-        }
-        // The broker went away during the run: keep the report, say why the CPU is missing.
-        Err(e) => error = error.or(Some(e.to_string())),
-    }
-    Ok(Outcome {
-        results,
+    add_broker_cpu(&mut extra, &mut error, broker_cpu);
+    Ok(Phase {
+        result,
         timeline: progress.timeline,
         extra,
         error,
     })
+}
+
+/// Messages between each queue's start and end offset.
+fn backlog_messages(ctx: &ConsumerCtx) -> i64 {
+    ctx.tasks
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .map(|t| t.end_offset().unwrap_or(0) - t.next_offset())
+        .sum()
+}
+
+/// Prints the broker's CPU use and adds it to the report; a broker that went away during the
+/// run keeps the report and says why the CPU is missing.
+fn add_broker_cpu(
+    extra: &mut Value,
+    error: &mut Option<String>,
+    broker_cpu: Result<Option<procstat::BrokerCpuUse>, BenchError>,
+) {
+    match broker_cpu {
+        Ok(None) => {}
+        Ok(Some(cpu)) => {
+            println!("{}", cpu.summary());
+            if let (Value::Object(extra), Value::Object(fields)) = (extra, cpu.to_json()) {
+                extra.extend(fields);
+            }
+        }
+        Err(e) => *error = error.take().or(Some(e.to_string())),
+    }
 }
 
 /// `echo-server`: serves until the duration ends (600 s unless `-d` says otherwise).

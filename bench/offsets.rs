@@ -21,7 +21,7 @@ use common::{grouped, median, Rng, Table};
 use ringmq::broker::consumer_offset_manager::ConsumerOffsetManager;
 
 /// Seconds of one timed run (times `RINGMQ_BENCH_SCALE`).
-const RUN_SECS: f64 = 0.6;
+const RUN_S: f64 = 0.6;
 /// Commits between looks at the stop flag.
 const COMMITS_PER_CHECK: usize = 256;
 
@@ -155,7 +155,7 @@ fn main() {
         common::machine_facts()
     );
     let repeats = common::repeats();
-    let duration = common::run_duration(RUN_SECS);
+    let duration = common::run_duration(RUN_S);
     let tmp = tempfile::tempdir().expect("temp dir");
     let workloads = [
         // Many groups x queues: the workload.

@@ -24,7 +24,9 @@ use bytes::Bytes;
 use common::{grouped, median, Table};
 use ringmq::store::format::encode_properties;
 use ringmq::store::io::{IoConfig, IoEngine, IoMode};
-use ringmq::store::{AcceptAll, FlushPolicy, MessageStore, MessageToStore, StoreConfig};
+use ringmq::store::{
+    AcceptAll, FlushPolicy, GetMessageRequest, MessageStore, MessageToStore, StoreConfig,
+};
 
 static FDATASYNC_CALLS: AtomicU64 = AtomicU64::new(0);
 static FSYNC_CALLS: AtomicU64 = AtomicU64::new(0);
@@ -52,9 +54,9 @@ fn sync_calls() -> u64 {
 /// Body sizes measured.
 const BODY_SIZES_BYTES: [usize; 2] = [128, 1024];
 /// Seconds of one timed append run (times `RINGMQ_BENCH_SCALE`).
-const APPEND_RUN_SECS: f64 = 0.8;
+const APPEND_RUN_S: f64 = 0.8;
 /// Seconds of one timed read run.
-const READ_RUN_SECS: f64 = 0.8;
+const READ_RUN_S: f64 = 0.8;
 /// Bytes of CommitLog written per body size before the read runs (hot in the page cache).
 const READ_DATA_BYTES: usize = 64 * 1024 * 1024;
 /// Messages per `get_message`: RocketMQ's default `maxMsgNums` of a push consumer.
@@ -92,7 +94,7 @@ struct AppendRun {
     msgs: u64,
     body_bytes: u64,
     log_bytes: u64,
-    seconds: f64,
+    elapsed_s: f64,
     sync_calls: u64,
 }
 
@@ -128,7 +130,7 @@ fn run_append(
                     let msg = message(&topic, queue_id, &body, born_host);
                     let put = store.put_message(&msg).expect("put_message");
                     if sync {
-                        rt.block_on(store.wait_flushed(put.end_offset()))
+                        rt.block_on(store.wait_flushed(put.end_phy_offset()))
                             .expect("wait_flushed");
                     }
                     msgs += 1;
@@ -147,12 +149,12 @@ fn run_append(
         msgs += m;
         log_bytes += b;
     }
-    let seconds = started.elapsed().as_secs_f64();
+    let elapsed_s = started.elapsed().as_secs_f64();
     AppendRun {
         msgs,
         body_bytes: msgs * body_size_bytes as u64,
         log_bytes,
-        seconds,
+        elapsed_s,
         sync_calls: sync_calls() - sync_before,
     }
 }
@@ -160,8 +162,8 @@ fn run_append(
 struct ReadRun {
     msgs: u64,
     bytes: u64,
-    seconds: f64,
-    cpu_seconds: f64,
+    elapsed_s: f64,
+    cpu_s: f64,
 }
 
 /// Pulls the queue front to back (wrapping) in batches of [`PULL_BATCH_MSGS`] for `duration`.
@@ -169,12 +171,19 @@ fn run_read(store: &MessageStore, topic: &str, duration: Duration) -> ReadRun {
     let max_offset = store.max_offset_in_queue(topic, 0);
     let (mut msgs, mut bytes, mut offset) = (0u64, 0u64, 0i64);
     let started = Instant::now();
-    let cpu_started = common::thread_cpu_seconds();
+    let cpu_started = common::thread_cpu_s();
     while started.elapsed() < duration {
         // Check the clock every 64 pulls only; a pull is a few microseconds.
         for _ in 0..64 {
             let r = store
-                .get_message("bench", topic, 0, offset, PULL_BATCH_MSGS, &AcceptAll)
+                .get_message(&GetMessageRequest {
+                    group: "bench",
+                    topic,
+                    queue_id: 0,
+                    queue_offset: offset,
+                    max_msg_nums: PULL_BATCH_MSGS,
+                    filter: &AcceptAll,
+                })
                 .expect("get_message");
             assert!(r.message_count > 0, "read past the data: {:?}", r.status);
             msgs += r.message_count as u64;
@@ -189,13 +198,13 @@ fn run_read(store: &MessageStore, topic: &str, duration: Duration) -> ReadRun {
     ReadRun {
         msgs,
         bytes,
-        seconds: started.elapsed().as_secs_f64(),
-        cpu_seconds: common::thread_cpu_seconds() - cpu_started,
+        elapsed_s: started.elapsed().as_secs_f64(),
+        cpu_s: common::thread_cpu_s() - cpu_started,
     }
 }
 
-fn mb(bytes: u64, seconds: f64) -> f64 {
-    bytes as f64 / 1e6 / seconds
+fn mb(bytes: u64, elapsed_s: f64) -> f64 {
+    bytes as f64 / 1e6 / elapsed_s
 }
 
 fn main() {
@@ -211,7 +220,13 @@ fn main() {
         "store dirs under {} ; {repeats} repeats per cell, interleaved\n",
         tmp.path().display()
     );
-    let sync_threads: Vec<usize> = std::env::var("RINGMQ_BENCH_SYNC_THREADS")
+    bench_appends(tmp.path(), repeats, &sync_thread_counts());
+    bench_reads(&tmp.path().join("read"), repeats);
+}
+
+/// `RINGMQ_BENCH_SYNC_THREADS`: the appending thread counts of the sync-flush cells.
+fn sync_thread_counts() -> Vec<usize> {
+    std::env::var("RINGMQ_BENCH_SYNC_THREADS")
         .unwrap_or_else(|_| "1,4,16,64".to_string())
         .split(',')
         .map(|t| {
@@ -219,11 +234,18 @@ fn main() {
                 .parse()
                 .expect("RINGMQ_BENCH_SYNC_THREADS: comma list")
         })
-        .collect();
+        .collect()
+}
 
+/// One append cell: flush policy, body size, appending threads.
+type AppendCell = (FlushPolicy, usize, usize);
+
+/// Append throughput: async flush with one thread and sync flush with each of `sync_threads`,
+/// for every body size, `repeats` times interleaved.
+fn bench_appends(dir: &Path, repeats: usize, sync_threads: &[usize]) {
+    let async_store = open_store(&dir.join("async"), FlushPolicy::Async, IoMode::Uring);
+    let sync_store = open_store(&dir.join("sync"), FlushPolicy::Sync, IoMode::Uring);
     // Check the fsync counter sees the store's fsyncs before relying on it.
-    let async_store = open_store(&tmp.path().join("async"), FlushPolicy::Async, IoMode::Uring);
-    let sync_store = open_store(&tmp.path().join("sync"), FlushPolicy::Sync, IoMode::Uring);
     let before = sync_calls();
     run_append(&async_store, 128, 1, Duration::from_millis(20));
     async_store.flush().expect("flush");
@@ -232,12 +254,11 @@ fn main() {
         println!("(fsync counting unavailable on this build: the column shows n/a)\n");
     }
 
-    // ---- Appends.
-    let append_duration = common::run_duration(APPEND_RUN_SECS);
-    let mut cells: Vec<(FlushPolicy, usize, usize)> = Vec::new();
+    let append_duration = common::run_duration(APPEND_RUN_S);
+    let mut cells: Vec<AppendCell> = Vec::new();
     for &size in &BODY_SIZES_BYTES {
         cells.push((FlushPolicy::Async, size, 1));
-        for &t in &sync_threads {
+        for &t in sync_threads {
             cells.push((FlushPolicy::Sync, size, t));
         }
     }
@@ -253,6 +274,13 @@ fn main() {
             store.flush().expect("flush");
         }
     }
+    println!("## Append throughput ({append_duration:?} per run, MB = 10^6 bytes)\n");
+    append_table(&cells, &results, counting).print();
+    async_store.shutdown().expect("shutdown");
+    sync_store.shutdown().expect("shutdown");
+}
+
+fn append_table(cells: &[AppendCell], results: &[Vec<AppendRun>], counting: bool) -> Table {
     let mut table = Table::new(&[
         "flush",
         "body",
@@ -263,10 +291,10 @@ fn main() {
         "CommitLog MB/s",
         "fsync calls per append",
     ]);
-    for (cell, runs) in cells.iter().zip(&results) {
-        let rates: Vec<f64> = runs.iter().map(|r| r.msgs as f64 / r.seconds).collect();
-        let body: Vec<f64> = runs.iter().map(|r| mb(r.body_bytes, r.seconds)).collect();
-        let log: Vec<f64> = runs.iter().map(|r| mb(r.log_bytes, r.seconds)).collect();
+    for (cell, runs) in cells.iter().zip(results) {
+        let rates: Vec<f64> = runs.iter().map(|r| r.msgs as f64 / r.elapsed_s).collect();
+        let body: Vec<f64> = runs.iter().map(|r| mb(r.body_bytes, r.elapsed_s)).collect();
+        let log: Vec<f64> = runs.iter().map(|r| mb(r.log_bytes, r.elapsed_s)).collect();
         let per_append: Vec<f64> = runs
             .iter()
             .map(|r| r.sync_calls as f64 / r.msgs.max(1) as f64)
@@ -286,39 +314,24 @@ fn main() {
             },
         ]);
     }
-    println!("## Append throughput ({append_duration:?} per run, MB = 10^6 bytes)\n");
-    table.print();
-    async_store.shutdown().expect("shutdown");
-    sync_store.shutdown().expect("shutdown");
-    drop((async_store, sync_store));
+    table
+}
 
-    // ---- Reads.
-    let read_dir = tmp.path().join("read");
-    {
-        let store = open_store(&read_dir, FlushPolicy::Async, IoMode::Uring);
-        let born_host: SocketAddr = "127.0.0.1:40000".parse().expect("literal address");
-        for &size in &BODY_SIZES_BYTES {
-            let body = Bytes::from(vec![b'r'; size]);
-            let topic = format!("Read{size}");
-            let mut written = 0usize;
-            while written < READ_DATA_BYTES {
-                let put = store
-                    .put_message(&message(&topic, 0, &body, born_host))
-                    .expect("put");
-                written += put.wrote_bytes as usize;
-            }
-        }
-        store.shutdown().expect("shutdown");
-    }
-    let read_duration = common::run_duration(READ_RUN_SECS);
-    let engines = [IoMode::Uring, IoMode::Pread];
+/// The read engines compared, pread last (the baseline of the ratio column).
+const READ_ENGINES: [IoMode; 2] = [IoMode::Uring, IoMode::Pread];
+
+/// Read throughput of each engine over [`READ_DATA_BYTES`] of CommitLog per body size,
+/// `repeats` times interleaved.
+fn bench_reads(read_dir: &Path, repeats: usize) {
+    fill_read_data(read_dir);
+    let read_duration = common::run_duration(READ_RUN_S);
     let mut reads: Vec<Vec<Vec<ReadRun>>> = BODY_SIZES_BYTES
         .iter()
-        .map(|_| engines.iter().map(|_| Vec::new()).collect())
+        .map(|_| READ_ENGINES.iter().map(|_| Vec::new()).collect())
         .collect();
     for _ in 0..repeats {
-        for (e, &mode) in engines.iter().enumerate() {
-            let store = open_store(&read_dir, FlushPolicy::Async, mode);
+        for (e, &mode) in READ_ENGINES.iter().enumerate() {
+            let store = open_store(read_dir, FlushPolicy::Async, mode);
             for (s, &size) in BODY_SIZES_BYTES.iter().enumerate() {
                 let topic = format!("Read{size}");
                 // One untimed pass keeps the page cache and the thread's ring warm.
@@ -328,6 +341,35 @@ fn main() {
             store.shutdown().expect("shutdown");
         }
     }
+    let table = read_table(&reads);
+    println!(
+        "## Read throughput via get_message ({PULL_BATCH_MSGS} msgs per pull, one thread, hot \
+         page cache, {} MiB of CommitLog per size, {read_duration:?} per run)\n",
+        READ_DATA_BYTES >> 20
+    );
+    table.print();
+}
+
+/// Writes [`READ_DATA_BYTES`] of records per body size, topic `Read<size>`, queue 0.
+fn fill_read_data(read_dir: &Path) {
+    let store = open_store(read_dir, FlushPolicy::Async, IoMode::Uring);
+    let born_host: SocketAddr = "127.0.0.1:40000".parse().expect("literal address");
+    for &size in &BODY_SIZES_BYTES {
+        let body = Bytes::from(vec![b'r'; size]);
+        let topic = format!("Read{size}");
+        let mut written = 0usize;
+        while written < READ_DATA_BYTES {
+            let put = store
+                .put_message(&message(&topic, 0, &body, born_host))
+                .expect("put");
+            written += put.wrote_bytes as usize;
+        }
+    }
+    store.shutdown().expect("shutdown");
+}
+
+/// `reads[size][engine]`: the runs of one cell.
+fn read_table(reads: &[Vec<Vec<ReadRun>>]) -> Table {
     let mut table = Table::new(&[
         "body",
         "engine",
@@ -341,18 +383,15 @@ fn main() {
         let rate = |e: usize| -> Vec<f64> {
             reads[s][e]
                 .iter()
-                .map(|r| r.msgs as f64 / r.seconds)
+                .map(|r| r.msgs as f64 / r.elapsed_s)
                 .collect()
         };
         let pread_median = median(&rate(1));
-        for (e, mode) in engines.iter().enumerate() {
+        for (e, mode) in READ_ENGINES.iter().enumerate() {
             let runs = &reads[s][e];
             let rates = rate(e);
-            let mbs: Vec<f64> = runs.iter().map(|r| mb(r.bytes, r.seconds)).collect();
-            let cpu: Vec<f64> = runs
-                .iter()
-                .map(|r| r.cpu_seconds * 1e9 / r.msgs as f64)
-                .collect();
+            let mbs: Vec<f64> = runs.iter().map(|r| mb(r.bytes, r.elapsed_s)).collect();
+            let cpu: Vec<f64> = runs.iter().map(|r| r.cpu_s * 1e9 / r.msgs as f64).collect();
             table.row(vec![
                 format!("{size} B"),
                 format!("{mode:?}").to_lowercase(),
@@ -364,10 +403,5 @@ fn main() {
             ]);
         }
     }
-    println!(
-        "## Read throughput via get_message ({PULL_BATCH_MSGS} msgs per pull, one thread, hot \
-         page cache, {} MiB of CommitLog per size, {read_duration:?} per run)\n",
-        READ_DATA_BYTES >> 20
-    );
-    table.print();
+    table
 }

@@ -68,13 +68,36 @@ fn read_report(path: &Path) -> serde_json::Value {
     serde_json::from_str(&text).expect("report is JSON")
 }
 
+/// Where the kinds write their reports.
+struct Reports(tempfile::TempDir);
+
+impl Reports {
+    fn path(&self, name: &str) -> std::path::PathBuf {
+        self.0.path().join(format!("{name}.json"))
+    }
+
+    /// The report path as a command-line argument.
+    fn arg(&self, name: &str) -> String {
+        self.path(name).display().to_string()
+    }
+}
+
+/// The kinds run in order against one echo server: the consumer reads what the producer sent,
+/// and `summary` tabulates all four reports.
 #[test]
 fn every_kind_runs_against_the_echo_server_child() {
     let echo = start_echo();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let report = |name: &str| dir.path().join(format!("{name}.json"));
-    let p = |name: &str| report(name).display().to_string();
+    let reports = Reports(tempfile::tempdir().expect("tempdir"));
+    producer_writes_report_and_svg(&echo, &reports);
+    consumer_reads_what_the_producer_sent(&echo, &reports);
+    e2e_consumes_everything_sent(&echo, &reports);
+    catchup_reports_the_broker_cpu(&echo, &reports);
+    summary_tabulates_every_report(&reports);
+}
 
+fn producer_writes_report_and_svg(echo: &Echo, reports: &Reports) {
+    let report = |name: &str| reports.path(name);
+    let p = |name: &str| reports.arg(name);
     run(&[
         "producer",
         "-n",
@@ -102,7 +125,11 @@ fn every_kind_runs_against_the_echo_server_child() {
     assert!(producer["git_revision"].as_str().is_some());
     let svg = std::fs::read_to_string(report("producer").with_extension("svg")).expect("svg");
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+}
 
+fn consumer_reads_what_the_producer_sent(echo: &Echo, reports: &Reports) {
+    let report = |name: &str| reports.path(name);
+    let p = |name: &str| reports.arg(name);
     run(&[
         "consumer",
         "-n",
@@ -124,7 +151,11 @@ fn every_kind_runs_against_the_echo_server_child() {
         read_report(&report("consumer"))["results"]["consume"]["messages"],
         400
     );
+}
 
+fn e2e_consumes_everything_sent(echo: &Echo, reports: &Reports) {
+    let report = |name: &str| reports.path(name);
+    let p = |name: &str| reports.arg(name);
     run(&[
         "e2e",
         "-n",
@@ -147,7 +178,11 @@ fn every_kind_runs_against_the_echo_server_child() {
         e2e["results"]["e2e"]["messages"],
         e2e["results"]["send"]["messages"]
     );
+}
 
+fn catchup_reports_the_broker_cpu(echo: &Echo, reports: &Reports) {
+    let report = |name: &str| reports.path(name);
+    let p = |name: &str| reports.arg(name);
     run(&[
         "catchup",
         "-n",
@@ -190,7 +225,10 @@ fn every_kind_runs_against_the_echo_server_child() {
             "{key}: {extra}"
         );
     }
+}
 
+fn summary_tabulates_every_report(reports: &Reports) {
+    let p = |name: &str| reports.arg(name);
     let table = run(&[
         "summary",
         &p("producer"),

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use common::{invoke, Broker};
+use ringmq::net::remoting_client::BlockingClient;
 use ringmq::remoting::codes::{request_code as req, response_code as rc};
 use ringmq::remoting::command::{RemotingCommand, SerializeType};
 use ringmq::store::format;
@@ -86,13 +87,12 @@ fn records(body: &[u8]) -> Vec<(i64, Vec<u8>, Vec<u8>, String)> {
     out
 }
 
-fn round_trip(st: SerializeType) {
-    let broker = Broker::start(&[]);
-    let mut c = broker.client();
-    let topic = "WireTopic";
+/// Ten sends to queue 1 of an auto-created topic, each answered in the request's encoding with
+/// consecutive queue offsets, a msgId and a generated UNIQ_KEY.
+fn send_ten(c: &mut BlockingClient, topic: &str, st: SerializeType) {
     for i in 0..10 {
         let r = invoke(
-            &mut c,
+            c,
             send_request(
                 topic,
                 1,
@@ -112,13 +112,11 @@ fn round_trip(st: SerializeType) {
             "UNIQ_KEY generated"
         );
     }
-    // The name server learned the auto-created topic.
-    let route = wait_for_route(&broker, topic);
-    let v: serde_json::Value = serde_json::from_slice(&route.body).unwrap();
-    assert_eq!(v["brokerDatas"][0]["brokerAddrs"]["0"], broker.addr());
-    assert_eq!(v["queueDatas"][0]["writeQueueNums"], 4);
+}
 
-    let p = invoke(&mut c, pull_request(topic, 1, 0, 0, "TagA", st));
+/// The ten records come back in one pull, exactly as sent; a TagB pull skips them all.
+fn pull_ten(c: &mut BlockingClient, topic: &str, st: SerializeType) {
+    let p = invoke(c, pull_request(topic, 1, 0, 0, "TagA", st));
     assert_eq!(p.code, rc::SUCCESS, "{p:?}");
     assert_eq!(ext_i64(&p, "nextBeginOffset"), 10);
     assert_eq!(ext_i64(&p, "maxOffset"), 10);
@@ -137,17 +135,24 @@ fn round_trip(st: SerializeType) {
         );
     }
     // Tag filter: TagB matches nothing, the scan moves past everything.
-    let p = invoke(&mut c, pull_request(topic, 1, 0, 0, "TagB", st));
+    let p = invoke(c, pull_request(topic, 1, 0, 0, "TagB", st));
     assert_eq!(p.code, rc::PULL_RETRY_IMMEDIATELY, "{p:?}");
     assert_eq!(ext_i64(&p, "nextBeginOffset"), 10);
-    // Offsets.
-    let q = invoke(
-        &mut c,
+}
+
+fn query_offset(c: &mut BlockingClient, topic: &str) -> RemotingCommand {
+    invoke(
+        c,
         RemotingCommand::request(req::QUERY_CONSUMER_OFFSET)
             .with_ext("consumerGroup", "cg")
             .with_ext("topic", topic)
             .with_ext("queueId", 1),
-    );
+    )
+}
+
+/// A new group starts at 0, a committed offset is read back, the max offset counts the sends.
+fn offsets_of_queue_one(c: &mut BlockingClient, topic: &str) {
+    let q = query_offset(c, topic);
     assert_eq!(
         q.code,
         rc::SUCCESS,
@@ -155,7 +160,7 @@ fn round_trip(st: SerializeType) {
     );
     assert_eq!(ext_i64(&q, "offset"), 0);
     let u = invoke(
-        &mut c,
+        c,
         RemotingCommand::request(req::UPDATE_CONSUMER_OFFSET)
             .with_ext("consumerGroup", "cg")
             .with_ext("topic", topic)
@@ -163,21 +168,28 @@ fn round_trip(st: SerializeType) {
             .with_ext("commitOffset", 7),
     );
     assert_eq!(u.code, rc::SUCCESS, "{u:?}");
-    let q = invoke(
-        &mut c,
-        RemotingCommand::request(req::QUERY_CONSUMER_OFFSET)
-            .with_ext("consumerGroup", "cg")
-            .with_ext("topic", topic)
-            .with_ext("queueId", 1),
-    );
-    assert_eq!(ext_i64(&q, "offset"), 7);
+    assert_eq!(ext_i64(&query_offset(c, topic), "offset"), 7);
     let m = invoke(
-        &mut c,
+        c,
         RemotingCommand::request(req::GET_MAX_OFFSET)
             .with_ext("topic", topic)
             .with_ext("queueId", 1),
     );
     assert_eq!(ext_i64(&m, "offset"), 10);
+}
+
+fn round_trip(st: SerializeType) {
+    let broker = Broker::start(&[]);
+    let mut c = broker.client();
+    let topic = "WireTopic";
+    send_ten(&mut c, topic, st);
+    // The name server learned the auto-created topic.
+    let route = wait_for_route(&broker, topic);
+    let v: serde_json::Value = serde_json::from_slice(&route.body).unwrap();
+    assert_eq!(v["brokerDatas"][0]["brokerAddrs"]["0"], broker.addr());
+    assert_eq!(v["queueDatas"][0]["writeQueueNums"], 4);
+    pull_ten(&mut c, topic, st);
+    offsets_of_queue_one(&mut c, topic);
     // View by id: the msgId encodes this broker's address and the record's offset.
     let sent = invoke(&mut c, send_request(topic, 0, "viewed", &[], st));
     let (_, phy) = format::decode_offset_msg_id(sent.ext_opt_str("msgId").unwrap()).unwrap();
@@ -607,7 +619,7 @@ fn send_back_goes_to_retry_topic_after_delay_then_dlq() {
     );
     let (_, phy) = format::decode_offset_msg_id(sent.ext_opt_str("msgId").unwrap()).unwrap();
     invoke(&mut c, heartbeat("c1", "rg", "Orig", "TAG", "*"));
-    let back = |c: &mut ringmq::net::remoting_client::BlockingClient, offset: i64, max: i32| {
+    let back = |c: &mut BlockingClient, offset: i64, max: i32| {
         invoke(
             c,
             RemotingCommand::request(req::CONSUMER_SEND_MSG_BACK)
@@ -651,10 +663,10 @@ fn send_back_goes_to_retry_topic_after_delay_then_dlq() {
     let rec = format::decode_record(&r.body).unwrap();
     assert_eq!(rec.reconsume_times, 1);
     // Reconsumed too often: straight to the DLQ.
-    let mut phy2 = rec.physical_offset;
+    let mut phy2 = rec.phy_offset;
     for _ in 0..2 {
         assert_eq!(back(&mut c, phy2, 1).code, rc::SUCCESS);
-        phy2 = rec.physical_offset;
+        phy2 = rec.phy_offset;
     }
     let dlq = invoke(
         &mut c,

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use ringmq::store::format::decode_record;
 use ringmq::store::{AcceptAll, FlushPolicy, GetMessageStatus, MessageStore, StoreConfig};
-use store_common::{msg, open, rebuild_from_commit_log, served_units, small_config};
+use store_common::{msg, open, pull, rebuild_from_commit_log, served_units, small_config};
 
 const FILE_SIZE: u64 = 16 * 1024;
 
@@ -55,8 +55,8 @@ fn append(store: &MessageStore, from: usize, n: usize) -> Vec<Written> {
             Written {
                 topic: topic.to_owned(),
                 queue_id,
-                queue_offset: r.logics_offset,
-                phy: r.wrote_offset,
+                queue_offset: r.queue_offset,
+                phy: r.wrote_phy_offset,
                 size: r.wrote_bytes,
                 body,
             }
@@ -76,7 +76,7 @@ fn segment_path(dir: &Path, phy: i64) -> (PathBuf, u64) {
 fn verify(store: &MessageStore, dir: &Path, present: &[Written], absent: &[Written]) {
     for w in present {
         let got = store
-            .get_message("g", &w.topic, w.queue_id, w.queue_offset, 1, &AcceptAll)
+            .get_message(&pull(&w.topic, w.queue_id, w.queue_offset, 1, &AcceptAll))
             .unwrap();
         assert_eq!(got.status, GetMessageStatus::Found, "{w:?}");
         let rec = decode_record(got.message(0)).unwrap();
@@ -105,8 +105,8 @@ fn verify(store: &MessageStore, dir: &Path, present: &[Written], absent: &[Writt
 fn verify_appends_continue(store: &MessageStore) {
     let next = store.max_offset_in_queue("A", 0);
     let r = store.put_message(&msg("A", 0, b"after", "t0")).unwrap();
-    assert_eq!(r.logics_offset, next);
-    assert!(r.wrote_offset >= store.min_phy_offset());
+    assert_eq!(r.queue_offset, next);
+    assert!(r.wrote_phy_offset >= store.min_phy_offset());
 }
 
 #[test]
@@ -125,7 +125,10 @@ fn clean_shutdown_reopens_everything() {
         .unwrap()
         .count() as u64;
     assert!(files > 3);
-    assert_eq!(report.scanned_from_offset as u64, (files - 3) * FILE_SIZE);
+    assert_eq!(
+        report.scanned_from_phy_offset as u64,
+        (files - 3) * FILE_SIZE
+    );
     verify(&store, dir.path(), &written, &[]);
     verify_appends_continue(&store);
 }
@@ -142,7 +145,7 @@ fn crash_restart_scans_from_the_checkpoint_not_the_start() {
     let report = store.recovery_report().clone();
     assert!(report.abnormal);
     assert!(
-        report.scanned_from_offset > 0,
+        report.scanned_from_phy_offset > 0,
         "bounded by the checkpoint: {report:?}"
     );
     assert!(!report.full_rebuild);
@@ -162,7 +165,7 @@ fn segment_truncated_mid_record() {
     let report = store.recovery_report().clone();
     assert!(report.abnormal);
     assert!(report.invalid_tail_found);
-    assert_eq!(report.commit_log_end_offset, last.phy);
+    assert_eq!(report.end_phy_offset, last.phy);
     verify(
         &store,
         dir.path(),
@@ -214,7 +217,7 @@ fn corrupted_body_crc_cuts_the_log_there() {
     drop(file);
     let store = open(config(dir.path()));
     assert!(store.recovery_report().invalid_tail_found);
-    assert_eq!(store.recovery_report().commit_log_end_offset, victim.phy);
+    assert_eq!(store.recovery_report().end_phy_offset, victim.phy);
     verify(&store, dir.path(), &written[..k], &written[k..]);
     verify_appends_continue(&store);
 }
@@ -312,10 +315,10 @@ fn crash_child_entry() {
                     let r = store
                         .put_message(&msg("K", t, body.as_bytes(), "k"))
                         .unwrap();
-                    rt.block_on(store.wait_flushed(r.end_offset())).unwrap();
+                    rt.block_on(store.wait_flushed(r.end_phy_offset())).unwrap();
                     println!(
                         "ACK {t} {} {} {} {body}",
-                        r.logics_offset, r.wrote_offset, r.wrote_bytes
+                        r.queue_offset, r.wrote_phy_offset, r.wrote_bytes
                     );
                 }
             })

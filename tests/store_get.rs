@@ -11,7 +11,7 @@ use ringmq::store::{
     AcceptAll, ArrivalListener, BatchToStore, BoundaryType, FlushPolicy, GetMessageStatus,
     StoreError,
 };
-use store_common::{msg, open, small_config};
+use store_common::{msg, open, pull, small_config};
 
 fn big_config(dir: &std::path::Path) -> ringmq::store::StoreConfig {
     let mut cfg = small_config(dir);
@@ -42,13 +42,13 @@ fn batch_limits_in_memory_and_on_disk() {
                 .put_message(&msg("T", 0, &vec![7u8; body], "A"))
                 .unwrap();
         }
-        let got = store.get_message("g", "T", 0, 0, 64, &AcceptAll).unwrap();
+        let got = store.get_message(&pull("T", 0, 0, 64, &AcceptAll)).unwrap();
         assert_eq!(got.status, GetMessageStatus::Found, "{name}");
         assert_eq!(got.message_count, expected, "{name}");
         assert_eq!(got.next_begin_offset, expected as i64, "{name}");
         assert_eq!(got.buffer_total_size, got.buffer.len(), "{name}");
         // The client's maxMsgNums caps both regimes.
-        let got = store.get_message("g", "T", 0, 0, 3, &AcceptAll).unwrap();
+        let got = store.get_message(&pull("T", 0, 0, 3, &AcceptAll)).unwrap();
         assert_eq!(got.message_count, 3, "{name}");
     }
 }
@@ -63,9 +63,9 @@ fn suggest_pulling_from_slave_when_far_behind() {
     for _ in 0..100 {
         store.put_message(&msg("T", 0, &[1u8; 100], "A")).unwrap();
     }
-    let far = store.get_message("g", "T", 0, 0, 1, &AcceptAll).unwrap();
+    let far = store.get_message(&pull("T", 0, 0, 1, &AcceptAll)).unwrap();
     assert!(far.suggest_pulling_from_slave);
-    let near = store.get_message("g", "T", 0, 99, 1, &AcceptAll).unwrap();
+    let near = store.get_message(&pull("T", 0, 99, 1, &AcceptAll)).unwrap();
     assert!(!near.suggest_pulling_from_slave);
 }
 
@@ -90,19 +90,16 @@ fn batch_put_gets_consecutive_offsets_and_ids() {
     };
     let put = store.put_messages(&batch).unwrap();
     assert_eq!(put.message_count, 5);
-    assert_eq!(put.logics_offset, 1);
+    assert_eq!(put.queue_offset, 1);
     assert_eq!(put.msg_ids.len(), 5);
-    let got = store.get_message("g", "B", 1, 1, 32, &AcceptAll).unwrap();
+    let got = store.get_message(&pull("B", 1, 1, 32, &AcceptAll)).unwrap();
     assert_eq!(got.queue_offsets, vec![1, 2, 3, 4, 5]);
     for k in 0..5 {
         let rec = decode_record(got.message(k)).unwrap();
         assert_eq!(rec.body, format!("m{k}").as_bytes());
         assert_eq!(rec.flag, k as i32);
         let (host, phy) = format::decode_offset_msg_id(&put.msg_ids[k]).unwrap();
-        assert_eq!(
-            (host, phy),
-            (store.config().store_host, rec.physical_offset)
-        );
+        assert_eq!((host, phy), (store.config().store_host, rec.phy_offset));
     }
     // Batches to retry topics and malformed bodies are refused without writing.
     let before = store.max_phy_offset();
@@ -136,7 +133,7 @@ fn offsets_by_time_and_lookup_by_offset() {
     for i in 0..30 {
         let r = store.put_message(&msg("T", 0, &[i as u8], "A")).unwrap();
         times.push(r.store_timestamp_ms);
-        offsets.push(r.wrote_offset);
+        offsets.push(r.wrote_phy_offset);
         if i % 10 == 9 {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
@@ -249,12 +246,14 @@ fn retention_deletes_old_files_and_moves_min_offsets() {
     assert!(min_phy > 0);
     let min = store.min_offset_in_queue("T", 0);
     assert!(min > 0);
-    let got = store.get_message("g", "T", 0, 0, 32, &AcceptAll).unwrap();
+    let got = store.get_message(&pull("T", 0, 0, 32, &AcceptAll)).unwrap();
     assert_eq!(
         (got.status, got.next_begin_offset),
         (GetMessageStatus::OffsetTooSmall, min)
     );
-    let got = store.get_message("g", "T", 0, min, 32, &AcceptAll).unwrap();
+    let got = store
+        .get_message(&pull("T", 0, min, 32, &AcceptAll))
+        .unwrap();
     assert_eq!(got.status, GetMessageStatus::Found);
     assert!(got.message_locations[0].0 >= min_phy);
     // The message before min pointed at a deleted file.
@@ -294,7 +293,7 @@ async fn sync_flush_group_commit_acknowledges_after_fsync() {
         let r = store
             .put_message(&msg("T", 0, &[i as u8; 32], "A"))
             .unwrap();
-        last = r.end_offset();
+        last = r.end_phy_offset();
     }
     store.wait_flushed(last).await.unwrap();
     assert!(store.flushed_phy_offset() >= last);
@@ -307,7 +306,7 @@ async fn sync_flush_group_commit_acknowledges_after_fsync() {
                 let r = store
                     .put_message(&msg("T", t, &[i as u8; 16], "A"))
                     .unwrap();
-                store.wait_flushed(r.end_offset()).await.unwrap();
+                store.wait_flushed(r.end_phy_offset()).await.unwrap();
             }
         }));
     }
@@ -340,7 +339,7 @@ fn pulls_racing_appends_never_skip_a_message() {
     while seen < total {
         assert!(std::time::Instant::now() < deadline, "stalled at {next}");
         let got = store
-            .get_message("g", "Race", 0, next, 32, &AcceptAll)
+            .get_message(&pull("Race", 0, next, 32, &AcceptAll))
             .unwrap();
         assert_ne!(
             got.status,

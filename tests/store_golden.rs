@@ -1,6 +1,6 @@
 //! Golden bytes: records and ConsumeQueue units built by hand from the layout in
-//! docs/FORMAT.md (Java `CommitLog`, `ConsumeQueue`) decode to the expected fields, and our encoder produces
-//! exactly those bytes.
+//! docs/FORMAT.md (Java `CommitLog`, `ConsumeQueue`) decode to the expected fields, and our
+//! encoder produces exactly those bytes.
 
 use std::net::SocketAddr;
 
@@ -42,7 +42,7 @@ fn fields<'a>(topic: &'a [u8], born: &str, store: &str, sys_flag: i32) -> Record
         queue_id: 3,
         flag: 7,
         queue_offset: 42,
-        physical_offset: 0x1_0000_0000,
+        phy_offset: 0x1_0000_0000,
         sys_flag,
         born_timestamp_ms: 1_700_000_000_000,
         born_host: born.parse::<SocketAddr>().unwrap(),
@@ -101,7 +101,7 @@ fn v1_ipv4_record_golden() {
     assert_eq!(rec.body_crc, HELLO_CRC);
     assert!(rec.body_crc_matches());
     assert_eq!((rec.queue_id, rec.flag, rec.queue_offset), (3, 7, 42));
-    assert_eq!(rec.physical_offset, 0x1_0000_0000);
+    assert_eq!(rec.phy_offset, 0x1_0000_0000);
     assert_eq!(rec.born_host, "192.168.1.10:50000".parse().unwrap());
     assert_eq!(rec.store_host, "10.0.0.1:10911".parse().unwrap());
     assert_eq!(rec.store_timestamp_ms, 1_700_000_000_123);
@@ -229,7 +229,7 @@ fn consume_queue_unit_golden() {
         .0;
     assert_eq!(golden.len(), 20);
     let unit = CqUnit {
-        commit_log_offset: 1_073_741_824,
+        phy_offset: 1_073_741_824,
         size: 115,
         tags_code: 2_598_919,
     };
@@ -237,7 +237,7 @@ fn consume_queue_unit_golden() {
     assert_eq!(decode_cq_unit(&golden).unwrap(), unit);
     // Negative tags codes are sign-extended to 8 bytes.
     let neg = CqUnit {
-        commit_log_offset: 0,
+        phy_offset: 0,
         size: 1,
         tags_code: i64::from(format::java_string_hash_code("polygenelubricants")),
     };
@@ -254,7 +254,8 @@ fn consume_queue_unit_golden() {
 
 #[test]
 fn batch_body_golden() {
-    // Java `MessageDecoder.encodeMessage`: TOTALSIZE, MAGIC(0), BODYCRC(0), FLAG, BODYLEN, BODY, PROPLEN, PROPERTIES.
+    // Java `MessageDecoder.encodeMessage`: TOTALSIZE, MAGIC(0), BODYCRC(0), FLAG, BODYLEN, BODY,
+    // PROPLEN, PROPERTIES.
     let golden = Hand::default()
         .i32(20 + 5 + 2 + 10)
         .i32(0)

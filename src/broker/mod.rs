@@ -11,7 +11,6 @@
 //!   the persisted metadata tables; [`config_manager`] writes their JSON files.
 //! - [`client`]: the producer and consumer tables filled by heartbeats.
 //! - [`schedule_message_service`]: delay levels.
-//! - [`message_query`]: every read of messages from the store goes through it.
 
 pub mod client;
 pub mod config_manager;
@@ -21,7 +20,6 @@ pub mod controller;
 pub mod dispatch;
 pub mod error;
 pub mod longpoll;
-pub mod message_query;
 pub mod msg_id;
 pub mod processor;
 pub mod schedule_message_service;

@@ -14,14 +14,13 @@ use bytes::Bytes;
 
 use crate::broker::config_manager::{self as persist, ContentError, Loaded};
 use crate::broker::controller::BrokerController;
-use crate::broker::message_query::MessageQuery;
 use crate::broker::processor::send::{property, remove_property};
 use crate::broker::topic_config_manager::SCHEDULE_TOPIC;
 use crate::common::now_ms;
 use crate::common::StopFlag;
 use crate::store::filter::AcceptAll;
 use crate::store::format::{self, property_value};
-use crate::store::{GetMessageStatus, MessageToStore};
+use crate::store::{GetMessageRequest, GetMessageStatus, MessageToStore};
 
 /// How often each level's queue is looked at. Delay levels start at 1 s.
 const SCHEDULE_TICK_MS: u64 = 100;
@@ -105,14 +104,14 @@ pub fn run(ctrl: &Arc<BrokerController>, stop: &StopFlag) {
 /// Moves the due messages of one level; returns the level's new offset.
 fn deliver_due(ctrl: &Arc<BrokerController>, level: i32, delay_ms: i64, offset: i64) -> i64 {
     let queue_id = level - 1;
-    let query = MessageQuery {
+    let result = match ctrl.store.get_message(&GetMessageRequest {
         group: SCHEDULE_GROUP,
         topic: SCHEDULE_TOPIC,
         queue_id,
-        offset,
+        queue_offset: offset,
         max_msg_nums: SCHEDULE_BATCH_MAX,
-    };
-    let result = match query.read(&ctrl.store, &AcceptAll) {
+        filter: &AcceptAll,
+    }) {
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(level, error = %e, "reading the schedule queue failed");

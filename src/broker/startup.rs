@@ -39,6 +39,14 @@ pub enum StartupError {
     Io(#[from] store::io::IoSetupError),
     #[error("server: {0}")]
     Server(#[from] server::ServerError),
+    /// Another process already listens on one of the broker's addresses; `setting` names the
+    /// settings that chose it.
+    #[error("{source}; {setting}")]
+    ListenAddrInUse {
+        setting: String,
+        #[source]
+        source: server::ServerError,
+    },
     #[error("embedded name server: {0}")]
     Namesrv(#[from] NamesrvStartError),
     #[error("broker metadata: {0}")]
@@ -301,7 +309,8 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
         },
         handler,
         shutdown.clone(),
-    )?;
+    )
+    .map_err(|e| listen_error(e, &ctrl.config))?;
     threads.push(start_registration(
         &ctrl,
         namesrv_addrs,
@@ -323,6 +332,30 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
         shutdown,
         stop,
     })
+}
+
+/// Names the settings behind an address in use: the main port, or the fast port derived from it.
+fn listen_error(e: server::ServerError, config: &Config) -> StartupError {
+    let Some(addr) = e.addr_in_use() else {
+        return StartupError::Server(e);
+    };
+    let b = &config.broker;
+    let setting = if addr.port() == b.listen_port {
+        format!(
+            "it comes from RINGMQ_BROKER_BIND_IP={} and RINGMQ_BROKER_LISTEN_PORT={}: stop the \
+             process that holds it or set RINGMQ_BROKER_LISTEN_PORT to a free port",
+            b.bind_ip, b.listen_port
+        )
+    } else {
+        format!(
+            "it is the fast port, derived from the listen port (RINGMQ_BROKER_LISTEN_PORT={} \
+             minus 2) on RINGMQ_BROKER_BIND_IP={}: stop the process that holds it, choose a \
+             RINGMQ_BROKER_LISTEN_PORT whose port - 2 is free too, or set \
+             RINGMQ_BROKER_FAST_PORT_ENABLED=false",
+            b.listen_port, b.bind_ip
+        )
+    };
+    StartupError::ListenAddrInUse { setting, source: e }
 }
 
 impl BrokerHandle {

@@ -1,9 +1,9 @@
 //! The broker's message filter for one subscription (Java `ExpressionMessageFilter`).
 
+use super::error::FilterError;
 use super::properties::{record_properties, RawProperties};
 use super::sql92::CompiledExpression;
 use super::tag::TagSubscription;
-use super::FilterError;
 use crate::store::filter::MessageFilter;
 
 /// Java `ExpressionType.TAG`.

@@ -23,7 +23,7 @@ pub const MASTER_ID: i64 = 0;
 
 /// A broker silent for longer than this is dropped, unless it registered with its own
 /// `heartbeatTimeoutMillis` (`DEFAULT_BROKER_CHANNEL_EXPIRED_TIME`, 2 minutes).
-pub const BROKER_CHANNEL_EXPIRED_MS_DEFAULT: i64 = 120_000;
+pub const BROKER_CHANNEL_EXPIRED_TIMEOUT_DEFAULT_MS: i64 = 120_000;
 
 /// How often the name server should call [`RouteInfoManager::scan_not_active_broker`]
 /// (`NamesrvConfig.scanNotActiveBrokerInterval`, 5 s).
@@ -49,7 +49,7 @@ pub struct BrokerRegistration {
     pub ha_server_addr: String,
     /// ExtField `__ZONE_NAME`.
     pub zone_name: Option<String>,
-    /// Header `heartbeatTimeoutMillis`; `None` = [`BROKER_CHANNEL_EXPIRED_MS_DEFAULT`].
+    /// Header `heartbeatTimeoutMillis`; `None` = [`BROKER_CHANNEL_EXPIRED_TIMEOUT_DEFAULT_MS`].
     pub heartbeat_timeout_ms: Option<i64>,
     /// Header `enableActingMaster`; `None` marks a broker older than 5.0.
     pub enable_acting_master: Option<bool>,
@@ -150,153 +150,24 @@ impl RouteInfoManager {
     ) -> Result<RegisterBrokerResult, RegisterBrokerError> {
         let mut guard = self.write();
         let tables = &mut *guard;
-        let mut result = RegisterBrokerResult::default();
         let addr_info = BrokerAddrInfo {
             cluster_name: reg.cluster_name.clone(),
             broker_addr: reg.broker_addr.clone(),
         };
-        let new_version = &reg.topic_config_wrapper.data_version;
-
         tables
             .cluster_addr_table
             .entry(reg.cluster_name.clone())
             .or_default()
             .insert(reg.broker_name.clone());
-
-        let mut register_first = false;
-        let broker_data = tables
-            .broker_addr_table
-            .entry(reg.broker_name.clone())
-            .or_insert_with(|| {
-                register_first = true;
-                BrokerData {
-                    cluster: reg.cluster_name.clone(),
-                    broker_name: reg.broker_name.clone(),
-                    ..BrokerData::default()
-                }
-            });
-        let is_old_version_broker = reg.enable_acting_master.is_none();
-        broker_data.enable_acting_master = reg.enable_acting_master.unwrap_or(false);
-        broker_data.zone_name = reg.zone_name.clone();
-
-        // A slave switched to master (or the reverse) re-registers its address under the new
-        // id: one address has one id.
-        broker_data
-            .broker_addrs
-            .retain(|id, addr| *addr != reg.broker_addr || *id == reg.broker_id);
-
-        // Another address already holds this id: the one with the higher stateVersion wins.
-        if let Some(old_addr) = broker_data.broker_addrs.get(&reg.broker_id) {
-            if *old_addr != reg.broker_addr {
-                let old_key = BrokerAddrInfo {
-                    cluster_name: reg.cluster_name.clone(),
-                    broker_addr: old_addr.clone(),
-                };
-                if let Some(old_live) = tables.broker_live_table.get(&old_key) {
-                    if old_live.data_version.state_version > new_version.state_version {
-                        tracing::warn!(
-                            cluster = %reg.cluster_name, broker = %reg.broker_name,
-                            broker_id = reg.broker_id, old_addr = %old_addr,
-                            new_addr = %reg.broker_addr,
-                            "registering broker conflicts with a newer one; ignored"
-                        );
-                        tables.broker_live_table.remove(&addr_info);
-                        return Ok(result);
-                    }
-                }
-            }
+        let Some(group) = update_broker_group(tables, reg, &addr_info)? else {
+            return Ok(RegisterBrokerResult::default());
+        };
+        if group.serves_routes {
+            update_topic_routes(tables, reg, &addr_info, &group);
         }
-
-        if !broker_data.broker_addrs.contains_key(&reg.broker_id)
-            && reg.topic_config_wrapper.topic_config_table.len() == 1
-        {
-            return Err(RegisterBrokerError::SingleTopicBeforeFirstRegistration {
-                broker_name: reg.broker_name.clone(),
-                broker_id: reg.broker_id,
-                broker_addr: reg.broker_addr.clone(),
-            });
-        }
-
-        let old_addr = broker_data
-            .broker_addrs
-            .insert(reg.broker_id, reg.broker_addr.clone());
-        register_first |= old_addr.is_none_or(|addr| addr.is_empty());
-
-        let is_master = reg.broker_id == MASTER_ID;
-        let is_prime_slave = !is_old_version_broker
-            && !is_master
-            && broker_data.broker_addrs.keys().next() == Some(&reg.broker_id);
-        let wipe_write_perm = is_prime_slave && broker_data.enable_acting_master;
-
-        if is_master || is_prime_slave {
-            let broker_version_changed = tables
-                .broker_live_table
-                .get(&addr_info)
-                .is_none_or(|live| live.data_version != *new_version);
-            for topic_config in reg.topic_config_wrapper.topic_config_table.values() {
-                let needs_update = register_first
-                    || broker_version_changed
-                    || !tables
-                        .topic_queue_table
-                        .get(&topic_config.topic_name)
-                        .is_some_and(|queues| queues.contains_key(&reg.broker_name));
-                if needs_update {
-                    // In acting-master mode the surviving slave serves reads only.
-                    let mut topic_config = topic_config.clone();
-                    if wipe_write_perm {
-                        topic_config.perm &= !perm::PERM_WRITE;
-                    }
-                    create_and_update_queue_data(tables, &reg.broker_name, &topic_config);
-                }
-            }
-        }
-
-        let previous = tables.broker_live_table.insert(
-            addr_info.clone(),
-            BrokerLiveInfo {
-                last_update_ms: now_ms,
-                heartbeat_timeout_ms: reg
-                    .heartbeat_timeout_ms
-                    .unwrap_or(BROKER_CHANNEL_EXPIRED_MS_DEFAULT),
-                data_version: *new_version,
-                ha_server_addr: reg.ha_server_addr.clone(),
-            },
-        );
-        if previous.is_none() {
-            tracing::info!(
-                cluster = %reg.cluster_name, broker = %reg.broker_name,
-                broker_id = reg.broker_id, addr = %reg.broker_addr,
-                ha_addr = %reg.ha_server_addr, "new broker registered"
-            );
-        }
-
-        if let Some(list) = &reg.filter_server_list {
-            if list.is_empty() {
-                tables.filter_server_table.remove(&addr_info);
-            } else {
-                tables
-                    .filter_server_table
-                    .insert(addr_info.clone(), list.clone());
-            }
-        }
-
-        if reg.broker_id != MASTER_ID {
-            let master_addr = tables
-                .broker_addr_table
-                .get(&reg.broker_name)
-                .and_then(|bd| bd.broker_addrs.get(&MASTER_ID));
-            if let Some(master_addr) = master_addr {
-                let master_key = BrokerAddrInfo {
-                    cluster_name: reg.cluster_name.clone(),
-                    broker_addr: master_addr.clone(),
-                };
-                if let Some(master_live) = tables.broker_live_table.get(&master_key) {
-                    result.ha_server_addr = Some(master_live.ha_server_addr.clone());
-                    result.master_addr = Some(master_addr.clone());
-                }
-            }
-        }
-        Ok(result)
+        record_alive(tables, reg, &addr_info, now_ms);
+        update_filter_servers(tables, reg, &addr_info);
+        Ok(master_of_group(tables, reg))
     }
 
     /// UNREGISTER_BROKER: forgets `broker_addr` in `cluster_name`. A broker group left without
@@ -469,6 +340,204 @@ impl RouteInfoManager {
         }
         true
     }
+}
+
+/// What [`update_broker_group`] learned, for the steps of a registration after it.
+struct GroupUpdate {
+    /// The group or this address under its id is new (Java `registerFirst`).
+    register_first: bool,
+    /// The master, or a 5.x group's lowest-id slave: its topic config feeds the routes.
+    serves_routes: bool,
+    /// In acting-master mode the surviving slave serves reads only.
+    wipe_write_perm: bool,
+}
+
+/// Adds `reg`'s address to its broker group. `Ok(None)`: another address holds the same id
+/// with a higher stateVersion, so `reg` is ignored (and dropped from the live table).
+fn update_broker_group(
+    tables: &mut Tables,
+    reg: &BrokerRegistration,
+    addr_info: &BrokerAddrInfo,
+) -> Result<Option<GroupUpdate>, RegisterBrokerError> {
+    let mut register_first = false;
+    let broker_data = tables
+        .broker_addr_table
+        .entry(reg.broker_name.clone())
+        .or_insert_with(|| {
+            register_first = true;
+            BrokerData {
+                cluster: reg.cluster_name.clone(),
+                broker_name: reg.broker_name.clone(),
+                ..BrokerData::default()
+            }
+        });
+    let is_old_version_broker = reg.enable_acting_master.is_none();
+    broker_data.enable_acting_master = reg.enable_acting_master.unwrap_or(false);
+    broker_data.zone_name = reg.zone_name.clone();
+
+    // A slave switched to master (or the reverse) re-registers its address under the new
+    // id: one address has one id.
+    broker_data
+        .broker_addrs
+        .retain(|id, addr| *addr != reg.broker_addr || *id == reg.broker_id);
+
+    if id_held_by_newer_broker(&tables.broker_live_table, broker_data, reg) {
+        tables.broker_live_table.remove(addr_info);
+        return Ok(None);
+    }
+
+    if !broker_data.broker_addrs.contains_key(&reg.broker_id)
+        && reg.topic_config_wrapper.topic_config_table.len() == 1
+    {
+        return Err(RegisterBrokerError::SingleTopicBeforeFirstRegistration {
+            broker_name: reg.broker_name.clone(),
+            broker_id: reg.broker_id,
+            broker_addr: reg.broker_addr.clone(),
+        });
+    }
+
+    let old_addr = broker_data
+        .broker_addrs
+        .insert(reg.broker_id, reg.broker_addr.clone());
+    register_first |= old_addr.is_none_or(|addr| addr.is_empty());
+
+    let is_master = reg.broker_id == MASTER_ID;
+    let is_prime_slave = !is_old_version_broker
+        && !is_master
+        && broker_data.broker_addrs.keys().next() == Some(&reg.broker_id);
+    Ok(Some(GroupUpdate {
+        register_first,
+        serves_routes: is_master || is_prime_slave,
+        wipe_write_perm: is_prime_slave && broker_data.enable_acting_master,
+    }))
+}
+
+/// Another address already holds `reg`'s id: the one with the higher stateVersion wins.
+fn id_held_by_newer_broker(
+    live_table: &HashMap<BrokerAddrInfo, BrokerLiveInfo>,
+    broker_data: &BrokerData,
+    reg: &BrokerRegistration,
+) -> bool {
+    let Some(old_addr) = broker_data.broker_addrs.get(&reg.broker_id) else {
+        return false;
+    };
+    if *old_addr == reg.broker_addr {
+        return false;
+    }
+    let old_key = BrokerAddrInfo {
+        cluster_name: reg.cluster_name.clone(),
+        broker_addr: old_addr.clone(),
+    };
+    let Some(old_live) = live_table.get(&old_key) else {
+        return false;
+    };
+    if old_live.data_version.state_version <= reg.topic_config_wrapper.data_version.state_version {
+        return false;
+    }
+    tracing::warn!(
+        cluster = %reg.cluster_name, broker = %reg.broker_name,
+        broker_id = reg.broker_id, old_addr = %old_addr,
+        new_addr = %reg.broker_addr,
+        "registering broker conflicts with a newer one; ignored"
+    );
+    true
+}
+
+/// Replaces the queue data of each topic in `reg`'s config table that may have changed: all
+/// of them on a first registration or a new `dataVersion`, else those lacking this group.
+fn update_topic_routes(
+    tables: &mut Tables,
+    reg: &BrokerRegistration,
+    addr_info: &BrokerAddrInfo,
+    group: &GroupUpdate,
+) {
+    let new_version = &reg.topic_config_wrapper.data_version;
+    let broker_version_changed = tables
+        .broker_live_table
+        .get(addr_info)
+        .is_none_or(|live| live.data_version != *new_version);
+    for topic_config in reg.topic_config_wrapper.topic_config_table.values() {
+        let needs_update = group.register_first
+            || broker_version_changed
+            || !tables
+                .topic_queue_table
+                .get(&topic_config.topic_name)
+                .is_some_and(|queues| queues.contains_key(&reg.broker_name));
+        if needs_update {
+            let mut topic_config = topic_config.clone();
+            if group.wipe_write_perm {
+                topic_config.perm &= !perm::PERM_WRITE;
+            }
+            create_and_update_queue_data(tables, &reg.broker_name, &topic_config);
+        }
+    }
+}
+
+/// Marks `reg`'s address alive as of `now_ms`, with its own heartbeat timeout if it sent one.
+fn record_alive(
+    tables: &mut Tables,
+    reg: &BrokerRegistration,
+    addr_info: &BrokerAddrInfo,
+    now_ms: i64,
+) {
+    let previous = tables.broker_live_table.insert(
+        addr_info.clone(),
+        BrokerLiveInfo {
+            last_update_ms: now_ms,
+            heartbeat_timeout_ms: reg
+                .heartbeat_timeout_ms
+                .unwrap_or(BROKER_CHANNEL_EXPIRED_TIMEOUT_DEFAULT_MS),
+            data_version: reg.topic_config_wrapper.data_version,
+            ha_server_addr: reg.ha_server_addr.clone(),
+        },
+    );
+    if previous.is_none() {
+        tracing::info!(
+            cluster = %reg.cluster_name, broker = %reg.broker_name,
+            broker_id = reg.broker_id, addr = %reg.broker_addr,
+            ha_addr = %reg.ha_server_addr, "new broker registered"
+        );
+    }
+}
+
+/// `None` leaves the filter servers as they were; an empty list clears them.
+fn update_filter_servers(
+    tables: &mut Tables,
+    reg: &BrokerRegistration,
+    addr_info: &BrokerAddrInfo,
+) {
+    if let Some(list) = &reg.filter_server_list {
+        if list.is_empty() {
+            tables.filter_server_table.remove(addr_info);
+        } else {
+            tables
+                .filter_server_table
+                .insert(addr_info.clone(), list.clone());
+        }
+    }
+}
+
+/// For a slave: its group's live master address and HA address; nothing for a master.
+fn master_of_group(tables: &Tables, reg: &BrokerRegistration) -> RegisterBrokerResult {
+    let mut result = RegisterBrokerResult::default();
+    if reg.broker_id == MASTER_ID {
+        return result;
+    }
+    let master_addr = tables
+        .broker_addr_table
+        .get(&reg.broker_name)
+        .and_then(|bd| bd.broker_addrs.get(&MASTER_ID));
+    if let Some(master_addr) = master_addr {
+        let master_key = BrokerAddrInfo {
+            cluster_name: reg.cluster_name.clone(),
+            broker_addr: master_addr.clone(),
+        };
+        if let Some(master_live) = tables.broker_live_table.get(&master_key) {
+            result.ha_server_addr = Some(master_live.ha_server_addr.clone());
+            result.master_addr = Some(master_addr.clone());
+        }
+    }
+    result
 }
 
 /// `createAndUpdateQueueData`: the broker's queues of one topic, from its topic config.
@@ -728,9 +797,10 @@ mod tests {
         rim.register_broker(&registration(MASTER, 0, two_topics(1)), 100_000)
             .unwrap();
         assert!(rim
-            .scan_not_active_broker(1_000 + BROKER_CHANNEL_EXPIRED_MS_DEFAULT + 1)
+            .scan_not_active_broker(1_000 + BROKER_CHANNEL_EXPIRED_TIMEOUT_DEFAULT_MS + 1)
             .is_empty());
-        let expired = rim.scan_not_active_broker(100_000 + BROKER_CHANNEL_EXPIRED_MS_DEFAULT + 1);
+        let expired =
+            rim.scan_not_active_broker(100_000 + BROKER_CHANNEL_EXPIRED_TIMEOUT_DEFAULT_MS + 1);
         assert_eq!(expired.len(), 1);
         assert!(rim.pickup_topic_route_data("T").is_none());
         assert!(rim.get_all_cluster_info().broker_addr_table.is_empty());

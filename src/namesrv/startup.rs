@@ -19,6 +19,18 @@ use crate::remoting::command::RemotingCommand;
 pub enum NamesrvStartError {
     #[error("server: {0}")]
     Server(#[from] net::ServerError),
+    /// Another process already listens on the name server's address.
+    #[error(
+        "{source}; it comes from RINGMQ_NAMESRV_BIND_IP={bind_ip} and \
+         RINGMQ_NAMESRV_LISTEN_PORT={listen_port}: stop the process that holds it or set \
+         RINGMQ_NAMESRV_LISTEN_PORT to a free port"
+    )]
+    ListenAddrInUse {
+        bind_ip: String,
+        listen_port: u16,
+        #[source]
+        source: net::ServerError,
+    },
     #[error("configuration: RINGMQ_NAMESRV_BIND_IP={0:?} is not an IP address")]
     BindIp(String),
     #[error("cannot start thread {name}: {source}")]
@@ -108,7 +120,14 @@ pub fn start_namesrv(config: &Config) -> Result<NamesrvHandle, NamesrvStartError
     let mut sc = net::ServerConfig::from_config(config, addr);
     // Name server traffic is light; one thread is plenty.
     sc.worker_threads = 1;
-    let server = net::serve(sc, handler, shutdown.clone())?;
+    let server = net::serve(sc, handler, shutdown.clone()).map_err(|e| match e.addr_in_use() {
+        Some(_) => NamesrvStartError::ListenAddrInUse {
+            bind_ip: config.namesrv.bind_ip.clone(),
+            listen_port: config.namesrv.listen_port,
+            source: e,
+        },
+        None => NamesrvStartError::Server(e),
+    })?;
     let scan_interval = Duration::from_millis(config.namesrv.scan_not_active_broker_interval_ms);
     let scan_route = route_info.clone();
     let stop = StopFlag::new();

@@ -1,6 +1,6 @@
 //! Server settings and their defaults. Every bound of the network runtime lives here.
 
-use super::ServerError;
+use super::error::ServerError;
 use crate::config::Config;
 use crate::remoting::frame::FRAME_SIZE_MAX_BYTES;
 use std::net::SocketAddr;
@@ -46,14 +46,14 @@ pub const FAST_LISTEN_PORT_OFFSET: u16 = 2;
 /// The network runtime's configuration. Build with [`ServerConfig::new`] and change fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerConfig {
-    /// Main listen address (Java `listenPort`, default 10911). Port 0 picks a free port; every
-    /// worker then binds the port the first socket got.
+    /// Main listen address (Java `listenPort`, default 10911). Port 0 picks a free port
+    /// (see [`super::ServerHandle::local_addrs`]).
     pub listen_addr: SocketAddr,
     /// More addresses served by the same handler, e.g. the fast/VIP port
     /// ([`ServerConfig::with_fast_listen_port`]). [`super::ConnectionContext::listener_index`] is
     /// 0 for `listen_addr` and `1 + i` for `additional_listen_addrs[i]`.
     pub additional_listen_addrs: Vec<SocketAddr>,
-    /// OS threads, each with its own io_uring and its own `SO_REUSEPORT` listen sockets.
+    /// OS threads, each with its own io_uring, accepting on the shared listen sockets.
     /// Default: the number of available cores.
     pub worker_threads: usize,
     /// Largest frame accepted, counting its 4-byte length prefix (Java `NettyDecoder`).
@@ -148,7 +148,7 @@ impl ServerConfig {
                 "must fit in 32 bits",
             ));
         }
-        if self.frame_size_max_bytes < MIN_FRAME_SIZE_MAX_BYTES {
+        if self.frame_size_max_bytes < FRAME_SIZE_MAX_FLOOR_BYTES {
             return Err(invalid(
                 "frame_size_max_bytes",
                 self.frame_size_max_bytes,
@@ -182,7 +182,7 @@ impl ServerConfig {
 }
 
 /// Below this no real request fits; it catches a unit mistake (KiB vs bytes) at startup.
-const MIN_FRAME_SIZE_MAX_BYTES: usize = 64;
+const FRAME_SIZE_MAX_FLOOR_BYTES: usize = 64;
 
 fn default_worker_threads() -> usize {
     // available_parallelism fails only where the core count is unknowable; one thread still works.

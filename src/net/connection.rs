@@ -6,9 +6,9 @@
 //! that many are running the reader stops reading, which pushes back on the peer through TCP
 //! instead of growing a queue. A framing error closes this connection only.
 
-use super::runtime::Worker;
+use super::handler::{ConnectionContext, RequestHandler};
+use super::worker::Worker;
 use super::writer::{self, ConnectionSender, Outbound, WriterExit};
-use super::RequestHandler;
 use crate::remoting::codes::response_code;
 use crate::remoting::command::RemotingCommand;
 use crate::remoting::error::CodecError;
@@ -31,48 +31,6 @@ use tracing::Instrument;
 /// Below this much free space the read buffer is grown before the next read, so a read is never
 /// a tiny one.
 const READ_SPARE_MIN_BYTES: usize = 4 * 1024;
-
-/// What a handler knows about the connection a request came on.
-#[derive(Debug, Clone)]
-pub struct ConnectionContext {
-    /// Unique for the life of the process.
-    pub id: u64,
-    pub remote_addr: SocketAddr,
-    pub local_addr: SocketAddr,
-    /// Which listen address accepted it: 0 = `listen_addr`, `1 + i` = `additional_listen_addrs[i]`
-    /// (the fast/VIP port serves fewer request codes in Java).
-    pub listener_index: usize,
-    /// The worker thread (and io_uring) the connection lives on, `0..worker_threads`.
-    pub worker_index: usize,
-    sender: ConnectionSender,
-}
-
-impl ConnectionContext {
-    /// Queues frames on this connection from any thread.
-    pub fn sender(&self) -> &ConnectionSender {
-        &self.sender
-    }
-
-    /// A context not attached to any socket: what would be written to the connection arrives on
-    /// the returned receiver instead. For testing handlers and processors without a network.
-    pub fn detached(
-        id: u64,
-        remote_addr: SocketAddr,
-        local_addr: SocketAddr,
-        write_queue_max: usize,
-    ) -> (ConnectionContext, mpsc::Receiver<Outbound>) {
-        let (queue_tx, queue_rx) = mpsc::channel(write_queue_max);
-        let ctx = ConnectionContext {
-            id,
-            remote_addr,
-            local_addr,
-            listener_index: 0,
-            worker_index: 0,
-            sender: ConnectionSender::new(queue_tx),
-        };
-        (ctx, queue_rx)
-    }
-}
 
 /// Identity of an accepted connection, before its tasks exist.
 pub(crate) struct Accepted {
@@ -356,21 +314,6 @@ mod tests {
             }
         }));
         assert_eq!(panic_message(&*err.unwrap_err()), "boom 1");
-    }
-
-    #[test]
-    fn detached_context_delivers_frames_to_its_receiver() {
-        let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
-        let (ctx, mut frames) = ConnectionContext::detached(9, addr, addr, 2);
-        let request = RemotingCommand::request(34).with_opaque(5);
-        let response = RemotingCommand::response_to(&request, response_code::SUCCESS, None);
-        ctx.sender().send(Outbound::Command(response)).unwrap();
-        match frames.try_recv().unwrap() {
-            Outbound::Command(cmd) => assert_eq!(cmd.opaque, 5),
-            other => panic!("unexpected frame {other:?}"),
-        }
-        drop(frames);
-        assert!(ctx.sender().is_closed());
     }
 
     #[test]

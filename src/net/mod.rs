@@ -1,10 +1,11 @@
 //! The network runtime: serves the remoting protocol over TCP on io_uring (tokio-uring).
 //!
 //! # Shape
-//! - [`serve`] binds every listen address once per worker thread with `SO_REUSEPORT`, so the kernel
-//!   spreads incoming connections over the workers; each worker is one OS thread running its own
-//!   tokio-uring runtime (one io_uring per thread). A connection lives on the thread that accepted
-//!   it; there is no thread per connection.
+//! - [`serve`] binds one listening socket per address ([`bind_listener`], without `SO_REUSEPORT`,
+//!   so an address in use fails the start) and every worker accepts on its own duplicate of it,
+//!   so idle workers take the new connections in turn; each worker is one OS thread running its
+//!   own tokio-uring runtime (one io_uring per thread). A connection lives on the thread that
+//!   accepted it; there is no thread per connection.
 //! - Each connection is split into a reader task (frames, dispatches without waiting, bounded by
 //!   [`ServerConfig::requests_in_flight_max_per_connection`]), one task per in-flight request
 //!   running [`RequestHandler::handle`], and a single writer task fed by a bounded queue
@@ -12,13 +13,27 @@
 //! - [`ConnectionSender`] lets any thread push a frame to a connection (held responses, broker to
 //!   client requests) without blocking.
 //!
-//! See `docs/ARCHITECTURE-network.md` for the reasoning behind each choice.
+//! # Files
+//! Imports point one way, from the bottom of this list up:
+//! `error`, `config` (settings), `shutdown` (stop signals), `zerocopy` (file → socket splices),
+//! `writer` (outbound queue and writer task), `handler` (the trait the broker implements and
+//! the connection context it gets), `worker` (server-wide and per-thread state), `connection`
+//! (reader and request tasks), `listener` (listen sockets, accept loop), `runtime` (threads,
+//! startup, shutdown). `remoting_client` is a separate blocking client. This file only declares
+//! and re-exports; the test at its end checks the order. Outside `net`, the files import only
+//! `crate::remoting`, `crate::config` and `crate::common`.
+//!
+//! See `docs/ARCHITECTURE.md`, section "Network runtime", for the reasoning behind each choice.
 
 mod config;
 mod connection;
+mod error;
+mod handler;
 mod listener;
 pub mod remoting_client;
 mod runtime;
+mod shutdown;
+mod worker;
 mod writer;
 pub mod zerocopy;
 
@@ -27,74 +42,72 @@ pub use config::{
     READ_BUFFER_INITIAL_BYTES, REQUESTS_IN_FLIGHT_MAX_PER_CONNECTION, RING_ENTRIES,
     SHUTDOWN_GRACE_MS, WRITE_COALESCE_MAX_BYTES, WRITE_QUEUE_MAX_PER_CONNECTION,
 };
-pub use connection::ConnectionContext;
-pub use runtime::{serve, ServerHandle, ShutdownSignal};
+pub use error::ServerError;
+pub use handler::{ConnectionContext, RequestHandler};
+pub use listener::bind_listener;
+pub use runtime::{serve, ServerHandle};
+pub use shutdown::ShutdownSignal;
 pub use writer::{ConnectionSender, FileFrame, Outbound, SendError};
 pub use zerocopy::{FileRange, PIPES_MAX_PER_THREAD, PIPE_SIZE_BYTES};
 
-use crate::remoting::command::RemotingCommand;
-use std::future::Future;
-use std::net::SocketAddr;
+#[cfg(test)]
+mod tests {
+    /// The files of this module, lowest first. A file may import only files listed before it,
+    /// so imports point one way and there is no circle.
+    const FILES_BY_LAYER: [(&str, &str); 11] = [
+        ("remoting_client", include_str!("remoting_client.rs")),
+        ("error", include_str!("error.rs")),
+        ("config", include_str!("config.rs")),
+        ("shutdown", include_str!("shutdown.rs")),
+        ("zerocopy", include_str!("zerocopy.rs")),
+        ("writer", include_str!("writer.rs")),
+        ("handler", include_str!("handler.rs")),
+        ("worker", include_str!("worker.rs")),
+        ("connection", include_str!("connection.rs")),
+        ("listener", include_str!("listener.rs")),
+        ("runtime", include_str!("runtime.rs")),
+    ];
 
-/// What the broker (or name server) plugs into the runtime.
-///
-/// One handler instance is shared by every worker thread, hence `Send + Sync`. The futures it
-/// returns run on the runtime thread of the connection and need not be `Send`.
-pub trait RequestHandler: Send + Sync + 'static {
-    /// Handles one request.
-    ///
-    /// `Some(response)` is sent back with the request's opaque (the runtime sets opaque and the
-    /// response flag, so a handler cannot mis-correlate). `None` means no response now: the
-    /// request is oneway, or the response is held and will be sent later through
-    /// `conn.sender()` (long polling). A response returned for a oneway request is dropped.
-    /// A panic inside the future is caught and answered with `SYSTEM_ERROR` (unless oneway).
-    fn handle(
-        &self,
-        conn: ConnectionContext,
-        request: RemotingCommand,
-    ) -> impl Future<Output = Option<RemotingCommand>>;
-
-    /// Called once, on the connection's thread, after the connection is closed and its writer has
-    /// stopped (so `conn.sender().is_closed()` is true).
-    fn on_connection_closed(&self, conn: &ConnectionContext) {
-        let _ = conn;
+    /// The code of a file before its test module, without comment lines (doc links may point
+    /// anywhere; they are not imports).
+    fn code_lines(text: &str) -> impl Iterator<Item = &str> {
+        text.lines()
+            .take_while(|line| !line.starts_with("#[cfg(test)]"))
+            .filter(|line| !line.trim_start().starts_with("//"))
     }
-}
 
-/// Failures to start the server. Each names what to change.
-#[derive(Debug, thiserror::Error)]
-pub enum ServerError {
-    #[error("the server setting `{field}` has an invalid value `{value}`: {reason}")]
-    InvalidConfig {
-        field: &'static str,
-        value: String,
-        reason: &'static str,
-    },
-    #[error("cannot {op} the listen socket {addr}: {source}")]
-    Socket {
-        op: &'static str,
-        addr: SocketAddr,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("cannot spawn network worker thread {worker_index}: {source}")]
-    SpawnThread {
-        worker_index: usize,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error(
-        "cannot create the io_uring runtime of network worker {worker_index} ({source}); check \
-         that io_uring is allowed (sysctl kernel.io_uring_disabled, container seccomp profile), \
-         that RLIMIT_MEMLOCK is large enough for `ring_entries`, and that the kernel is >= 5.11"
-    )]
-    RuntimeStart {
-        worker_index: usize,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("network worker thread {worker_index} exited before it was ready (it panicked)")]
-    WorkerDied { worker_index: usize },
-    #[error("network worker thread {worker_index} panicked")]
-    WorkerPanicked { worker_index: usize },
+    #[test]
+    fn imports_point_one_way() {
+        for (layer, (name, text)) in FILES_BY_LAYER.iter().enumerate() {
+            for line in code_lines(text) {
+                for (at, _) in line.match_indices("super::") {
+                    let target: String = line[at + "super::".len()..]
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                        .collect();
+                    assert!(
+                        FILES_BY_LAYER[..layer].iter().any(|(n, _)| *n == target),
+                        "{name}.rs imports `super::{target}`, which is not a file below it: {line}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_file_has_a_layer() {
+        for line in include_str!("mod.rs").lines() {
+            let Some(name) = line
+                .trim_start_matches("pub ")
+                .strip_prefix("mod ")
+                .and_then(|rest| rest.strip_suffix(';'))
+            else {
+                continue;
+            };
+            assert!(
+                FILES_BY_LAYER.iter().any(|(n, _)| *n == name),
+                "{name}.rs is missing from FILES_BY_LAYER"
+            );
+        }
+    }
 }

@@ -11,6 +11,10 @@ use bytes::BytesMut;
 use crate::remoting::command::RemotingCommand;
 use crate::remoting::frame::{decode_frame, encode_frame, FRAME_SIZE_MAX_BYTES};
 
+/// Bytes read from the socket at once, and the initial size of the frame buffer: one read
+/// holds a typical response.
+const READ_CHUNK_BYTES: usize = 64 * 1024;
+
 /// Request ids of this process's outgoing requests.
 static NEXT_OPAQUE: AtomicI32 = AtomicI32::new(1);
 
@@ -69,7 +73,7 @@ impl BlockingClient {
         Ok(BlockingClient {
             stream,
             addr: addr.to_string(),
-            buf: BytesMut::with_capacity(64 * 1024),
+            buf: BytesMut::with_capacity(READ_CHUNK_BYTES),
         })
     }
 
@@ -113,7 +117,7 @@ impl BlockingClient {
             {
                 return Ok(cmd);
             }
-            let mut chunk = [0u8; 64 * 1024];
+            let mut chunk = [0u8; READ_CHUNK_BYTES];
             let n = self
                 .stream
                 .read(&mut chunk)

@@ -1,54 +1,15 @@
 //! Worker threads, startup and shutdown.
 
 use super::config::ServerConfig;
-use super::listener::{accept_loop, bind_reuseport, stop_listening};
-use super::{RequestHandler, ServerError};
-use std::cell::Cell;
+use super::error::ServerError;
+use super::handler::RequestHandler;
+use super::listener::{accept_loop, bind_listener, stop_listening};
+use super::shutdown::{ShutdownSignal, StopSignals};
+use super::worker::{Shared, Worker};
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc as std_mpsc, Arc};
 use std::thread::JoinHandle;
-use std::time::Duration;
-use tokio::sync::{watch, Notify};
-
-/// A one-way, process-wide stop flag. Clone it freely; `trigger` from any thread.
-#[derive(Debug, Clone)]
-pub struct ShutdownSignal {
-    flag: Arc<watch::Sender<bool>>,
-}
-
-impl Default for ShutdownSignal {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl ShutdownSignal {
-    pub fn new() -> Self {
-        ShutdownSignal {
-            flag: Arc::new(watch::Sender::new(false)),
-        }
-    }
-
-    /// Asks everything watching this signal to stop. Idempotent.
-    pub fn trigger(&self) {
-        self.flag.send_replace(true);
-    }
-
-    pub fn is_triggered(&self) -> bool {
-        *self.flag.borrow()
-    }
-
-    /// Completes once [`ShutdownSignal::trigger`] has been called (at once if it already was).
-    pub async fn triggered(&self) {
-        let mut receiver = self.flag.subscribe();
-        // wait_for errs only when the sender is dropped, and `self` holds it.
-        if receiver.wait_for(|triggered| *triggered).await.is_err() {
-            tracing::error!("shutdown signal sender dropped while watched");
-        }
-    }
-}
 
 /// The running server. Dropping it shuts the server down and waits for its threads.
 #[derive(Debug)]
@@ -91,8 +52,9 @@ impl Drop for ServerHandle {
     }
 }
 
-/// Binds every listen address once per worker thread, starts the workers, and returns once all
-/// of them accept connections. Stops when `shutdown` is triggered (or through the handle).
+/// Binds every listen address (one socket each, shared by the workers), starts the workers, and
+/// returns once all of them accept connections. An address another socket already listens on
+/// fails with [`ServerError::AddrInUse`] before any thread starts. Stops when `shutdown` is triggered (or through the handle).
 pub fn serve<H: RequestHandler>(
     config: ServerConfig,
     handler: Arc<H>,
@@ -102,15 +64,11 @@ pub fn serve<H: RequestHandler>(
     let (local_addrs, mut listeners) = bind_all(&config)?;
     let worker_threads = config.worker_threads;
     let stop = ShutdownSignal::new();
-    let shared = Arc::new(Shared {
-        config,
-        handler,
-        shutdown: StopSignals {
-            external: shutdown,
-            own: stop.clone(),
-        },
-        connections: AtomicUsize::new(0),
-    });
+    let signals = StopSignals {
+        external: shutdown,
+        own: stop.clone(),
+    };
+    let shared = Arc::new(Shared::new(config, handler, signals));
     let (ready_tx, ready_rx) = std_mpsc::channel();
     let mut handle = ServerHandle {
         local_addrs,
@@ -151,106 +109,37 @@ pub fn serve<H: RequestHandler>(
     Ok(handle)
 }
 
-/// State shared by every worker thread of one server.
-pub(crate) struct Shared<H> {
-    pub config: ServerConfig,
-    pub handler: Arc<H>,
-    pub shutdown: StopSignals,
-    /// Live connections over all workers, bounded by `config.connections_max`.
-    connections: AtomicUsize,
-}
-
-/// The caller's signal or the server's own (handle, startup failure): either stops the server.
-pub(crate) struct StopSignals {
-    external: ShutdownSignal,
-    own: ShutdownSignal,
-}
-
-impl StopSignals {
-    pub fn is_triggered(&self) -> bool {
-        self.external.is_triggered() || self.own.is_triggered()
-    }
-
-    /// Completes once either signal is triggered.
-    pub async fn triggered(&self) {
-        tokio::select! {
-            () = self.external.triggered() => {}
-            () = self.own.triggered() => {}
-        }
-    }
-}
-
-/// One worker thread's state, shared by its tasks (never leaves the thread).
-pub(crate) struct Worker<H> {
-    pub index: usize,
-    pub shared: Arc<Shared<H>>,
-    live_connections: Cell<usize>,
-    all_closed: Notify,
-}
-
-impl<H> Worker<H> {
-    /// Counts a new connection, or `None` when `connections_max` are already open.
-    pub fn claim_connection_slot(self: &Rc<Self>) -> Option<ConnectionSlot<H>> {
-        let max = self.shared.config.connections_max;
-        let claimed =
-            self.shared
-                .connections
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                    (n < max).then_some(n + 1)
-                });
-        if claimed.is_err() {
-            return None;
-        }
-        self.live_connections.set(self.live_connections.get() + 1);
-        Some(ConnectionSlot {
-            worker: self.clone(),
-        })
-    }
-}
-
-/// Releases a connection's place in the counts when the connection task ends (even by panic).
-pub(crate) struct ConnectionSlot<H> {
-    worker: Rc<Worker<H>>,
-}
-
-impl<H> Drop for ConnectionSlot<H> {
-    fn drop(&mut self) {
-        self.worker
-            .shared
-            .connections
-            .fetch_sub(1, Ordering::AcqRel);
-        let live = self.worker.live_connections.get();
-        debug_assert!(live > 0);
-        self.worker.live_connections.set(live.saturating_sub(1));
-        if live == 1 {
-            self.worker.all_closed.notify_one();
-        }
-    }
-}
-
+/// One worker's listen sockets: `(listener_index, socket)`, in config order.
 type WorkerListeners = Vec<(usize, std::net::TcpListener)>;
 
-/// Binds `worker_threads` sockets per address. The first socket of an address fixes the port
-/// (port 0 becomes a real one) and the rest bind that exact address.
+/// Binds one listening socket per address ([`bind_listener`]) and gives every worker its own
+/// duplicate of each, so all workers accept from the same queue. A port-0 address gets a real
+/// port here, which every worker then shares, since it is one socket.
 fn bind_all(config: &ServerConfig) -> Result<(Vec<SocketAddr>, Vec<WorkerListeners>), ServerError> {
     let mut per_worker: Vec<WorkerListeners> =
         (0..config.worker_threads).map(|_| Vec::new()).collect();
     let mut local_addrs = Vec::new();
     for (listener_index, requested) in config.all_listen_addrs().into_iter().enumerate() {
-        let first = bind_reuseport(requested, config.listen_backlog)?;
-        let bound = first.local_addr().map_err(|source| ServerError::Socket {
-            op: "read the address of",
-            addr: requested,
-            source,
-        })?;
-        local_addrs.push(bound);
-        per_worker[0].push((listener_index, first));
+        let listener = bind_listener(requested, config.listen_backlog)?;
+        let socket_err = |op| {
+            move |source| ServerError::Socket {
+                op,
+                addr: requested,
+                source,
+            }
+        };
+        local_addrs.push(
+            listener
+                .local_addr()
+                .map_err(socket_err("read the address of"))?,
+        );
         for worker in per_worker.iter_mut().skip(1) {
-            worker.push((
-                listener_index,
-                bind_reuseport(bound, config.listen_backlog)?,
-            ));
+            // F_DUPFD_CLOEXEC: each worker's tokio-uring listener owns (and closes) its own fd;
+            // the socket closes with the last one.
+            let duplicate = listener.try_clone().map_err(socket_err("duplicate"))?;
+            worker.push((listener_index, duplicate));
         }
+        per_worker[0].push((listener_index, listener));
     }
     Ok((local_addrs, per_worker))
 }
@@ -274,12 +163,7 @@ fn run_worker<H: RequestHandler>(
             return;
         }
     };
-    let worker = Rc::new(Worker {
-        index,
-        shared,
-        live_connections: Cell::new(0),
-        all_closed: Notify::new(),
-    });
+    let worker = Rc::new(Worker::new(index, shared));
     runtime.block_on(async move {
         let mut accepting = Vec::with_capacity(listeners.len());
         for (listener_index, listener) in listeners {
@@ -301,35 +185,11 @@ fn run_worker<H: RequestHandler>(
                 tracing::error!(worker = index, error = %e, "accept loop failed");
             }
         }
-        wait_connections_closed(&worker).await;
+        worker.wait_connections_closed().await;
     });
     // Dropping the runtime drops any connection task still running after the grace period.
     tracing::debug!(worker = index, "network worker stopped");
 }
-
-/// Waits until this worker's connections closed, bounded by the grace period plus a margin for
-/// the writers' last flush.
-async fn wait_connections_closed<H>(worker: &Worker<H>) {
-    let grace = Duration::from_millis(worker.shared.config.shutdown_grace_ms)
-        + Duration::from_millis(SHUTDOWN_FLUSH_MARGIN_MS);
-    let deadline = tokio::time::Instant::now() + grace;
-    while worker.live_connections.get() > 0 {
-        if tokio::time::timeout_at(deadline, worker.all_closed.notified())
-            .await
-            .is_err()
-        {
-            tracing::warn!(
-                worker = worker.index,
-                live = worker.live_connections.get(),
-                "connections still open after the shutdown grace period; dropping them"
-            );
-            return;
-        }
-    }
-}
-
-/// Time for writers to flush after the grace period, before connections are dropped.
-const SHUTDOWN_FLUSH_MARGIN_MS: u64 = 500;
 
 fn join_all(threads: Vec<JoinHandle<()>>) -> Result<(), ServerError> {
     let mut result = Ok(());

@@ -53,8 +53,8 @@ pub const PIPES_MAX_PER_THREAD: usize = 16;
 /// KiB is the default pull batch of in-memory data (`maxTransferBytesOnMessageInMemory`).
 pub const PIPE_SIZE_BYTES: usize = 256 * 1024;
 /// Submission entries of the per-thread splice ring: one splice in flight per pipe at most.
-const RING_ENTRIES: u32 = 32;
-const _: () = assert!(PIPES_MAX_PER_THREAD <= RING_ENTRIES as usize);
+const SPLICE_RING_ENTRIES: u32 = 32;
+const _: () = assert!(PIPES_MAX_PER_THREAD <= SPLICE_RING_ENTRIES as usize);
 /// Chunk of the read-and-write fallback (no pipe free, or no ring on this thread).
 const COPY_FALLBACK_CHUNK_BYTES: usize = 256 * 1024;
 
@@ -481,7 +481,7 @@ impl SpliceRing {
     }
 
     fn new() -> io::Result<SpliceRing> {
-        let ring = IoUring::new(RING_ENTRIES)?;
+        let ring = IoUring::new(SPLICE_RING_ENTRIES)?;
         // SAFETY: the ring's fd stays open and the same for the AsyncFd's whole life: `ready`
         // is declared before `ring` in SpliceRing, so it is dropped (deregistered) first.
         let ready = unsafe {

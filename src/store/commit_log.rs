@@ -1,6 +1,6 @@
 //! The CommitLog: one log for all topics, fixed-size segment files under `<root>/commitlog/`
 //! named by their 20-digit start offset (Java `CommitLog` + `MappedFileQueue`). Appends are
-//! done by the store's single writer; readers use the published `max_offset`.
+//! done by the store's single writer; readers use the published `max_phy_offset`.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -13,7 +13,7 @@ pub struct CommitLog {
     file_size_bytes: i64,
     /// Write position: every byte below it is a complete record or BLANK filler. Published with
     /// Release after the bytes are written.
-    max_offset: AtomicI64,
+    max_phy_offset: AtomicI64,
 }
 
 impl CommitLog {
@@ -21,7 +21,7 @@ impl CommitLog {
         CommitLog {
             segs: SegmentList::new(root.join("commitlog"), file_size_bytes),
             file_size_bytes: file_size_bytes as i64,
-            max_offset: AtomicI64::new(0),
+            max_phy_offset: AtomicI64::new(0),
         }
     }
 
@@ -33,25 +33,25 @@ impl CommitLog {
         self.file_size_bytes
     }
 
-    pub fn max_offset(&self) -> i64 {
-        self.max_offset.load(Ordering::Acquire)
+    pub fn max_phy_offset(&self) -> i64 {
+        self.max_phy_offset.load(Ordering::Acquire)
     }
 
-    pub(crate) fn set_max_offset(&self, offset: i64) {
-        self.max_offset.store(offset, Ordering::Release);
+    pub(crate) fn set_max_phy_offset(&self, phy_offset: i64) {
+        self.max_phy_offset.store(phy_offset, Ordering::Release);
     }
 
     /// Start of the first live file, or the write position when there is none
     /// (Java `CommitLog.getMinOffset`).
-    pub fn min_offset(&self) -> i64 {
+    pub fn min_phy_offset(&self) -> i64 {
         match self.segs.first() {
             Some(seg) => seg.start_offset,
-            None => self.max_offset(),
+            None => self.max_phy_offset(),
         }
     }
 
-    /// Start of the file after the one holding `offset` (Java `CommitLog.rollNextFile`).
-    pub fn roll_next_file(&self, offset: i64) -> i64 {
-        offset + self.file_size_bytes - offset % self.file_size_bytes
+    /// Start of the file after the one holding `phy_offset` (Java `CommitLog.rollNextFile`).
+    pub fn roll_next_file(&self, phy_offset: i64) -> i64 {
+        phy_offset + self.file_size_bytes - phy_offset % self.file_size_bytes
     }
 }

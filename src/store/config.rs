@@ -4,14 +4,14 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 
 use crate::store::error::StoreError;
-use crate::store::format::{CQ_UNIT_SIZE_BYTES, END_FILE_MIN_BLANK_LENGTH_BYTES};
+use crate::store::format::{CQ_UNIT_SIZE_BYTES, END_FILE_BLANK_SIZE_MIN_BYTES};
 
 /// `mappedFileSizeCommitLog`.
 pub const DEFAULT_COMMIT_LOG_FILE_SIZE_BYTES: u64 = 1024 * 1024 * 1024;
 /// `mappedFileSizeConsumeQueue` / 20.
 pub const DEFAULT_CONSUME_QUEUE_FILE_UNITS: u64 = 300_000;
 /// `maxMessageSize` (applies to the body).
-pub const DEFAULT_MAX_MESSAGE_SIZE_BYTES: usize = 4 * 1024 * 1024;
+pub const DEFAULT_MESSAGE_SIZE_MAX_BYTES: usize = 4 * 1024 * 1024;
 /// `StoreUtil.TOTAL_PHYSICAL_MEMORY_SIZE` fallback when the OS does not say.
 pub const FALLBACK_TOTAL_PHYSICAL_MEMORY_BYTES: u64 = 24 * 1024 * 1024 * 1024;
 /// Smallest CommitLog file we accept: room for a few records and the BLANK filler.
@@ -103,7 +103,7 @@ impl Default for StoreConfig {
             flush_interval_ms: 500,
             flush_consume_queue_interval_ms: 1000,
             sync_flush_timeout_ms: 5000,
-            max_message_size_bytes: DEFAULT_MAX_MESSAGE_SIZE_BYTES,
+            max_message_size_bytes: DEFAULT_MESSAGE_SIZE_MAX_BYTES,
             file_reserved_time_hours: 72,
             delete_check_interval_ms: 10_000,
             delete_files_batch_max: 10,
@@ -135,7 +135,8 @@ impl StoreConfig {
         self.consume_queue_file_units * CQ_UNIT_SIZE_BYTES as u64
     }
 
-    /// Bytes of CommitLog behind the head that count as "in memory" (`accessMessageInMemoryMaxRatio`).
+    /// Bytes of CommitLog behind the head that count as "in memory"
+    /// (`accessMessageInMemoryMaxRatio`).
     pub fn memory_window_bytes(&self) -> i64 {
         let window = u128::from(self.total_physical_memory_bytes)
             * u128::from(self.access_message_in_memory_max_ratio_percent)
@@ -157,7 +158,7 @@ impl StoreConfig {
             );
         }
         if self.max_message_size_bytes == 0
-            || self.max_message_size_bytes as u64 + END_FILE_MIN_BLANK_LENGTH_BYTES as u64
+            || self.max_message_size_bytes as u64 + END_FILE_BLANK_SIZE_MIN_BYTES as u64
                 >= COMMIT_LOG_FILE_SIZE_MAX_BYTES
         {
             return bad(

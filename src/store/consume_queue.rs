@@ -1,6 +1,6 @@
 //! One ConsumeQueue: the per topic/queue index of 20-byte units under
 //! `<root>/consumequeue/<topic>/<queueId>/`, files of `consume_queue_file_units` units named by
-//! their start byte offset (Java `ConsumeQueue`). Logical offset N is unit N.
+//! their start byte offset (Java `ConsumeQueue`). Queue offset N is unit N.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -20,10 +20,10 @@ pub struct ConsumeQueue {
     pub queue_id: i32,
     segs: SegmentList,
     units_per_file: i64,
-    /// Next logical offset to write (published after the unit is written).
-    max_offset: AtomicI64,
-    /// First logical offset that still points at live CommitLog data.
-    min_offset: AtomicI64,
+    /// Next queue offset to write (published after the unit is written).
+    max_offset_in_queue: AtomicI64,
+    /// First queue offset that still points at live CommitLog data.
+    min_offset_in_queue: AtomicI64,
     /// Written since the last ConsumeQueue flush.
     dirty: AtomicBool,
 }
@@ -36,8 +36,8 @@ impl ConsumeQueue {
             queue_id,
             segs: SegmentList::new(dir, units_per_file * CQ_UNIT_SIZE_BYTES as u64),
             units_per_file: units_per_file as i64,
-            max_offset: AtomicI64::new(0),
-            min_offset: AtomicI64::new(0),
+            max_offset_in_queue: AtomicI64::new(0),
+            min_offset_in_queue: AtomicI64::new(0),
             dirty: AtomicBool::new(false),
         }
     }
@@ -46,48 +46,49 @@ impl ConsumeQueue {
         &self.segs
     }
 
-    pub fn max_offset(&self) -> i64 {
-        self.max_offset.load(Ordering::Acquire)
+    pub fn max_offset_in_queue(&self) -> i64 {
+        self.max_offset_in_queue.load(Ordering::Acquire)
     }
 
-    pub fn min_offset(&self) -> i64 {
-        self.min_offset.load(Ordering::Acquire)
+    pub fn min_offset_in_queue(&self) -> i64 {
+        self.min_offset_in_queue.load(Ordering::Acquire)
     }
 
-    pub(crate) fn set_max_offset(&self, max: i64) {
-        self.max_offset.store(max, Ordering::Release);
+    pub(crate) fn set_max_offset_in_queue(&self, max: i64) {
+        self.max_offset_in_queue.store(max, Ordering::Release);
     }
 
-    pub(crate) fn set_min_offset(&self, min: i64) {
-        self.min_offset.store(min, Ordering::Release);
+    pub(crate) fn set_min_offset_in_queue(&self, min: i64) {
+        self.min_offset_in_queue.store(min, Ordering::Release);
     }
 
     pub fn units_per_file(&self) -> i64 {
         self.units_per_file
     }
 
-    /// First logical offset of the next file (Java `ConsumeQueue.rollNextFile`).
-    pub fn roll_next_file(&self, index: i64) -> i64 {
-        index + self.units_per_file - index % self.units_per_file
+    /// First queue offset of the next file (Java `ConsumeQueue.rollNextFile`).
+    pub fn roll_next_file(&self, queue_offset: i64) -> i64 {
+        queue_offset + self.units_per_file - queue_offset % self.units_per_file
     }
 
-    /// Writes encoded units for logical offsets `first..` (the caller publishes the new max).
-    /// A queue whose first file starts before `first` gets Java's filler units in front.
-    pub fn write_units(&self, first: i64, units: &[u8]) -> Result<(), StoreError> {
+    /// Writes encoded units for queue offsets `first_queue_offset..` (the caller publishes the
+    /// new max). A queue whose first file starts before `first_queue_offset` gets Java's filler
+    /// units in front.
+    pub fn write_units(&self, first_queue_offset: i64, units: &[u8]) -> Result<(), StoreError> {
         assert_eq!(units.len() % CQ_UNIT_SIZE_BYTES, 0);
-        assert!(first >= 0);
-        let mut index = first;
+        assert!(first_queue_offset >= 0);
+        let mut queue_offset = first_queue_offset;
         let mut rest = units;
         while !rest.is_empty() {
-            let file_start_unit = index - index % self.units_per_file;
-            let seg = self.segment_for_write(file_start_unit, index)?;
-            let room_units = (file_start_unit + self.units_per_file - index) as usize;
+            let file_start_unit = queue_offset - queue_offset % self.units_per_file;
+            let seg = self.segment_for_write(file_start_unit, queue_offset)?;
+            let room_units = (file_start_unit + self.units_per_file - queue_offset) as usize;
             let n = room_units.min(rest.len() / CQ_UNIT_SIZE_BYTES);
             let (now, later) = rest.split_at(n * CQ_UNIT_SIZE_BYTES);
-            let pos = ((index - file_start_unit) * UNIT) as u64;
+            let pos = ((queue_offset - file_start_unit) * UNIT) as u64;
             fs::write_at(&seg.file, &seg.path, now, pos)?;
             seg.mark_dirty();
-            index += n as i64;
+            queue_offset += n as i64;
             rest = later;
         }
         self.dirty.store(true, Ordering::Release);
@@ -97,7 +98,7 @@ impl ConsumeQueue {
     fn segment_for_write(
         &self,
         file_start_unit: i64,
-        index: i64,
+        queue_offset: i64,
     ) -> Result<Arc<Segment>, StoreError> {
         let start_byte = file_start_unit * UNIT;
         if let Some(seg) = self.segs.find(start_byte) {
@@ -105,10 +106,10 @@ impl ConsumeQueue {
         }
         let first_in_queue = self.segs.is_empty();
         let seg = self.segs.get_or_create(start_byte)?;
-        if first_in_queue && index > file_start_unit {
+        if first_in_queue && queue_offset > file_start_unit {
             // Java `fillPreBlank`: a queue that starts mid-file gets filler units before it.
             let filler = encode_cq_unit(&CqUnit::FILLER);
-            let count = (index - file_start_unit) as usize;
+            let count = (queue_offset - file_start_unit) as usize;
             let mut buf = Vec::with_capacity(count * CQ_UNIT_SIZE_BYTES);
             for _ in 0..count {
                 buf.extend_from_slice(&filler);
@@ -119,22 +120,23 @@ impl ConsumeQueue {
         Ok(seg)
     }
 
-    /// Reads up to `max_count` units from `index`, never past the end of the file holding
-    /// `index`. `None` when that file does not exist (Java `getIndexBuffer` returning null).
+    /// Reads up to `count_max` units from `queue_offset`, never past the end of the file
+    /// holding `queue_offset`. `None` when that file does not exist (Java `getIndexBuffer`
+    /// returning null).
     pub fn read_units(
         &self,
         io: &IoEngine,
-        index: i64,
-        max_count: usize,
+        queue_offset: i64,
+        count_max: usize,
         out: &mut Vec<CqUnit>,
     ) -> Result<Option<()>, StoreError> {
         out.clear();
-        let Some(seg) = self.segs.find(index * UNIT) else {
+        let Some(seg) = self.segs.find(queue_offset * UNIT) else {
             return Ok(None);
         };
-        let in_file = index - seg.start_offset / UNIT;
+        let in_file = queue_offset - seg.start_offset / UNIT;
         let room = (self.units_per_file - in_file) as usize;
-        let count = max_count.min(room);
+        let count = count_max.min(room);
         if count == 0 {
             return Ok(Some(()));
         }
@@ -147,11 +149,15 @@ impl ConsumeQueue {
         Ok(Some(()))
     }
 
-    /// The unit at `index`, if its file exists.
-    pub fn read_unit(&self, io: &IoEngine, index: i64) -> Result<Option<CqUnit>, StoreError> {
+    /// The unit at `queue_offset`, if its file exists.
+    pub fn read_unit(
+        &self,
+        io: &IoEngine,
+        queue_offset: i64,
+    ) -> Result<Option<CqUnit>, StoreError> {
         let mut out = Vec::with_capacity(1);
         Ok(self
-            .read_units(io, index, 1, &mut out)?
+            .read_units(io, queue_offset, 1, &mut out)?
             .and_then(|()| out.first().copied()))
     }
 

@@ -1,16 +1,19 @@
 //! Store errors. Expected outcomes (nothing found, offset moved, ...) are values in
 //! [`crate::store::GetMessageStatus`] / [`crate::store::PutMessageStatus`], not errors.
+//!
+//! Each kind a broker answers differently is its own variant, so callers match on the variant
+//! (the mapping to Java's `PutMessageStatus` is [`StoreError::put_status`], beside that type).
 
 use std::io;
 use std::path::PathBuf;
 
 use crate::store::format::FormatError;
-use crate::store::types::PutMessageStatus;
 
 /// A failure of the message store. I/O errors keep their source.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
+    /// A file operation failed; `source` is the OS error.
     #[error("{op} failed on {path}: {source}")]
     Io {
         op: &'static str,
@@ -18,14 +21,18 @@ pub enum StoreError {
         #[source]
         source: io::Error,
     },
+    /// Bytes on disk are not what the format says they must be.
     #[error("corrupted store file {path} at byte {offset}: {reason}")]
     Corrupted {
         path: PathBuf,
         offset: i64,
         reason: String,
     },
+    /// Not writable: an fsync or write failed earlier, so the store refuses appends (and
+    /// acknowledges nothing it cannot prove durable) until it is reopened.
     #[error("store is read-only after a failed fsync: {reason}")]
     Poisoned { reason: String },
+    /// The body, or a record or batch, is larger than the store accepts.
     #[error("message body of {size_bytes} bytes exceeds the limit of {max_bytes} bytes")]
     MessageTooLarge { size_bytes: usize, max_bytes: usize },
     #[error("illegal topic {topic:?}: {reason}")]
@@ -38,19 +45,25 @@ pub enum StoreError {
     PropertiesTooLarge { size_bytes: usize, max_bytes: usize },
     #[error("illegal queue id {queue_id}")]
     QueueIdIllegal { queue_id: i32 },
+    /// A message the store refuses for another reason (an empty batch, a batch to a retry topic).
     #[error("illegal message: {reason}")]
     MessageIllegal { reason: String },
+    /// The batch body does not decode; `source` says where.
     #[error("malformed batch body: {source}")]
     BatchMalformed {
         #[source]
         source: FormatError,
     },
+    /// A sync-flush wait ran past `sync_flush_timeout_ms`; the record is written, not yet
+    /// known durable.
     #[error("flush did not complete within the sync flush timeout")]
     FlushTimeout,
+    /// Not writable: the store is shut down.
     #[error("store is shut down")]
     ShutDown,
     #[error("invalid store config {key}: {reason}")]
     Config { key: &'static str, reason: String },
+    /// Not writable: another process has the store directory open.
     #[error("store directory {path} is locked by another process")]
     Locked { path: PathBuf },
 }
@@ -61,25 +74,6 @@ impl StoreError {
             op,
             path: path.into(),
             source,
-        }
-    }
-
-    /// The Java `PutMessageStatus` a broker answers with when a put fails with this error.
-    pub fn put_status(&self) -> PutMessageStatus {
-        match self {
-            StoreError::MessageTooLarge { .. }
-            | StoreError::TopicIllegal { .. }
-            | StoreError::QueueIdIllegal { .. }
-            | StoreError::MessageIllegal { .. }
-            | StoreError::BatchMalformed { .. } => PutMessageStatus::MessageIllegal,
-            StoreError::PropertiesTooLarge { .. } => PutMessageStatus::PropertiesSizeExceeded,
-            StoreError::FlushTimeout => PutMessageStatus::FlushDiskTimeout,
-            StoreError::Poisoned { .. } | StoreError::ShutDown | StoreError::Locked { .. } => {
-                PutMessageStatus::ServiceNotAvailable
-            }
-            StoreError::Io { .. } | StoreError::Corrupted { .. } | StoreError::Config { .. } => {
-                PutMessageStatus::UnknownError
-            }
         }
     }
 }

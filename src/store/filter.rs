@@ -3,8 +3,8 @@
 //! The store calls [`MessageFilter::is_matched_by_consume_queue`] with the tags code of each
 //! ConsumeQueue unit before it reads the record (layer one: no CommitLog read for a miss), and
 //! [`MessageFilter::is_matched_by_commit_log`] with the raw record bytes of each candidate
-//! (layer two). Implementations live in the broker (`broker::filter`); the store only knows this
-//! trait, so it stays ignorant of subscriptions and of the remoting protocol.
+//! (layer two). Implementations live outside the store (`crate::filter`); the store only knows
+//! this trait, so it stays ignorant of subscriptions and of the remoting protocol.
 
 /// Decides which messages a pull returns. Mirrors Java's `MessageFilter`.
 pub trait MessageFilter: Send + Sync {

@@ -42,15 +42,15 @@ pub const MAGIC_CODE_V2: i32 = 0xDAA3_20AB_u32 as i32;
 /// BLANK filler magic (`CommitLog.BLANK_MAGIC_CODE`).
 pub const BLANK_MAGIC_CODE: i32 = 0xCBD4_3194_u32 as i32;
 /// A record must leave room for the 8-byte BLANK filler (`END_FILE_MIN_BLANK_LENGTH`).
-pub const END_FILE_MIN_BLANK_LENGTH_BYTES: usize = 8;
+pub const END_FILE_BLANK_SIZE_MIN_BYTES: usize = 8;
 /// Width of one ConsumeQueue unit.
 pub const CQ_UNIT_SIZE_BYTES: usize = 20;
 /// Properties are prefixed by a signed i16 length.
 pub const PROPERTIES_MAX_BYTES: usize = i16::MAX as usize;
 /// A v1 topic length is a signed byte.
-pub const TOPIC_MAX_BYTES_V1: usize = 127;
+pub const TOPIC_V1_MAX_BYTES: usize = 127;
 /// A v2 topic length is 2 bytes; RocketMQ allows retry/DLQ topics up to 255 chars.
-pub const TOPIC_MAX_BYTES_V2: usize = 255;
+pub const TOPIC_V2_MAX_BYTES: usize = 255;
 
 /// `MessageSysFlag` bits the store looks at.
 pub mod sys_flag {
@@ -73,7 +73,7 @@ pub mod pos {
     pub const QUEUE_ID: usize = 12;
     pub const FLAG: usize = 16;
     pub const QUEUE_OFFSET: usize = 20;
-    pub const PHYSICAL_OFFSET: usize = 28;
+    pub const PHY_OFFSET: usize = 28;
     pub const SYS_FLAG: usize = 36;
     pub const BORN_TIMESTAMP: usize = 40;
     pub const BORN_HOST: usize = 48;
@@ -116,7 +116,7 @@ pub struct RecordFields<'a> {
     pub queue_id: i32,
     pub flag: i32,
     pub queue_offset: i64,
-    pub physical_offset: i64,
+    pub phy_offset: i64,
     pub sys_flag: i32,
     pub born_timestamp_ms: i64,
     pub born_host: SocketAddr,
@@ -138,7 +138,7 @@ pub struct DecodedRecord<'a> {
     pub queue_id: i32,
     pub flag: i32,
     pub queue_offset: i64,
-    pub physical_offset: i64,
+    pub phy_offset: i64,
     pub sys_flag: i32,
     pub born_timestamp_ms: i64,
     pub born_host: SocketAddr,
@@ -165,7 +165,7 @@ pub fn body_crc(body: &[u8]) -> i32 {
 
 /// Whether a topic of this length needs the v2 layout (2-byte TOPICLEN).
 pub fn needs_v2(topic_len_bytes: usize) -> bool {
-    topic_len_bytes > TOPIC_MAX_BYTES_V1
+    topic_len_bytes > TOPIC_V1_MAX_BYTES
 }
 
 /// Only NOT_TYPE and COMMIT_TYPE messages get a ConsumeQueue unit and a queue offset
@@ -220,7 +220,7 @@ pub fn record_size(
 /// Appends one record to `out`. The caller has validated the lengths (topic ≤ 255 bytes,
 /// properties ≤ 32767 bytes, body ≤ i32::MAX); they are asserted here.
 pub fn encode_record(fields: &RecordFields<'_>, out: &mut Vec<u8>) {
-    assert!(fields.topic.len() <= TOPIC_MAX_BYTES_V2);
+    assert!(fields.topic.len() <= TOPIC_V2_MAX_BYTES);
     assert!(fields.properties.len() <= PROPERTIES_MAX_BYTES);
     assert!(fields.body.len() <= i32::MAX as usize);
     let sys_flag = sys_flag_for_hosts(fields.sys_flag, &fields.born_host, &fields.store_host);
@@ -239,7 +239,7 @@ pub fn encode_record(fields: &RecordFields<'_>, out: &mut Vec<u8>) {
     put_i32(out, fields.queue_id);
     put_i32(out, fields.flag);
     put_i64(out, fields.queue_offset);
-    put_i64(out, fields.physical_offset);
+    put_i64(out, fields.phy_offset);
     put_i32(out, sys_flag);
     put_i64(out, fields.born_timestamp_ms);
     put_host(out, &fields.born_host);
@@ -262,7 +262,7 @@ pub fn encode_record(fields: &RecordFields<'_>, out: &mut Vec<u8>) {
 
 /// Appends the 8-byte BLANK filler that closes a file with `remaining_bytes` left.
 pub fn encode_blank(remaining_bytes: usize, out: &mut Vec<u8>) {
-    assert!(remaining_bytes >= END_FILE_MIN_BLANK_LENGTH_BYTES);
+    assert!(remaining_bytes >= END_FILE_BLANK_SIZE_MIN_BYTES);
     assert!(remaining_bytes <= i32::MAX as usize);
     put_i32(out, remaining_bytes as i32);
     put_i32(out, BLANK_MAGIC_CODE);
@@ -372,7 +372,7 @@ pub fn decode_record(buf: &[u8]) -> Result<DecodedRecord<'_>, FormatError> {
         queue_id: get_i32(rec, pos::QUEUE_ID)?,
         flag: get_i32(rec, pos::FLAG)?,
         queue_offset: get_i64(rec, pos::QUEUE_OFFSET)?,
-        physical_offset: get_i64(rec, pos::PHYSICAL_OFFSET)?,
+        phy_offset: get_i64(rec, pos::PHY_OFFSET)?,
         sys_flag,
         born_timestamp_ms: get_i64(rec, pos::BORN_TIMESTAMP)?,
         born_host,
@@ -454,7 +454,7 @@ pub fn tags_code(properties: &[u8]) -> i64 {
 /// One 20-byte ConsumeQueue unit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CqUnit {
-    pub commit_log_offset: i64,
+    pub phy_offset: i64,
     pub size: i32,
     pub tags_code: i64,
 }
@@ -462,20 +462,20 @@ pub struct CqUnit {
 impl CqUnit {
     /// Java's gap filler for a queue that starts mid-file (`ConsumeQueue.fillPreBlank`).
     pub const FILLER: CqUnit = CqUnit {
-        commit_log_offset: 0,
+        phy_offset: 0,
         size: i32::MAX,
         tags_code: 0,
     };
 
     /// A unit counts as written when `offset >= 0 && size > 0` (`ConsumeQueue.recover`).
     pub fn is_valid(&self) -> bool {
-        self.commit_log_offset >= 0 && self.size > 0
+        self.phy_offset >= 0 && self.size > 0
     }
 }
 
 pub fn encode_cq_unit(unit: &CqUnit) -> [u8; CQ_UNIT_SIZE_BYTES] {
     let mut out = [0u8; CQ_UNIT_SIZE_BYTES];
-    out[0..8].copy_from_slice(&unit.commit_log_offset.to_be_bytes());
+    out[0..8].copy_from_slice(&unit.phy_offset.to_be_bytes());
     out[8..12].copy_from_slice(&unit.size.to_be_bytes());
     out[12..20].copy_from_slice(&unit.tags_code.to_be_bytes());
     out
@@ -484,19 +484,20 @@ pub fn encode_cq_unit(unit: &CqUnit) -> [u8; CQ_UNIT_SIZE_BYTES] {
 /// Decodes the unit at the start of `buf` (which must hold at least 20 bytes).
 pub fn decode_cq_unit(buf: &[u8]) -> Result<CqUnit, FormatError> {
     Ok(CqUnit {
-        commit_log_offset: get_i64(buf, 0)?,
+        phy_offset: get_i64(buf, 0)?,
         size: get_i32(buf, 8)?,
         tags_code: get_i64(buf, 12)?,
     })
 }
 
 // ---------------------------------------------------------------------------------------------
-// Offset message id (Java `MessageDecoder.createMessageId`): store ip + port (i32) + commit log offset (i64), uppercase hex.
+// Offset message id (Java `MessageDecoder.createMessageId`): store ip + port (i32) + phy offset
+// (i64), uppercase hex.
 
-pub fn encode_offset_msg_id(store_host: &SocketAddr, physical_offset: i64) -> String {
+pub fn encode_offset_msg_id(store_host: &SocketAddr, phy_offset: i64) -> String {
     let mut raw = Vec::with_capacity(28);
     put_host(&mut raw, store_host);
-    put_i64(&mut raw, physical_offset);
+    put_i64(&mut raw, phy_offset);
     let mut out = String::with_capacity(raw.len() * 2);
     for byte in raw {
         // Writing to a String cannot fail.
@@ -619,10 +620,10 @@ pub struct Checkpoint {
     /// @16: index timestamp (we keep no index; written 0).
     pub index_msg_timestamp_ms: i64,
     /// @48 (ringmq): CommitLog offset up to which the CommitLog is fsynced.
-    pub physic_flushed_offset: i64,
+    pub flushed_phy_offset: i64,
     /// @56 (ringmq): CommitLog offset (a record boundary) up to which every ConsumeQueue unit
     /// is fsynced. Recovery re-dispatches from here.
-    pub logics_flushed_offset: i64,
+    pub cq_flushed_phy_offset: i64,
 }
 
 pub fn encode_checkpoint(cp: &Checkpoint) -> [u8; CHECKPOINT_FILE_SIZE_BYTES] {
@@ -632,8 +633,8 @@ pub fn encode_checkpoint(cp: &Checkpoint) -> [u8; CHECKPOINT_FILE_SIZE_BYTES] {
     out[16..24].copy_from_slice(&cp.index_msg_timestamp_ms.to_be_bytes());
     // @24 masterFlushedOffset and @32 confirmPhyOffset (Java 5.x HA fields) stay 0.
     out[40..48].copy_from_slice(&CHECKPOINT_RINGMQ_MAGIC.to_be_bytes());
-    out[48..56].copy_from_slice(&cp.physic_flushed_offset.to_be_bytes());
-    out[56..64].copy_from_slice(&cp.logics_flushed_offset.to_be_bytes());
+    out[48..56].copy_from_slice(&cp.flushed_phy_offset.to_be_bytes());
+    out[56..64].copy_from_slice(&cp.cq_flushed_phy_offset.to_be_bytes());
     let crc = crc32fast::hash(&out[..CHECKPOINT_CRC_COVERED_BYTES]);
     out[64..68].copy_from_slice(&crc.to_be_bytes());
     out
@@ -653,8 +654,8 @@ pub fn decode_checkpoint(buf: &[u8]) -> Option<Checkpoint> {
         physic_msg_timestamp_ms: get_i64(buf, 0).ok()?,
         logics_msg_timestamp_ms: get_i64(buf, 8).ok()?,
         index_msg_timestamp_ms: get_i64(buf, 16).ok()?,
-        physic_flushed_offset: get_i64(buf, 48).ok()?,
-        logics_flushed_offset: get_i64(buf, 56).ok()?,
+        flushed_phy_offset: get_i64(buf, 48).ok()?,
+        cq_flushed_phy_offset: get_i64(buf, 56).ok()?,
     })
 }
 
@@ -769,7 +770,7 @@ mod tests {
     #[test]
     fn cq_unit_round_trip() {
         let unit = CqUnit {
-            commit_log_offset: 0x0102_0304_0506_0708,
+            phy_offset: 0x0102_0304_0506_0708,
             size: 0x0A0B_0C0D,
             tags_code: -2,
         };
@@ -810,7 +811,7 @@ mod tests {
                 queue_id: 0,
                 flag: 0,
                 queue_offset: 0,
-                physical_offset: 0,
+                phy_offset: 0,
                 sys_flag: 0,
                 born_timestamp_ms: 0,
                 born_host: host,
@@ -841,8 +842,8 @@ mod tests {
             physic_msg_timestamp_ms: 1,
             logics_msg_timestamp_ms: 2,
             index_msg_timestamp_ms: 0,
-            physic_flushed_offset: 300,
-            logics_flushed_offset: 200,
+            flushed_phy_offset: 300,
+            cq_flushed_phy_offset: 200,
         };
         let mut bytes = encode_checkpoint(&cp);
         assert_eq!(decode_checkpoint(&bytes), Some(cp));

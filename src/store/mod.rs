@@ -1,6 +1,6 @@
 //! The message store: CommitLog + ConsumeQueue in RocketMQ's exact on-disk format.
 //!
-//! - [`format`]: every byte layout (records, ConsumeQueue units, msg ids, checkpoint).
+//! - [`format`](mod@format): every byte layout (records, ConsumeQueue units, msg ids, checkpoint).
 //! - [`MessageStore`]: append, dispatch, pull, offsets, durability, retention, recovery.
 //! - [`io`]: the read engine; every CommitLog and ConsumeQueue read goes through
 //!   [`io::IoEngine::read_batch`].
@@ -16,7 +16,7 @@ pub mod format;
 pub mod fs;
 pub mod io;
 pub mod message_store;
-mod recovery;
+pub mod region;
 pub mod segment;
 pub mod types;
 
@@ -24,9 +24,9 @@ pub use config::{FlushPolicy, StoreConfig};
 pub use error::StoreError;
 pub use filter::{AcceptAll, MessageFilter};
 pub use format::{DecodedRecord, FormatError};
-pub use message_store::{MessageStore, MAX_PULL_MSG_SIZE_BYTES};
+pub use message_store::{MessageStore, PULL_MSG_SIZE_MAX_BYTES};
+pub use region::{FileRegion, GetMessageRegions, RegionShape};
 pub use types::{
-    ArrivalListener, BatchToStore, BoundaryType, FileRegion, GetMessageRegions, GetMessageResult,
+    ArrivalListener, BatchToStore, BoundaryType, GetMessageRequest, GetMessageResult,
     GetMessageStatus, MessageToStore, PutMessageResult, PutMessageStatus, RecoveryReport,
-    RegionShape,
 };

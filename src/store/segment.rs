@@ -57,7 +57,7 @@ pub struct SegmentList {
     segments: RwLock<Arc<Vec<Arc<Segment>>>>,
 }
 
-/// A file found on disk by [`SegmentList::load`].
+/// A file found on disk by [`SegmentList::scan_dir`].
 #[derive(Debug)]
 pub struct FoundSegment {
     pub start_offset: i64,
@@ -260,9 +260,15 @@ impl SegmentList {
 
 /// Binary search for the segment containing `offset`.
 pub fn find_in(list: &[Arc<Segment>], offset: i64, file_size_bytes: u64) -> Option<Arc<Segment>> {
-    let idx = list.partition_point(|s| s.start_offset <= offset);
-    let seg = list.get(idx.checked_sub(1)?)?;
-    (offset < seg.start_offset + file_size_bytes as i64).then(|| Arc::clone(seg))
+    index_in(list, offset, file_size_bytes).map(|idx| Arc::clone(&list[idx]))
+}
+
+/// Binary search for the position in `list` of the segment containing `offset`.
+pub fn index_in(list: &[Arc<Segment>], offset: i64, file_size_bytes: u64) -> Option<usize> {
+    let idx = list
+        .partition_point(|s| s.start_offset <= offset)
+        .checked_sub(1)?;
+    (offset < list[idx].start_offset + file_size_bytes as i64).then_some(idx)
 }
 
 #[cfg(test)]

@@ -1,12 +1,11 @@
 //! Values crossing the store API: what to store, what a put or a pull returned.
 
-use std::fs::File;
 use std::net::SocketAddr;
-use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::store::segment::Segment;
+use crate::store::error::StoreError;
+use crate::store::filter::MessageFilter;
 
 /// One message to append (Java `MessageExtBrokerInner`, minus what the store fills in).
 #[derive(Debug, Clone)]
@@ -15,7 +14,8 @@ pub struct MessageToStore {
     pub queue_id: i32,
     pub flag: i32,
     pub body: Bytes,
-    /// Already encoded with the `\x01`/`\x02` separators (Java `MessageDecoder.messageProperties2String`).
+    /// Already encoded with the `\x01`/`\x02` separators (Java
+    /// `MessageDecoder.messageProperties2String`).
     pub properties: String,
     pub sys_flag: i32,
     pub born_timestamp_ms: i64,
@@ -24,7 +24,8 @@ pub struct MessageToStore {
     pub prepared_transaction_offset: i64,
 }
 
-/// A batch send (Java `MessageBatch`): many messages for one queue, consecutive queue offsets, one append.
+/// A batch send (Java `MessageBatch`): many messages for one queue, consecutive queue offsets,
+/// one append.
 #[derive(Debug, Clone)]
 pub struct BatchToStore {
     pub topic: String,
@@ -59,16 +60,39 @@ pub enum PutMessageStatus {
     WheelTimerNotEnable,
 }
 
+// The mapping lives beside the status rather than in `error`, so that the error type depends on
+// nothing but the byte format.
+impl StoreError {
+    /// The Java `PutMessageStatus` a broker answers with when a put fails with this error.
+    pub fn put_status(&self) -> PutMessageStatus {
+        match self {
+            StoreError::MessageTooLarge { .. }
+            | StoreError::TopicIllegal { .. }
+            | StoreError::QueueIdIllegal { .. }
+            | StoreError::MessageIllegal { .. }
+            | StoreError::BatchMalformed { .. } => PutMessageStatus::MessageIllegal,
+            StoreError::PropertiesTooLarge { .. } => PutMessageStatus::PropertiesSizeExceeded,
+            StoreError::FlushTimeout => PutMessageStatus::FlushDiskTimeout,
+            StoreError::Poisoned { .. } | StoreError::ShutDown | StoreError::Locked { .. } => {
+                PutMessageStatus::ServiceNotAvailable
+            }
+            StoreError::Io { .. } | StoreError::Corrupted { .. } | StoreError::Config { .. } => {
+                PutMessageStatus::UnknownError
+            }
+        }
+    }
+}
+
 /// What a successful append wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PutMessageResult {
     pub status: PutMessageStatus,
     /// CommitLog offset of the first record.
-    pub wrote_offset: i64,
+    pub wrote_phy_offset: i64,
     /// Bytes of all records written (not counting a BLANK filler).
     pub wrote_bytes: i32,
     /// Queue offset of the first message (0 for prepared/rollback transaction messages).
-    pub logics_offset: i64,
+    pub queue_offset: i64,
     /// Offset msgIds (Java `MessageDecoder.createMessageId`), one per record, uppercase hex.
     pub msg_ids: Vec<String>,
     pub store_timestamp_ms: i64,
@@ -76,10 +100,37 @@ pub struct PutMessageResult {
 }
 
 impl PutMessageResult {
-    /// CommitLog offset just past the last record: what [`crate::store::MessageStore::wait_flushed`]
-    /// takes.
-    pub fn end_offset(&self) -> i64 {
-        self.wrote_offset + i64::from(self.wrote_bytes)
+    /// CommitLog offset just past the last record: what
+    /// [`crate::store::MessageStore::wait_flushed`] takes.
+    pub fn end_phy_offset(&self) -> i64 {
+        self.wrote_phy_offset + i64::from(self.wrote_bytes)
+    }
+}
+
+/// One pull (the parameters of Java `DefaultMessageStore.getMessage`).
+#[derive(Clone, Copy)]
+pub struct GetMessageRequest<'a> {
+    /// The consumer group: Java's parameter, kept for parity; the store does not use it.
+    pub group: &'a str,
+    pub topic: &'a str,
+    pub queue_id: i32,
+    /// The first queue offset to return.
+    pub queue_offset: i64,
+    /// At most this many messages are returned (`maxMsgNums`).
+    pub max_msg_nums: i32,
+    /// Decides which messages are returned.
+    pub filter: &'a dyn MessageFilter,
+}
+
+impl std::fmt::Debug for GetMessageRequest<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GetMessageRequest")
+            .field("group", &self.group)
+            .field("topic", &self.topic)
+            .field("queue_id", &self.queue_id)
+            .field("queue_offset", &self.queue_offset)
+            .field("max_msg_nums", &self.max_msg_nums)
+            .finish_non_exhaustive()
     }
 }
 
@@ -102,8 +153,8 @@ pub enum GetMessageStatus {
 pub struct GetMessageResult {
     pub status: GetMessageStatus,
     pub next_begin_offset: i64,
-    pub min_offset: i64,
-    pub max_offset: i64,
+    pub min_offset_in_queue: i64,
+    pub max_offset_in_queue: i64,
     pub suggest_pulling_from_slave: bool,
     /// All found records concatenated, byte-for-byte as stored (the pull response body).
     pub buffer: Bytes,
@@ -122,8 +173,8 @@ impl GetMessageResult {
         GetMessageResult {
             status,
             next_begin_offset,
-            min_offset: 0,
-            max_offset: 0,
+            min_offset_in_queue: 0,
+            max_offset_in_queue: 0,
             suggest_pulling_from_slave: false,
             buffer: Bytes::new(),
             message_ranges: Vec::new(),
@@ -141,60 +192,6 @@ impl GetMessageResult {
     }
 }
 
-/// One byte range of a CommitLog segment file: one record, or several records that lie back to
-/// back in the same file. Holding it keeps the file open, so the bytes stay readable even if
-/// retention unlinks the segment meanwhile (the CommitLog is append-only: bytes below the
-/// published write position never change).
-#[derive(Debug, Clone)]
-pub struct FileRegion {
-    pub(crate) segment: Arc<Segment>,
-    /// Position in the segment file.
-    pub offset_bytes: u64,
-    pub len_bytes: usize,
-}
-
-impl FileRegion {
-    /// The open segment file.
-    pub fn file(&self) -> &File {
-        &self.segment.file
-    }
-
-    /// The segment file as a shared handle that keeps the file open for as long as it lives
-    /// (for code that must not depend on store types, e.g. the network writer).
-    pub fn file_handle(&self) -> Arc<dyn std::os::fd::AsFd + Send + Sync> {
-        self.segment.clone()
-    }
-
-    /// CommitLog offset of the region's first byte.
-    pub fn commit_log_offset(&self) -> i64 {
-        self.segment.start_offset + self.offset_bytes as i64
-    }
-}
-
-/// The shape of a planned pull, for the caller to choose between bytes and regions
-/// ([`crate::store::MessageStore::get_message_regions`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RegionShape {
-    /// Regions the records form (records back to back in one file are one region).
-    pub regions: usize,
-    pub bytes: usize,
-    pub messages: usize,
-}
-
-/// A pull answered either with the records' bytes or with their locations
-/// ([`crate::store::MessageStore::get_message_regions`]).
-#[derive(Debug, Clone)]
-pub struct GetMessageRegions {
-    /// Status, offsets, `message_locations`, `queue_offsets`, `buffer_total_size` and
-    /// `message_count` as [`crate::store::MessageStore::get_message`] would return them. With
-    /// regions, `buffer` and `message_ranges` are empty.
-    pub result: GetMessageResult,
-    /// `Some`: the records in pull order, adjacent records of one file merged into one region;
-    /// their lengths add up to `result.buffer_total_size`. `None`: the bytes are in
-    /// `result.buffer`, as from `get_message`.
-    pub regions: Option<Vec<FileRegion>>,
-}
-
 /// Which side of equal timestamps `offset_by_timestamp` returns (Java `BoundaryType`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum BoundaryType {
@@ -207,14 +204,14 @@ pub enum BoundaryType {
 
 /// Receives one event per ConsumeQueue unit written (Java `MessageArrivingListener`), used by
 /// long polling. Called on the appending thread after the unit is readable; must not call
-/// `put_message` (it runs while the append is being acknowledged).
+/// `put_message` (it runs while the append is being acknowledged). `max_offset_in_queue` is the
+/// queue's max offset with this message's unit in it (its queue offset + 1).
 pub trait ArrivalListener: Send + Sync {
-    #[allow(clippy::too_many_arguments)]
     fn arriving(
         &self,
         topic: &str,
         queue_id: i32,
-        logic_offset_max_next: i64,
+        max_offset_in_queue: i64,
         tags_code: i64,
         store_timestamp_ms: i64,
         properties: &[u8],
@@ -227,9 +224,9 @@ pub struct RecoveryReport {
     /// The abort file was present: the previous run did not shut down cleanly.
     pub abnormal: bool,
     /// CommitLog offset where the validating scan started.
-    pub scanned_from_offset: i64,
+    pub scanned_from_phy_offset: i64,
     /// CommitLog offset where valid data ends (the new max physical offset).
-    pub commit_log_end_offset: i64,
+    pub end_phy_offset: i64,
     /// The scan stopped at bytes that were not the clean (zeroed) end of data: a torn,
     /// corrupted or stale record was cut off.
     pub invalid_tail_found: bool,

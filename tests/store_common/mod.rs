@@ -9,7 +9,10 @@ use std::sync::Arc;
 use bytes::Bytes;
 use ringmq::store::format::{self, decode_record_head, RecordHead};
 use ringmq::store::io::IoEngine;
-use ringmq::store::{AcceptAll, GetMessageStatus, MessageStore, MessageToStore, StoreConfig};
+use ringmq::store::{
+    AcceptAll, GetMessageRequest, GetMessageStatus, MessageFilter, MessageStore, MessageToStore,
+    StoreConfig,
+};
 
 pub fn small_config(dir: &Path) -> StoreConfig {
     let mut cfg = StoreConfig::with_root(dir);
@@ -20,6 +23,24 @@ pub fn small_config(dir: &Path) -> StoreConfig {
 
 pub fn open(cfg: StoreConfig) -> Arc<MessageStore> {
     MessageStore::open(cfg, Arc::new(IoEngine::new_pread())).expect("open store")
+}
+
+/// A pull of group "g" (the store does not use the group).
+pub fn pull<'a>(
+    topic: &'a str,
+    queue_id: i32,
+    queue_offset: i64,
+    max_msg_nums: i32,
+    filter: &'a dyn MessageFilter,
+) -> GetMessageRequest<'a> {
+    GetMessageRequest {
+        group: "g",
+        topic,
+        queue_id,
+        queue_offset,
+        max_msg_nums,
+        filter,
+    }
 }
 
 pub fn msg(topic: &str, queue_id: i32, body: &[u8], tags: &str) -> MessageToStore {
@@ -61,7 +82,7 @@ pub fn rebuild_from_commit_log(root: &Path, file_size: u64) -> QueueUnits {
                     let Ok(rec) = format::decode_record(&data[pos..]) else {
                         break;
                     };
-                    if !rec.body_crc_matches() || rec.physical_offset != start + pos as i64 {
+                    if !rec.body_crc_matches() || rec.phy_offset != start + pos as i64 {
                         break;
                     }
                     out.entry((rec.topic.to_owned(), rec.queue_id))
@@ -69,7 +90,7 @@ pub fn rebuild_from_commit_log(root: &Path, file_size: u64) -> QueueUnits {
                         .insert(
                             rec.queue_offset,
                             (
-                                rec.physical_offset,
+                                rec.phy_offset,
                                 rec.total_size,
                                 format::tags_code(rec.properties),
                             ),
@@ -92,7 +113,7 @@ pub fn served_units(store: &MessageStore) -> QueueUnits {
         let max = store.max_offset_in_queue(&topic, queue_id);
         while offset < max {
             let got = store
-                .get_message("g", &topic, queue_id, offset, 32, &AcceptAll)
+                .get_message(&pull(&topic, queue_id, offset, 32, &AcceptAll))
                 .unwrap();
             assert_eq!(
                 got.status,

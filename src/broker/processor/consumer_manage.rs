@@ -4,7 +4,6 @@
 use bytes::Bytes;
 
 use crate::broker::controller::BrokerController;
-use crate::broker::message_query::MessageQuery;
 use crate::remoting::codes::response_code as rc;
 use crate::remoting::command::RemotingCommand;
 use crate::remoting::headers::{
@@ -12,6 +11,7 @@ use crate::remoting::headers::{
     QueryConsumerOffsetResponseHeader, UpdateConsumerOffsetRequestHeader,
 };
 use crate::store::filter::AcceptAll;
+use crate::store::GetMessageRequest;
 
 use super::{respond, ProcessResult, RequestContext};
 use crate::broker::error::BrokerError;
@@ -73,14 +73,14 @@ fn check_in_disk_by_consume_offset(
     queue_id: i32,
     offset: i64,
 ) -> Result<bool, BrokerError> {
-    let query = MessageQuery {
+    let result = ctrl.store.get_message(&GetMessageRequest {
         group: "",
         topic,
         queue_id,
-        offset,
+        queue_offset: offset,
         max_msg_nums: 1,
-    };
-    let result = query.read(&ctrl.store, &AcceptAll)?;
+        filter: &AcceptAll,
+    })?;
     let Some((phy_offset, _)) = result.message_locations.first() else {
         return Ok(false);
     };

@@ -24,7 +24,6 @@ use crate::broker::longpoll::pull_request::{ParkedPullRequest, RequestEnvelope};
 use crate::broker::longpoll::pull_request_hold_service::{
     PullRequestHoldService, PullWakeHost, Suspension,
 };
-use crate::broker::message_query::MessageQuery;
 use crate::broker::subscription_group_manager::SubscriptionGroupConfig;
 use crate::broker::topic_config_manager::OFFSET_MOVED_EVENT;
 use crate::common::now_ms;
@@ -37,7 +36,8 @@ use crate::remoting::command::RemotingCommand;
 use crate::remoting::frame::encode_frame_header;
 use crate::remoting::headers::{PullMessageRequestHeader, PullMessageResponseHeader};
 use crate::store::{
-    FileRegion, GetMessageResult, GetMessageStatus, MessageStore, MessageToStore, RegionShape,
+    FileRegion, GetMessageRequest, GetMessageResult, GetMessageStatus, MessageStore,
+    MessageToStore, RegionShape,
 };
 
 use super::{respond, Handled, ProcessResult, RequestContext};
@@ -393,12 +393,22 @@ fn look_up_messages(
     let regions_wanted = zero_copy_allowed
         && transfer.effective_mode() != TransferMode::Copy
         && !filter_reads_records(filter);
-    let query = MessageQuery::of_pull(header);
+    let request = GetMessageRequest {
+        group: &header.consumer_group,
+        topic: &header.topic,
+        queue_id: header.queue_id,
+        queue_offset: header.queue_offset,
+        max_msg_nums: header.max_msg_nums.max(1),
+        filter,
+    };
     if !regions_wanted {
-        return Ok((query.read(&ctrl.store, filter)?, None));
+        return Ok((ctrl.store.get_message(&request)?, None));
     }
-    let choose = |shape| choose_zero_copy(transfer, shape);
-    let located = query.locate(&ctrl.store, filter, &choose)?;
+    let located = ctrl.store.get_message_regions(
+        &request,
+        crate::store::PULL_MSG_SIZE_MAX_BYTES,
+        &|shape| choose_zero_copy(transfer, shape),
+    )?;
     Ok((located.result, located.regions))
 }
 
@@ -512,8 +522,8 @@ fn map_result(
     PullMessageResponseHeader {
         suggest_which_broker_id: suggest,
         next_begin_offset: result.next_begin_offset,
-        min_offset: result.min_offset,
-        max_offset: result.max_offset,
+        min_offset: result.min_offset_in_queue,
+        max_offset: result.max_offset_in_queue,
         offset_delta: None,
         topic_sys_flag: None,
         group_sys_flag: None,

@@ -328,7 +328,7 @@ async fn wait_for_flush(
     {
         return put;
     }
-    match ctrl.store.wait_flushed(put.end_offset()).await {
+    match ctrl.store.wait_flushed(put.end_phy_offset()).await {
         Ok(()) => {}
         Err(StoreError::FlushTimeout) => put.status = PutMessageStatus::FlushDiskTimeout,
         Err(e) => {
@@ -355,7 +355,7 @@ fn send_response(
         SendMessageResponseHeader {
             msg_id: put.msg_ids.join(","),
             queue_id,
-            queue_offset: put.logics_offset,
+            queue_offset: put.queue_offset,
             transaction_id: uniq_key,
             batch_uniq_id: None,
             recall_handle: None,
@@ -472,7 +472,7 @@ fn send_back_properties(
     }
     let origin_id = match origin_msg_id {
         Some(id) if !id.trim().is_empty() => id.to_string(),
-        _ => format::encode_offset_msg_id(&decoded.store_host, decoded.physical_offset),
+        _ => format::encode_offset_msg_id(&decoded.store_host, decoded.phy_offset),
     };
     properties = remove_property(&properties, property::ORIGIN_MESSAGE_ID);
     properties.push_str(&format::encode_properties([(

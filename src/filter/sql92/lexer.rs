@@ -23,7 +23,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use crate::filter::FilterError;
+use crate::filter::error::FilterError;
 
 /// Reserved words, matched case-insensitively.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,53 +5,33 @@
 //! `filter/expression/*`); see [`lexer`], [`parser`] and [`eval`] for the rules and the few
 //! documented differences (all stricter: trailing tokens and over-deep or over-long expressions
 //! are rejected).
+//!
+//! Files, each importing only the ones listed before it: `value` (values and Java's comparison
+//! rules), `ast` (the tree), `limits`, `lookup`, `lexer`, `build` (tree nodes with Java's
+//! parse-time checks), `parser`, `eval`.
 
-use std::borrow::Cow;
-use std::collections::HashMap;
 use std::fmt;
 
-use super::FilterError;
+use crate::filter::error::FilterError;
 
+mod ast;
+mod build;
 pub mod eval;
 mod lexer;
+mod limits;
+mod lookup;
 mod parser;
+mod value;
 
-pub use eval::{EvalError, NumberKind};
-
-/// Longest accepted expression text. Java has no limit; ours bounds compile time and the
-/// compiled tree's memory. 64 KiB leaves room for long `IN` lists (thousands of keys) while a
-/// subscription that long is already far outside normal use.
-pub const MAX_EXPRESSION_LENGTH_BYTES: usize = 64 * 1024;
-
-/// Deepest nesting of parentheses and prefix operators (`(`, `NOT`, `-`, `+`). Bounds the
-/// parser's recursion (each level is a handful of stack frames). Hand-written filters rarely
-/// nest beyond a few levels.
-pub const MAX_NESTING_DEPTH: usize = 64;
-
-/// Deepest compiled tree. Chains such as `a = b = c` or `a CONTAINS 'x' CONTAINS 'y'` grow the
-/// tree without nesting, so this is bounded separately; it bounds the evaluator's recursion
-/// (see the stack test below). `AND`/`OR` chains are flattened and do not add depth. Each
-/// parenthesis level holds at most a logical node and a comparison, hence twice the nesting
-/// limit plus room for the leaves.
-pub const MAX_TREE_DEPTH: usize = 2 * MAX_NESTING_DEPTH + 8;
-
-/// Read access to a message's properties by exact name.
-pub trait PropertyLookup {
-    /// The value of property `name`, or `None` when the message does not have it.
-    fn get(&self, name: &str) -> Option<Cow<'_, str>>;
-}
-
-impl PropertyLookup for HashMap<String, String> {
-    fn get(&self, name: &str) -> Option<Cow<'_, str>> {
-        HashMap::get(self, name).map(|value| Cow::Borrowed(value.as_str()))
-    }
-}
+pub use limits::{EXPRESSION_LENGTH_MAX_BYTES, NESTING_DEPTH_MAX, TREE_DEPTH_MAX};
+pub use lookup::PropertyLookup;
+pub use value::{EvalError, NumberKind};
 
 /// A parsed and checked SQL92 expression, ready to evaluate against many messages.
 #[derive(Clone)]
 pub struct CompiledExpression {
     source: Box<str>,
-    root: parser::Expr,
+    root: ast::Expr,
 }
 
 impl fmt::Debug for CompiledExpression {
@@ -82,8 +62,8 @@ impl CompiledExpression {
     /// with an absent property). An error means Java would have thrown.
     pub fn evaluate(&self, properties: &dyn PropertyLookup) -> Result<Option<bool>, EvalError> {
         match eval::evaluate(&self.root, properties)? {
-            eval::Value::Null => Ok(None),
-            eval::Value::Bool(value) => Ok(Some(value)),
+            value::Value::Null => Ok(None),
+            value::Value::Bool(value) => Ok(Some(value)),
             // The parser only accepts boolean roots.
             _ => Err(EvalError::NotBoolean),
         }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use proptest::prelude::*;
 
-use super::eval::{compare_values, parse_java_double, Value};
+use super::value::{compare_values, parse_java_double, Value};
 use super::*;
 
 fn props(pairs: &[(&str, &str)]) -> HashMap<String, String> {
@@ -610,9 +610,22 @@ fn java_comparison_helpers() {
     assert!(parse_java_double("-NaN").is_ok_and(f64::is_nan));
 }
 
+/// Asserts that each text fails to compile at `position` with a message containing `message`.
+fn check_parse_errors(cases: &[(&str, usize, &str)]) {
+    for (text, position, message) in cases {
+        let (got_position, got_message) = parse_error(text);
+        assert_eq!(got_position, *position, "{text:?}: {got_message}");
+        assert!(
+            got_message.contains(message),
+            "{text:?}: {got_message:?} should contain {message:?}"
+        );
+    }
+}
+
+/// Incomplete input, trailing tokens and unbalanced parentheses.
 #[test]
-fn malformed_expressions_report_position_and_reason() {
-    let cases: &[(&str, usize, &str)] = &[
+fn structure_errors_report_position_and_reason() {
+    check_parse_errors(&[
         ("", 0, "expected an expression, found end of input"),
         ("   ", 3, "expected an expression, found end of input"),
         ("a >", 3, "expected an expression, found end of input"),
@@ -636,6 +649,13 @@ fn malformed_expressions_report_position_and_reason() {
             2,
             "unexpected keyword NOT after a complete expression",
         ),
+    ]);
+}
+
+/// Operands Java's `ComparisonExpression.create*` refuses.
+#[test]
+fn comparison_operand_errors_report_position_and_reason() {
+    check_parse_errors(&[
         ("a = NULL", 2, "NULL cannot be compared with '=' or '<>'"),
         ("NULL <> a", 5, "NULL cannot be compared"),
         ("TRUE = 1", 5, "TRUE cannot be compared with 1"),
@@ -645,6 +665,13 @@ fn malformed_expressions_report_position_and_reason() {
         ("a >= TRUE", 2, "TRUE cannot be compared with '>='"),
         ("a < NULL", 2, "NULL cannot be compared with '<'"),
         ("(a = 1) > 2", 8, "cannot be compared with '>'"),
+    ]);
+}
+
+/// `BETWEEN`, `IN`, `CONTAINS`/`STARTSWITH`/`ENDSWITH` and `IS` forms.
+#[test]
+fn between_in_and_string_match_errors_report_position_and_reason() {
+    check_parse_errors(&[
         (
             "a BETWEEN 10 AND 0",
             2,
@@ -692,6 +719,13 @@ fn malformed_expressions_report_position_and_reason() {
         ),
         ("a IS 1", 5, "expected NULL or NOT NULL after IS"),
         ("a IS NOT 1", 9, "expected NULL or NOT NULL after IS"),
+    ]);
+}
+
+/// Non-boolean roots and operands, out-of-range literals and lexer errors.
+#[test]
+fn boolean_literal_and_lexer_errors_report_position_and_reason() {
+    check_parse_errors(&[
         ("5", 0, "5 does not produce a boolean value"),
         ("'abc'", 0, "'abc' does not produce a boolean value"),
         ("-a", 0, "does not produce a boolean value"),
@@ -714,15 +748,7 @@ fn malformed_expressions_report_position_and_reason() {
         ("a = 1 AND b ! 2", 12, "unexpected character '!'"),
         ("a = 1 AND ü = 2", 10, "unexpected character 'ü'"),
         ("'ü€' = x AND", 12, "expected an expression"),
-    ];
-    for (text, position, message) in cases {
-        let (got_position, got_message) = parse_error(text);
-        assert_eq!(got_position, *position, "{text:?}: {got_message}");
-        assert!(
-            got_message.contains(message),
-            "{text:?}: {got_message:?} should contain {message:?}"
-        );
-    }
+    ]);
 }
 
 #[test]
@@ -737,37 +763,37 @@ fn parse_error_display_points_at_the_position() {
 #[test]
 fn nesting_depth_limit() {
     let nested = |depth: usize| format!("{}a = 1{}", "(".repeat(depth), ")".repeat(depth));
-    assert_eq!(eval(&nested(MAX_NESTING_DEPTH), &[("a", "1")]), Ok(T));
-    let (position, message) = parse_error(&nested(MAX_NESTING_DEPTH + 1));
-    assert_eq!(position, MAX_NESTING_DEPTH);
+    assert_eq!(eval(&nested(NESTING_DEPTH_MAX), &[("a", "1")]), Ok(T));
+    let (position, message) = parse_error(&nested(NESTING_DEPTH_MAX + 1));
+    assert_eq!(position, NESTING_DEPTH_MAX);
     assert!(message.contains("deeper than 64 levels"), "{message}");
 
     let nots = |depth: usize| format!("{}TRUE", "NOT ".repeat(depth));
-    assert_eq!(eval(&nots(MAX_NESTING_DEPTH), &[]), Ok(T));
+    assert_eq!(eval(&nots(NESTING_DEPTH_MAX), &[]), Ok(T));
     assert_eq!(
-        parse_error(&nots(MAX_NESTING_DEPTH + 1)).0,
-        4 * MAX_NESTING_DEPTH
+        parse_error(&nots(NESTING_DEPTH_MAX + 1)).0,
+        4 * NESTING_DEPTH_MAX
     );
 
     let negations = |depth: usize| format!("{}1 = 1", "- ".repeat(depth));
-    assert_eq!(eval(&negations(MAX_NESTING_DEPTH), &[]), Ok(T));
+    assert_eq!(eval(&negations(NESTING_DEPTH_MAX), &[]), Ok(T));
     assert_eq!(
-        parse_error(&negations(MAX_NESTING_DEPTH + 1)).0,
-        2 * MAX_NESTING_DEPTH
+        parse_error(&negations(NESTING_DEPTH_MAX + 1)).0,
+        2 * NESTING_DEPTH_MAX
     );
 
     // Far beyond the limit: an error, not a stack overflow.
     let (position, _) = parse_error(&"(".repeat(60_000));
-    assert_eq!(position, MAX_NESTING_DEPTH);
-    assert_eq!(parse_error(&"NOT ".repeat(16_000)).0, 4 * MAX_NESTING_DEPTH);
+    assert_eq!(position, NESTING_DEPTH_MAX);
+    assert_eq!(parse_error(&"NOT ".repeat(16_000)).0, 4 * NESTING_DEPTH_MAX);
 }
 
 #[test]
 fn tree_depth_limit() {
     // `a = a = a …` grows the tree without nesting. n equalities make a tree n + 1 deep.
     let chain = |equalities: usize| format!("a{}", " = a".repeat(equalities));
-    assert!(CompiledExpression::compile(&chain(MAX_TREE_DEPTH - 1)).is_ok());
-    let (_, message) = parse_error(&chain(MAX_TREE_DEPTH));
+    assert!(CompiledExpression::compile(&chain(TREE_DEPTH_MAX - 1)).is_ok());
+    let (_, message) = parse_error(&chain(TREE_DEPTH_MAX));
     assert!(message.contains("tree is deeper than"), "{message}");
     assert!(CompiledExpression::compile(&chain(10_000)).is_err());
     let contains = format!("a{}", " CONTAINS 'x'".repeat(4_000));
@@ -778,7 +804,7 @@ fn tree_depth_limit() {
     // Long AND/OR chains are flat and stay allowed.
     let terms: Vec<String> = (0..4_000).map(|i| format!("a = '{i}'")).collect();
     let or_chain = terms.join(" OR ");
-    assert!(or_chain.len() < MAX_EXPRESSION_LENGTH_BYTES);
+    assert!(or_chain.len() < EXPRESSION_LENGTH_MAX_BYTES);
     assert_eq!(eval(&or_chain, &[("a", "3999")]), Ok(T));
     assert_eq!(eval(&or_chain, &[("a", "x")]), Ok(F));
     let and_chain = terms[..2_000].join(" AND ");
@@ -788,16 +814,16 @@ fn tree_depth_limit() {
 #[test]
 fn length_limit() {
     let prefix = "a = '";
-    let fill = MAX_EXPRESSION_LENGTH_BYTES - prefix.len() - 1;
+    let fill = EXPRESSION_LENGTH_MAX_BYTES - prefix.len() - 1;
     let at_limit = format!("{prefix}{}'", "x".repeat(fill));
-    assert_eq!(at_limit.len(), MAX_EXPRESSION_LENGTH_BYTES);
+    assert_eq!(at_limit.len(), EXPRESSION_LENGTH_MAX_BYTES);
     assert!(CompiledExpression::compile(&at_limit).is_ok());
     let over = format!("{prefix}{}'", "x".repeat(fill + 1));
     assert_eq!(
         CompiledExpression::compile(&over).unwrap_err(),
         FilterError::ExpressionTooLong {
-            length_bytes: MAX_EXPRESSION_LENGTH_BYTES + 1,
-            max_length_bytes: MAX_EXPRESSION_LENGTH_BYTES,
+            length_bytes: EXPRESSION_LENGTH_MAX_BYTES + 1,
+            length_max_bytes: EXPRESSION_LENGTH_MAX_BYTES,
         }
     );
     // Java's float-overflow case (a 200 KB literal) is rejected by length before parsing.
@@ -824,13 +850,13 @@ fn deepest_expressions_fit_in_a_small_stack() {
             let p = props(&[("a", "1")]);
             let nested = format!(
                 "{}a = 1{}",
-                "(a = 1 AND ".repeat(MAX_NESTING_DEPTH - 1) + "(",
-                ")".repeat(MAX_NESTING_DEPTH)
+                "(a = 1 AND ".repeat(NESTING_DEPTH_MAX - 1) + "(",
+                ")".repeat(NESTING_DEPTH_MAX)
             );
             assert_eq!(compile(&nested).evaluate(&p), Ok(T));
-            let nots = format!("{}(a = 1)", "NOT ".repeat(MAX_NESTING_DEPTH - 1));
+            let nots = format!("{}(a = 1)", "NOT ".repeat(NESTING_DEPTH_MAX - 1));
             assert_eq!(compile(&nots).evaluate(&p), Ok(F));
-            let chain = format!("a{}", " = a".repeat(MAX_TREE_DEPTH - 1));
+            let chain = format!("a{}", " = a".repeat(TREE_DEPTH_MAX - 1));
             // `(a = a) = a` puts a Boolean left of a string: Java's ClassCastException.
             assert_eq!(
                 compile(&chain).evaluate(&p),

@@ -1,5 +1,5 @@
 //! Read throughput benchmark of the engine, for the bench binary and
-//! `examples/io_read_bench.rs`.
+//! `bench/io_read.rs`.
 //!
 //! Reads `op_size_bytes` ranges at pseudo-random op-aligned offsets of a file whose pages are
 //! in the page cache (the file is read once before timing), `batch_ops` ops per `read_batch`,

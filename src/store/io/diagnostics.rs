@@ -10,7 +10,7 @@
 use std::fmt;
 use std::io;
 
-use super::IoConfig;
+use super::config::IoConfig;
 
 /// Env var that lets the store read with pread(2) when io_uring cannot be set up. The config
 /// module maps it onto [`IoConfig::allow_pread_fallback`].

@@ -4,7 +4,7 @@
 use std::io;
 use std::os::unix::fs::FileExt;
 
-use super::{ReadOp, ReadOpError};
+use super::op::{ReadOp, ReadOpError};
 
 /// The scratch buffer keeps at most this much capacity between batches; RocketMQ's default
 /// `maxMessageSize` is 4 MiB, so one max-size message fits without reallocating.

@@ -22,8 +22,10 @@ use std::sync::{Arc, Weak};
 
 use io_uring::{opcode, types, IoUring};
 
+use super::config::FIXED_BUFFER_ALIGN_BYTES;
 use super::diagnostics::SetupStage;
-use super::{EngineShared, ReadOp, ReadOpError, FIXED_BUFFER_ALIGN_BYTES};
+use super::op::{ReadOp, ReadOpError};
+use super::shared::EngineShared;
 
 /// How often one SQE may complete with `EINTR`/`EAGAIN` and be resubmitted before the op fails.
 /// Regular files do not return these in practice; the bound keeps a misbehaving kernel or

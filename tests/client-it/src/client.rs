@@ -172,6 +172,20 @@ pub async fn ensure_topic(producer: &mut DefaultMQProducer, topic: &str, queues:
     }
 }
 
+/// Starts a producer of a new group and creates `topic` with [`TEST_TOPIC_QUEUES`] queues
+/// through it, or relies on auto-creation if the broker refuses (see [`ensure_topic`]).
+pub async fn start_producer_with_topic(
+    env: &ClientEnv,
+    namesrv_addr: &str,
+    topic: &str,
+) -> DefaultMQProducer {
+    let mut producer = start_producer(env, namesrv_addr, &unique_name("it_pg"))
+        .await
+        .expect("start producer");
+    ensure_topic(&mut producer, topic, TEST_TOPIC_QUEUES).await;
+    producer
+}
+
 /// Starts a clustering push consumer for `group` on `topic` ("*"), consuming from the first
 /// offset, with `listener`.
 pub async fn start_push_consumer<L>(
@@ -233,6 +247,15 @@ pub async fn shutdown_producer(mut producer: DefaultMQProducer) {
         .is_err()
     {
         eprintln!("[client-it] producer shutdown timed out");
+    }
+}
+
+/// Shuts down a producer that was shared (as an `Arc`) with send tasks such as
+/// [`crate::scenarios::send_range`]; every one of them must have finished.
+pub async fn shutdown_shared_producer(producer: Arc<DefaultMQProducer>) {
+    match Arc::try_unwrap(producer) {
+        Ok(producer) => shutdown_producer(producer).await,
+        Err(_) => unreachable!("all send tasks have finished"),
     }
 }
 

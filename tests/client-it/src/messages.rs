@@ -156,6 +156,13 @@ impl DeliveryLog {
         self.lock().deliveries.len()
     }
 
+    /// Whether every seq of `seqs` was delivered at least once.
+    pub fn has_all(&self, seqs: std::ops::Range<u64>) -> bool {
+        let state = self.lock();
+        seqs.into_iter()
+            .all(|seq| state.deliveries.contains_key(&seq))
+    }
+
     pub fn snapshot(&self) -> DeliveryState {
         self.lock().clone()
     }
@@ -170,19 +177,31 @@ impl DeliveryLog {
 }
 
 impl DeliveryState {
+    /// Asserts that no delivered message had a content problem (nor was a foreign one).
+    #[track_caller]
+    pub fn assert_no_problems(&self) {
+        assert_eq!(
+            self.problem_count, 0,
+            "content problems: {:#?}",
+            self.problems
+        );
+    }
+
+    /// The seqs of `expected` that were never delivered, ascending.
+    pub fn missing(&self, expected: impl IntoIterator<Item = u64>) -> Vec<u64> {
+        let mut missing: Vec<u64> = expected
+            .into_iter()
+            .filter(|seq| !self.deliveries.contains_key(seq))
+            .collect();
+        missing.sort_unstable();
+        missing
+    }
+
     /// Asserts every seq in `expected` was delivered exactly once, nothing else was, and
     /// contents matched. `who` names the consumer in the failure message.
     pub fn assert_exactly_once(&self, who: &str, expected: impl IntoIterator<Item = u64>) {
         let expected: HashSet<u64> = expected.into_iter().collect();
-        let missing: Vec<u64> = {
-            let mut missing: Vec<u64> = expected
-                .iter()
-                .copied()
-                .filter(|seq| !self.deliveries.contains_key(seq))
-                .collect();
-            missing.sort_unstable();
-            missing
-        };
+        let missing = self.missing(expected.iter().copied());
         let duplicates: Vec<(u64, u32)> = self
             .deliveries
             .iter()
@@ -239,6 +258,19 @@ mod tests {
         assert_eq!(msg.property(PROP_SEQ), Some("42"));
         assert_eq!(msg.property(PROP_TEXT), Some(expected_text(42).as_str()));
         assert_eq!(msg.body_slice(), expected_body("run", 42).as_slice());
+    }
+
+    #[test]
+    fn missing_and_has_all_see_the_gap() {
+        let log = DeliveryLog::default();
+        for seq in [0, 2] {
+            let mut ext = MessageExt::default();
+            ext.set_message_inner(build_message("T", "run", seq));
+            log.record(&ext, "run");
+        }
+        assert!(log.has_all(0..1));
+        assert!(!log.has_all(0..3));
+        assert_eq!(log.snapshot().missing([3, 1, 0]), vec![1, 3]);
     }
 
     #[test]

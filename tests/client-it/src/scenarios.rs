@@ -7,17 +7,17 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rocketmq_client_rust::{
-    ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, DefaultMQProducer, MessageSelector,
-    SendStatus,
+    ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, DefaultLitePullConsumer,
+    DefaultMQProducer, DefaultMQPushConsumer, MessageSelector, SendStatus,
 };
 use rocketmq_model::common::message::message_ext::MessageExt;
 use rocketmq_model::common::message::message_single::Message;
 
 use crate::client::{
-    ensure_topic, shutdown_lite_pull_consumer, shutdown_producer, shutdown_push_consumer,
-    start_lite_pull_consumer, start_lite_pull_consumer_with_selector, start_producer,
-    start_push_consumer, start_push_consumer_with_selector, unique_name, wait_until, ClientEnv,
-    SEND_TIMEOUT_MS, TEST_TOPIC_QUEUES,
+    shutdown_lite_pull_consumer, shutdown_producer, shutdown_push_consumer,
+    shutdown_shared_producer, start_lite_pull_consumer, start_lite_pull_consumer_with_selector,
+    start_producer_with_topic, start_push_consumer, start_push_consumer_with_selector, unique_name,
+    wait_until, ClientEnv, SEND_TIMEOUT_MS, TEST_TOPIC_QUEUES,
 };
 use crate::messages::{build_message, seq_of_body, DeliveryLog};
 
@@ -93,9 +93,26 @@ pub async fn send_range(
     total
 }
 
+/// A log a consumer records each delivered message of a run in.
+pub trait RecordsDeliveries: Send + Sync + 'static {
+    fn record_delivery(&self, msg: &MessageExt, run: &str);
+}
+
+impl RecordsDeliveries for DeliveryLog {
+    fn record_delivery(&self, msg: &MessageExt, run: &str) {
+        self.record(msg, run);
+    }
+}
+
+impl RecordsDeliveries for FilterLog {
+    fn record_delivery(&self, msg: &MessageExt, run: &str) {
+        self.record(msg, run);
+    }
+}
+
 /// A push-consumer listener that records every message in `log` and acknowledges it.
-pub fn recording_listener(
-    log: Arc<DeliveryLog>,
+pub fn recording_listener<L: RecordsDeliveries>(
+    log: Arc<L>,
     run: String,
 ) -> impl Fn(
     &[&MessageExt],
@@ -106,7 +123,7 @@ pub fn recording_listener(
        + 'static {
     move |msgs: &[&MessageExt], _context: &ConsumeConcurrentlyContext| {
         for msg in msgs {
-            log.record(msg, &run);
+            log.record_delivery(msg, &run);
         }
         Ok(ConsumeConcurrentlyStatus::ConsumeSuccess)
     }
@@ -119,31 +136,8 @@ pub async fn send_and_consume(namesrv_addr: &str, message_count: u64) {
     let run = unique_name("r");
     let topic = unique_name("it_sc");
     let env = ClientEnv::new("send-consume").expect("client runtime");
-
-    let mut producer = start_producer(&env, namesrv_addr, &unique_name("it_pg"))
-        .await
-        .expect("start producer");
-    ensure_topic(&mut producer, &topic, TEST_TOPIC_QUEUES).await;
-    let producer = Arc::new(producer);
-    let send_started = Instant::now();
-    let sent = send_range(Arc::clone(&producer), &topic, &run, 0..message_count, false).await;
-    eprintln!(
-        "[client-it] sent {} of {message_count} in {:.1} s to queues {:?}",
-        sent.acked.len(),
-        send_started.elapsed().as_secs_f64(),
-        sent.queues
-    );
-    assert!(
-        sent.failures.is_empty(),
-        "{} sends failed, first: {:?}",
-        sent.failures.len(),
-        &sent.failures[..sent.failures.len().min(5)]
-    );
-    assert!(
-        sent.queues.len() >= TEST_TOPIC_QUEUES as usize,
-        "messages went to queues {:?}, expected at least {TEST_TOPIC_QUEUES}",
-        sent.queues
-    );
+    let producer = Arc::new(start_producer_with_topic(&env, namesrv_addr, &topic).await);
+    let sent = send_all_to_every_queue(&producer, &topic, &run, message_count).await;
 
     let push_log = Arc::new(DeliveryLog::default());
     let pull_log = Arc::new(DeliveryLog::default());
@@ -162,33 +156,17 @@ pub async fn send_and_consume(namesrv_addr: &str, message_count: u64) {
         .expect("start lite pull consumer");
 
     let target = message_count as usize;
-    let deadline = Instant::now() + CONSUME_TIMEOUT;
-    let mut grace_until: Option<Instant> = None;
-    loop {
-        for msg in pull.poll_with_timeout(POLL_TIMEOUT_MS).await {
-            pull_log.record(&msg, &run);
-        }
-        let now = Instant::now();
-        let all_in = push_log.distinct() >= target && pull_log.distinct() >= target;
-        match grace_until {
-            None if all_in => {
-                eprintln!(
-                    "[client-it] both consumers had all {target} after {:.1} s",
-                    consume_started.elapsed().as_secs_f64()
-                );
-                grace_until = Some(now + DUPLICATE_GRACE);
-            }
-            Some(until) if now >= until => break,
-            _ if now >= deadline => break,
-            _ => {}
-        }
-    }
+    poll_until_all_then_grace(
+        &pull,
+        |msg| pull_log.record(msg, &run),
+        || push_log.distinct() >= target && pull_log.distinct() >= target,
+        consume_started,
+        &format!("both consumers had all {target}"),
+    )
+    .await;
     shutdown_lite_pull_consumer(pull).await;
     shutdown_push_consumer(push).await;
-    match Arc::try_unwrap(producer) {
-        Ok(producer) => shutdown_producer(producer).await,
-        Err(_) => unreachable!("all send tasks have finished"),
-    }
+    shutdown_shared_producer(producer).await;
     env.shutdown().await;
 
     let push_state = push_log.snapshot();
@@ -203,6 +181,71 @@ pub async fn send_and_consume(namesrv_addr: &str, message_count: u64) {
     );
     push_state.assert_exactly_once("push consumer", sent.acked.iter().copied());
     pull_state.assert_exactly_once("lite pull consumer", sent.acked.iter().copied());
+}
+
+/// Sends messages `0..message_count` of run `run` and asserts that every send was
+/// acknowledged and that the broker spread them over at least [`TEST_TOPIC_QUEUES`] queues
+/// (so that both consumers read several queues).
+async fn send_all_to_every_queue(
+    producer: &Arc<DefaultMQProducer>,
+    topic: &str,
+    run: &str,
+    message_count: u64,
+) -> SendOutcome {
+    let send_started = Instant::now();
+    let sent = send_range(Arc::clone(producer), topic, run, 0..message_count, false).await;
+    eprintln!(
+        "[client-it] sent {} of {message_count} in {:.1} s to queues {:?}",
+        sent.acked.len(),
+        send_started.elapsed().as_secs_f64(),
+        sent.queues
+    );
+    assert!(
+        sent.failures.is_empty(),
+        "{} sends failed, first: {:?}",
+        sent.failures.len(),
+        &sent.failures[..sent.failures.len().min(5)]
+    );
+    assert!(
+        sent.queues.len() >= TEST_TOPIC_QUEUES as usize,
+        "messages went to queues {:?}, expected at least {TEST_TOPIC_QUEUES}",
+        sent.queues
+    );
+    sent
+}
+
+/// Polls the lite pull consumer `pull`, handing every message to `record`, until `all_in`
+/// holds (checked after each poll) and then for [`DUPLICATE_GRACE`] more, so that duplicates
+/// that come after the last new message are seen too; gives up [`CONSUME_TIMEOUT`] after the
+/// call. It asserts nothing: the caller checks the recorded deliveries afterwards, which also
+/// catches a timeout. Prints `what` and the time since `started` once `all_in` holds.
+pub async fn poll_until_all_then_grace(
+    pull: &DefaultLitePullConsumer,
+    mut record: impl FnMut(&MessageExt),
+    all_in: impl Fn() -> bool,
+    started: Instant,
+    what: &str,
+) {
+    let deadline = Instant::now() + CONSUME_TIMEOUT;
+    let mut grace_until: Option<Instant> = None;
+    loop {
+        for msg in pull.poll_with_timeout(POLL_TIMEOUT_MS).await {
+            record(&msg);
+        }
+        let now = Instant::now();
+        match grace_until {
+            None if all_in() => {
+                eprintln!(
+                    "[client-it] {what} after {:.1} s",
+                    started.elapsed().as_secs_f64()
+                );
+                grace_until = Some(now + DUPLICATE_GRACE);
+            }
+            Some(until) if now >= until => break,
+            _ if now >= deadline => break,
+            _ => {}
+        }
+    }
 }
 
 /// Waits until `log` has `count` distinct seqs, up to `timeout`; returns whether it did.
@@ -359,13 +402,47 @@ pub async fn filters(namesrv_addr: &str, message_count: u64) {
     let run = unique_name("r");
     let topic = unique_name("it_filter");
     let env = ClientEnv::new("filters").expect("client runtime");
-    let mut producer = start_producer(&env, namesrv_addr, &unique_name("it_pg"))
-        .await
-        .expect("start producer");
-    ensure_topic(&mut producer, &topic, TEST_TOPIC_QUEUES).await;
+    let producer = start_producer_with_topic(&env, namesrv_addr, &topic).await;
+    send_filter_messages(&producer, &topic, &run, message_count).await;
+
+    let logs = FilterLogs::default();
+    let started = Instant::now();
+    let consumers = FilterConsumers::start(&env, namesrv_addr, &topic, &run, &logs).await;
+    let tag_expected = (0..message_count)
+        .filter(|&s| filter_tag_matches(s))
+        .count();
+    let sql_expected = (0..message_count)
+        .filter(|&s| filter_sql_matches(s))
+        .count();
+    poll_until_all_then_grace(
+        &consumers.sql_pull,
+        |msg| logs.sql_pull.record(msg, &run),
+        || {
+            logs.tag_push.distinct() >= tag_expected
+                && logs.sql_push.distinct() >= sql_expected
+                && logs.sql_pull.distinct() >= sql_expected
+        },
+        started,
+        &format!("filtered consumers had all ({tag_expected} by tag, {sql_expected} by SQL92)"),
+    )
+    .await;
+    consumers.shutdown().await;
+    shutdown_producer(producer).await;
+    env.shutdown().await;
+
+    logs.assert_exactly(message_count);
+}
+
+/// Sends filter messages `0..message_count` one by one; asserts every send was acknowledged.
+async fn send_filter_messages(
+    producer: &DefaultMQProducer,
+    topic: &str,
+    run: &str,
+    message_count: u64,
+) {
     let mut failures = Vec::new();
     for seq in 0..message_count {
-        let message = build_filter_message(&topic, &run, seq);
+        let message = build_filter_message(topic, run, seq);
         match producer.send_with_timeout(message, SEND_TIMEOUT_MS).await {
             Ok(Some(result)) if result.send_status == SendStatus::SendOk => {}
             Ok(other) => failures.push((seq, format!("not SEND_OK: {other:?}"))),
@@ -373,101 +450,95 @@ pub async fn filters(namesrv_addr: &str, message_count: u64) {
         }
     }
     assert!(failures.is_empty(), "send failures: {failures:?}");
+}
 
-    let tag_log = Arc::new(FilterLog::default());
-    let sql_push_log = Arc::new(FilterLog::default());
-    let sql_pull_log = Arc::new(FilterLog::default());
-    let recorder = |log: &Arc<FilterLog>| {
-        let (log, run) = (Arc::clone(log), run.clone());
-        move |msgs: &[&MessageExt], _context: &ConsumeConcurrentlyContext| {
-            for msg in msgs {
-                log.record(msg, &run);
-            }
-            Ok(ConsumeConcurrentlyStatus::ConsumeSuccess)
-        }
-    };
-    let started = Instant::now();
-    let tag_push = start_push_consumer_with_selector(
-        &env,
-        namesrv_addr,
-        &unique_name("it_tag"),
-        &topic,
-        MessageSelector::by_tag(FILTER_TAG_EXPRESSION),
-        None,
-        recorder(&tag_log),
-    )
-    .await
-    .expect("start tag push consumer");
-    let sql_push = start_push_consumer_with_selector(
-        &env,
-        namesrv_addr,
-        &unique_name("it_sql"),
-        &topic,
-        MessageSelector::by_sql(FILTER_SQL_EXPRESSION),
-        None,
-        recorder(&sql_push_log),
-    )
-    .await
-    .expect("start SQL92 push consumer");
-    let sql_pull = start_lite_pull_consumer_with_selector(
-        &env,
-        namesrv_addr,
-        &unique_name("it_sqlpull"),
-        &topic,
-        MessageSelector::by_sql(FILTER_SQL_EXPRESSION),
-    )
-    .await
-    .expect("start SQL92 lite pull consumer");
+/// What each of the filter scenario's three consumers received.
+#[derive(Default)]
+struct FilterLogs {
+    tag_push: Arc<FilterLog>,
+    sql_push: Arc<FilterLog>,
+    sql_pull: Arc<FilterLog>,
+}
 
-    let tag_expected = (0..message_count)
-        .filter(|&s| filter_tag_matches(s))
-        .count();
-    let sql_expected = (0..message_count)
-        .filter(|&s| filter_sql_matches(s))
-        .count();
-    let deadline = Instant::now() + CONSUME_TIMEOUT;
-    let mut grace_until: Option<Instant> = None;
-    loop {
-        for msg in sql_pull.poll_with_timeout(POLL_TIMEOUT_MS).await {
-            sql_pull_log.record(&msg, &run);
-        }
-        let now = Instant::now();
-        let all_in = tag_log.distinct() >= tag_expected
-            && sql_push_log.distinct() >= sql_expected
-            && sql_pull_log.distinct() >= sql_expected;
-        match grace_until {
-            None if all_in => {
-                eprintln!(
-                    "[client-it] filtered consumers had all ({tag_expected} by tag, \
-                     {sql_expected} by SQL92) after {:.1} s",
-                    started.elapsed().as_secs_f64()
-                );
-                grace_until = Some(now + DUPLICATE_GRACE);
-            }
-            Some(until) if now >= until => break,
-            _ if now >= deadline => break,
-            _ => {}
+impl FilterLogs {
+    /// Asserts each consumer got exactly the messages of `0..sent` its expression matches.
+    fn assert_exactly(&self, sent: u64) {
+        self.tag_push.assert_exactly(
+            &format!("tag push consumer ({FILTER_TAG_EXPRESSION})"),
+            sent,
+            filter_tag_matches,
+        );
+        self.sql_push.assert_exactly(
+            &format!("SQL92 push consumer ({FILTER_SQL_EXPRESSION})"),
+            sent,
+            filter_sql_matches,
+        );
+        self.sql_pull.assert_exactly(
+            &format!("SQL92 lite pull consumer ({FILTER_SQL_EXPRESSION})"),
+            sent,
+            filter_sql_matches,
+        );
+    }
+}
+
+/// The filter scenario's consumers, each in a group of its own. The push consumers record
+/// into their [`FilterLogs`] themselves; the lite pull consumer's messages are recorded by
+/// whoever polls it.
+struct FilterConsumers {
+    tag_push: DefaultMQPushConsumer,
+    sql_push: DefaultMQPushConsumer,
+    sql_pull: DefaultLitePullConsumer,
+}
+
+impl FilterConsumers {
+    async fn start(
+        env: &ClientEnv,
+        namesrv_addr: &str,
+        topic: &str,
+        run: &str,
+        logs: &FilterLogs,
+    ) -> Self {
+        let tag_push = start_push_consumer_with_selector(
+            env,
+            namesrv_addr,
+            &unique_name("it_tag"),
+            topic,
+            MessageSelector::by_tag(FILTER_TAG_EXPRESSION),
+            None,
+            recording_listener(Arc::clone(&logs.tag_push), run.to_string()),
+        )
+        .await
+        .expect("start tag push consumer");
+        let sql_push = start_push_consumer_with_selector(
+            env,
+            namesrv_addr,
+            &unique_name("it_sql"),
+            topic,
+            MessageSelector::by_sql(FILTER_SQL_EXPRESSION),
+            None,
+            recording_listener(Arc::clone(&logs.sql_push), run.to_string()),
+        )
+        .await
+        .expect("start SQL92 push consumer");
+        let sql_pull = start_lite_pull_consumer_with_selector(
+            env,
+            namesrv_addr,
+            &unique_name("it_sqlpull"),
+            topic,
+            MessageSelector::by_sql(FILTER_SQL_EXPRESSION),
+        )
+        .await
+        .expect("start SQL92 lite pull consumer");
+        FilterConsumers {
+            tag_push,
+            sql_push,
+            sql_pull,
         }
     }
-    shutdown_lite_pull_consumer(sql_pull).await;
-    shutdown_push_consumer(sql_push).await;
-    shutdown_push_consumer(tag_push).await;
-    shutdown_producer(producer).await;
-    env.shutdown().await;
 
-    tag_log.assert_exactly(
-        &format!("tag push consumer ({FILTER_TAG_EXPRESSION})"),
-        message_count,
-        filter_tag_matches,
-    );
-    sql_push_log.assert_exactly(
-        &format!("SQL92 push consumer ({FILTER_SQL_EXPRESSION})"),
-        message_count,
-        filter_sql_matches,
-    );
-    sql_pull_log.assert_exactly(
-        &format!("SQL92 lite pull consumer ({FILTER_SQL_EXPRESSION})"),
-        message_count,
-        filter_sql_matches,
-    );
+    async fn shutdown(self) {
+        shutdown_lite_pull_consumer(self.sql_pull).await;
+        shutdown_push_consumer(self.sql_push).await;
+        shutdown_push_consumer(self.tag_push).await;
+    }
 }

@@ -15,12 +15,14 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ringmq_client_it::client::{ensure_topic, SEND_TIMEOUT_MS, TEST_TOPIC_QUEUES};
+use ringmq_client_it::client::SEND_TIMEOUT_MS;
 use ringmq_client_it::{
     build_message, check_message, run_bounded, shutdown_producer, shutdown_push_consumer,
-    start_producer, start_push_consumer, unique_name, wait_until, ClientEnv, TestBroker,
+    start_producer_with_topic, start_push_consumer, unique_name, wait_until, ClientEnv, TestBroker,
 };
-use rocketmq_client_rust::{ClientResult, ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus};
+use rocketmq_client_rust::{
+    ClientResult, ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, DefaultMQProducer,
+};
 use rocketmq_model::common::message::message_ext::MessageExt;
 
 const IDLE_BEFORE_MEASURING: Duration = Duration::from_secs(10);
@@ -34,96 +36,124 @@ const DELIVERY_TIMEOUT: Duration = Duration::from_secs(30);
 const TEST_TIMEOUT: Duration = Duration::from_secs(180);
 const WAIT_POLL_INTERVAL: Duration = Duration::from_millis(5);
 
+/// Seq -> when the consume callback first saw it.
+type ReceivedAt = Arc<Mutex<HashMap<u64, Instant>>>;
+
+fn lock(received: &ReceivedAt) -> std::sync::MutexGuard<'_, HashMap<u64, Instant>> {
+    received.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 #[test]
 fn idle_push_consumer_receives_new_message_within_50ms() {
     let broker = TestBroker::start(&[]).expect("start broker");
     run_bounded(
         "idle_push_consumer_receives_new_message_within_50ms",
         TEST_TIMEOUT,
-        async {
-            let namesrv = broker.namesrv_addr();
-            let run = unique_name("r");
-            let topic = unique_name("it_lp");
-            let env = ClientEnv::new("long-polling").expect("client runtime");
-            let mut producer = start_producer(&env, &namesrv, &unique_name("it_pg"))
-                .await
-                .expect("start producer");
-            ensure_topic(&mut producer, &topic, TEST_TOPIC_QUEUES).await;
-            // seq 0 is the warm-up message; it also makes the topic's route known.
-            producer
-                .send_with_timeout(build_message(&topic, &run, 0), SEND_TIMEOUT_MS)
-                .await
-                .expect("send warm-up message");
-
-            let received: Arc<Mutex<HashMap<u64, Instant>>> = Arc::default();
-            let listener = {
-                let received = Arc::clone(&received);
-                let run = run.clone();
-                move |msgs: &[&MessageExt],
-                      _context: &ConsumeConcurrentlyContext|
-                      -> ClientResult<ConsumeConcurrentlyStatus> {
-                    let now = Instant::now();
-                    let mut received = received.lock().unwrap_or_else(|p| p.into_inner());
-                    for msg in msgs {
-                        let seq = check_message(msg, &run).expect("message intact");
-                        received.entry(seq).or_insert(now);
-                    }
-                    Ok(ConsumeConcurrentlyStatus::ConsumeSuccess)
-                }
-            };
-            let consumer =
-                start_push_consumer(&env, &namesrv, &unique_name("it_lp_cg"), &topic, listener)
-                    .await
-                    .expect("start push consumer");
-            let warm = wait_until(WARMUP_TIMEOUT, WAIT_POLL_INTERVAL, || {
-                received
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .contains_key(&0)
-            })
-            .await;
-            assert!(
-                warm,
-                "warm-up message not consumed within {WARMUP_TIMEOUT:?}"
-            );
-            tokio::time::sleep(IDLE_BEFORE_MEASURING).await;
-
-            let mut returned_at = HashMap::new();
-            for seq in 1..=MEASURED_MESSAGES {
-                let result = producer
-                    .send_with_timeout(build_message(&topic, &run, seq), SEND_TIMEOUT_MS)
-                    .await;
-                returned_at.insert(seq, Instant::now());
-                result.expect("send measured message");
-                tokio::time::sleep(SEND_INTERVAL).await;
-            }
-            let all = wait_until(DELIVERY_TIMEOUT, WAIT_POLL_INTERVAL, || {
-                let received = received.lock().unwrap_or_else(|p| p.into_inner());
-                (1..=MEASURED_MESSAGES).all(|seq| received.contains_key(&seq))
-            })
-            .await;
-            shutdown_push_consumer(consumer).await;
-            shutdown_producer(producer).await;
-            env.shutdown().await;
-            assert!(
-                all,
-                "not every measured message arrived within {DELIVERY_TIMEOUT:?}"
-            );
-
-            let received = received.lock().unwrap_or_else(|p| p.into_inner());
-            let mut latencies: Vec<Duration> = (1..=MEASURED_MESSAGES)
-                .map(|seq| received[&seq].saturating_duration_since(returned_at[&seq]))
-                .collect();
-            eprintln!("[client-it] send-return -> consume latencies: {latencies:?}");
-            latencies.sort_unstable();
-            let median = latencies[latencies.len() / 2];
-            let max = latencies[latencies.len() - 1];
-            eprintln!("[client-it] median {median:?}, max {max:?}");
-            assert!(
-                median <= MAX_MEDIAN_LATENCY,
-                "median latency {median:?} > {MAX_MEDIAN_LATENCY:?} (long polling missing?)"
-            );
-            assert!(max < MAX_SINGLE_LATENCY, "a message waited {max:?}");
-        },
+        measure_idle_consumer_latency(broker.namesrv_addr()),
     );
+}
+
+async fn measure_idle_consumer_latency(namesrv: String) {
+    let run = unique_name("r");
+    let topic = unique_name("it_lp");
+    let env = ClientEnv::new("long-polling").expect("client runtime");
+    let producer = start_producer_with_topic(&env, &namesrv, &topic).await;
+    // seq 0 is the warm-up message; it also makes the topic's route known.
+    producer
+        .send_with_timeout(build_message(&topic, &run, 0), SEND_TIMEOUT_MS)
+        .await
+        .expect("send warm-up message");
+
+    let received: ReceivedAt = Arc::default();
+    let consumer = start_push_consumer(
+        &env,
+        &namesrv,
+        &unique_name("it_lp_cg"),
+        &topic,
+        timestamping_listener(Arc::clone(&received), run.clone()),
+    )
+    .await
+    .expect("start push consumer");
+    let warm = wait_until(WARMUP_TIMEOUT, WAIT_POLL_INTERVAL, || {
+        lock(&received).contains_key(&0)
+    })
+    .await;
+    assert!(
+        warm,
+        "warm-up message not consumed within {WARMUP_TIMEOUT:?}"
+    );
+    // Idle, so that the consumer's pull requests are parked in the broker when the measured
+    // messages arrive.
+    tokio::time::sleep(IDLE_BEFORE_MEASURING).await;
+
+    let returned_at = send_measured_messages(&producer, &topic, &run).await;
+    let all = wait_until(DELIVERY_TIMEOUT, WAIT_POLL_INTERVAL, || {
+        let received = lock(&received);
+        (1..=MEASURED_MESSAGES).all(|seq| received.contains_key(&seq))
+    })
+    .await;
+    shutdown_push_consumer(consumer).await;
+    shutdown_producer(producer).await;
+    env.shutdown().await;
+    assert!(
+        all,
+        "not every measured message arrived within {DELIVERY_TIMEOUT:?}"
+    );
+    assert_latencies(&lock(&received), &returned_at);
+}
+
+/// A push-consumer listener that checks every message and notes when it first arrived.
+fn timestamping_listener(
+    received: ReceivedAt,
+    run: String,
+) -> impl Fn(&[&MessageExt], &ConsumeConcurrentlyContext) -> ClientResult<ConsumeConcurrentlyStatus>
+       + Send
+       + Sync
+       + 'static {
+    move |msgs: &[&MessageExt], _context: &ConsumeConcurrentlyContext| {
+        let now = Instant::now();
+        let mut received = lock(&received);
+        for msg in msgs {
+            let seq = check_message(msg, &run).expect("message intact");
+            received.entry(seq).or_insert(now);
+        }
+        Ok(ConsumeConcurrentlyStatus::ConsumeSuccess)
+    }
+}
+
+/// Sends messages `1..=MEASURED_MESSAGES`, [`SEND_INTERVAL`] apart; returns when each send
+/// returned (the start of its latency).
+async fn send_measured_messages(
+    producer: &DefaultMQProducer,
+    topic: &str,
+    run: &str,
+) -> HashMap<u64, Instant> {
+    let mut returned_at = HashMap::new();
+    for seq in 1..=MEASURED_MESSAGES {
+        let result = producer
+            .send_with_timeout(build_message(topic, run, seq), SEND_TIMEOUT_MS)
+            .await;
+        returned_at.insert(seq, Instant::now());
+        result.expect("send measured message");
+        tokio::time::sleep(SEND_INTERVAL).await;
+    }
+    returned_at
+}
+
+/// Asserts the median send-return -> consume latency of the measured messages is at most
+/// [`MAX_MEDIAN_LATENCY`] and none reached [`MAX_SINGLE_LATENCY`].
+fn assert_latencies(received: &HashMap<u64, Instant>, returned_at: &HashMap<u64, Instant>) {
+    let mut latencies: Vec<Duration> = (1..=MEASURED_MESSAGES)
+        .map(|seq| received[&seq].saturating_duration_since(returned_at[&seq]))
+        .collect();
+    eprintln!("[client-it] send-return -> consume latencies: {latencies:?}");
+    latencies.sort_unstable();
+    let median = latencies[latencies.len() / 2];
+    let max = latencies[latencies.len() - 1];
+    eprintln!("[client-it] median {median:?}, max {max:?}");
+    assert!(
+        median <= MAX_MEDIAN_LATENCY,
+        "median latency {median:?} > {MAX_MEDIAN_LATENCY:?} (long polling missing?)"
+    );
+    assert!(max < MAX_SINGLE_LATENCY, "a message waited {max:?}");
 }

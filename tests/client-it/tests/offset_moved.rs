@@ -38,11 +38,12 @@ use ringmq_client_it::scenarios::{recording_listener, send_range, wait_for_disti
 use ringmq_client_it::{
     check_message, create_topic, run_bounded, shutdown_producer, shutdown_push_consumer,
     start_producer, start_push_consumer_with_selector, unique_name, wait_until, ClientEnv,
-    DeliveryLog, TestBroker,
+    DeliveryLog, DeliveryState, TestBroker,
 };
 use rocketmq_client_rust::{
     ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, DefaultMQAdminExt, DefaultMQProducer,
-    DefaultMQPullConsumer, MessageSelector, OffsetAdmin, PullResult, PullStatus,
+    DefaultMQPullConsumer, DefaultMQPushConsumer, MessageListenerConcurrently, MessageSelector,
+    OffsetAdmin, PullResult, PullStatus,
 };
 use rocketmq_model::common::message::message_queue::MessageQueue;
 
@@ -279,6 +280,41 @@ async fn shut_down(
     env.shutdown().await;
 }
 
+/// Reads the events of `group` and checks them against `expected` (see [`check_events`]).
+async fn assert_events(
+    puller: &DefaultMQPullConsumer,
+    event_queue: &MessageQueue,
+    who: &str,
+    group: &str,
+    expected: &[(&MessageQueue, i64, i64)],
+) {
+    let events = events_of(puller, event_queue, group).await;
+    check_events(who, &events, group, expected);
+}
+
+/// Starts a push consumer of `group` on every tag of `topic` with `listener`.
+async fn start_push_group<L>(
+    env: &ClientEnv,
+    namesrv: &str,
+    group: &str,
+    topic: &str,
+    listener: L,
+) -> rocketmq_client_rust::ClientResult<DefaultMQPushConsumer>
+where
+    L: MessageListenerConcurrently + Send + Sync + 'static,
+{
+    start_push_consumer_with_selector(
+        env,
+        namesrv,
+        group,
+        topic,
+        MessageSelector::by_tag("*"),
+        None,
+        listener,
+    )
+    .await
+}
+
 #[test]
 fn out_of_range_offsets_get_pull_offset_moved_and_an_event() {
     let mut broker = TestBroker::start(&[]).expect("start broker");
@@ -291,207 +327,261 @@ fn out_of_range_offsets_get_pull_offset_moved_and_an_event() {
     };
     let namesrv = process.namesrv_addr();
     let broker_addr = process.broker_addr();
-    run_bounded(TEST_NAME, TEST_TIMEOUT, async move {
-        let run = unique_name("r");
-        let topic = unique_name("it_moved");
-        let empty_topic = unique_name("it_moved_empty");
-        let pull_group = unique_name("it_moved_pull_cg");
-        let push_group = unique_name("it_moved_push_cg");
-        let env = ClientEnv::new("offset-moved").expect("client runtime");
+    run_bounded(
+        TEST_NAME,
+        TEST_TIMEOUT,
+        offsets_beyond_the_max(namesrv, broker_addr),
+    );
+}
 
-        let producer = producer_with_topics(&env, &namesrv, &[&topic, &empty_topic]).await;
-        let old = send_range(Arc::clone(&producer), &topic, &run, 0..OLD, false).await;
-        assert!(old.failures.is_empty(), "sends failed: {:?}", old.failures);
+async fn offsets_beyond_the_max(namesrv: String, broker_addr: String) {
+    let run = unique_name("r");
+    let topic = unique_name("it_moved");
+    let empty_topic = unique_name("it_moved_empty");
+    let pull_group = unique_name("it_moved_pull_cg");
+    let push_group = unique_name("it_moved_push_cg");
+    let env = ClientEnv::new("offset-moved").expect("client runtime");
 
-        // 1. Classic pulls out of range.
-        let puller = start_puller(&env, &namesrv, &pull_group).await;
-        let queues = sorted_queues(&puller, &topic).await;
-        assert_eq!(queues.len(), TEST_TOPIC_QUEUES as usize, "{queues:?}");
-        let mut max_offsets: BTreeMap<i32, i64> = BTreeMap::new();
-        for queue in &queues {
-            let max = puller.max_offset(queue).await.expect("max offset");
-            let min = puller.min_offset(queue).await.expect("min offset");
-            assert_eq!(min, 0, "min offset of {queue:?}");
-            max_offsets.insert(queue.queue_id(), max);
-            let moved = puller
-                .pull(queue, "*", FAR_OFFSET, PULL_BATCH)
-                .await
-                .expect("pull far beyond the max");
-            assert_moved(&moved, queue, FAR_OFFSET, max as u64);
-            assert_eq!(
-                (moved.min_offset(), moved.max_offset()),
-                (0, max as u64),
-                "min/max offsets of a moved pull on {queue:?}"
-            );
-            let at_max = puller
-                .pull(queue, "*", max, PULL_BATCH)
-                .await
-                .expect("pull at the max");
-            assert_eq!(
-                (at_max.pull_status(), at_max.next_begin_offset()),
-                (&PullStatus::NoNewMsg, max as u64),
-                "pull {queue:?} at its max {max}: {at_max}"
-            );
-        }
-        assert_eq!(
-            max_offsets.values().sum::<i64>(),
-            OLD as i64,
-            "every old message is in one of the queues: {max_offsets:?}"
-        );
-        let empty_queues = sorted_queues(&puller, &empty_topic).await;
-        let empty_queue = empty_queues
-            .first()
-            .expect("the empty topic has queues")
-            .clone();
-        let moved = puller
-            .pull(&empty_queue, "*", EMPTY_QUEUE_OFFSET, PULL_BATCH)
-            .await
-            .expect("pull an empty queue");
-        assert_moved(&moved, &empty_queue, EMPTY_QUEUE_OFFSET, 0);
-        eprintln!("[client-it] classic pulls moved as expected; max offsets {max_offsets:?}");
+    let producer = producer_with_topics(&env, &namesrv, &[&topic, &empty_topic]).await;
+    let old = send_range(Arc::clone(&producer), &topic, &run, 0..OLD, false).await;
+    assert!(old.failures.is_empty(), "sends failed: {:?}", old.failures);
 
-        // 2. A push consumer whose committed offsets are beyond the max.
-        let first_log = Arc::new(DeliveryLog::default());
-        let consumer = start_push_consumer_with_selector(
-            &env,
-            &namesrv,
-            &push_group,
-            &topic,
-            MessageSelector::by_tag("*"),
-            None,
-            recording_listener(Arc::clone(&first_log), run.clone()),
-        )
-        .await
-        .expect("start first push consumer");
-        let complete = wait_for_distinct(&first_log, OLD as usize, CONSUME_TIMEOUT).await;
-        assert!(
-            complete,
-            "first consumer got {} of {OLD}",
-            first_log.distinct()
-        );
-        shutdown_push_consumer(consumer).await;
-        tokio::time::sleep(SHUTDOWN_UPLOAD_SETTLE).await;
+    // 1. Classic pulls out of range.
+    let puller = start_puller(&env, &namesrv, &pull_group).await;
+    let queues = sorted_queues(&puller, &topic).await;
+    assert_eq!(queues.len(), TEST_TOPIC_QUEUES as usize, "{queues:?}");
+    let max_offsets = check_pulls_beyond_the_max(&puller, &queues).await;
+    let empty_queue = check_pull_on_an_empty_queue(&puller, &empty_topic).await;
+    eprintln!("[client-it] classic pulls moved as expected; max offsets {max_offsets:?}");
 
-        let mut admin = DefaultMQAdminExt::new(env.runtime());
-        admin.set_namesrv_addr(namesrv.clone());
-        admin.start().await.expect("start admin client");
-        for queue in &queues {
-            admin
-                .update_consume_offset(
-                    broker_addr.clone().into(),
-                    push_group.clone().into(),
-                    queue.clone(),
-                    FAR_OFFSET as u64,
-                )
-                .await
-                .unwrap_or_else(|error| panic!("commit {FAR_OFFSET} for {queue:?}: {error}"));
-        }
-        admin.shutdown().await;
-
-        let second_log = Arc::new(DeliveryLog::default());
-        let started = Instant::now();
-        let consumer = start_push_consumer_with_selector(
-            &env,
-            &namesrv,
-            &push_group,
-            &topic,
-            MessageSelector::by_tag("*"),
-            None,
-            recording_listener(Arc::clone(&second_log), run.clone()),
-        )
-        .await
-        .expect("start second push consumer");
-        let event_queue = event_queue(&puller).await;
-        // The broker stores the event before it answers the moved pull, so once every queue
-        // has one, every queue's corrected offset is fixed and later messages lie beyond it.
-        let deadline = Instant::now() + MOVED_TIMEOUT;
-        let push_events = loop {
-            let events = events_of(&puller, &event_queue, &push_group).await;
-            let moved_queues: HashSet<i32> = events.iter().map(|event| event.queue_id).collect();
-            if moved_queues.len() == queues.len() || Instant::now() >= deadline {
-                break events;
-            }
-            tokio::time::sleep(WAIT_POLL_INTERVAL).await;
-        };
-        eprintln!(
-            "[client-it] {} OffsetMovedEvents for the push group after {:.1} s: {push_events:?}",
-            push_events.len(),
-            started.elapsed().as_secs_f64()
-        );
-        assert_eq!(
-            push_events
-                .iter()
-                .map(|event| event.queue_id)
-                .collect::<HashSet<_>>()
-                .len(),
-            queues.len(),
-            "the second push consumer did not pull every queue at {FAR_OFFSET} within {} s",
-            MOVED_TIMEOUT.as_secs()
-        );
-
-        let new = send_range(Arc::clone(&producer), &topic, &run, OLD..OLD + NEW, false).await;
-        assert!(new.failures.is_empty(), "sends failed: {:?}", new.failures);
-        let all_new = wait_until(CONSUME_TIMEOUT, WAIT_POLL_INTERVAL, || {
-            let state = second_log.snapshot();
-            (OLD..OLD + NEW).all(|seq| state.deliveries.contains_key(&seq))
-        })
+    // 2. A push consumer whose committed offsets are beyond the max.
+    consume_all_old(&env, &namesrv, &push_group, &topic, &run).await;
+    commit_far_offsets(&env, &namesrv, &broker_addr, &push_group, &queues).await;
+    let second_log = Arc::new(DeliveryLog::default());
+    let started = Instant::now();
+    let consumer = start_push_group(
+        &env,
+        &namesrv,
+        &push_group,
+        &topic,
+        recording_listener(Arc::clone(&second_log), run.clone()),
+    )
+    .await
+    .expect("start second push consumer");
+    let event_queue = event_queue(&puller).await;
+    wait_for_a_moved_pull_per_queue(&puller, &event_queue, &push_group, queues.len(), started)
         .await;
-        eprintln!(
-            "[client-it] moved consumer had all new messages: {all_new} after {:.1} s",
-            started.elapsed().as_secs_f64()
-        );
-        tokio::time::sleep(DUPLICATE_GRACE).await;
-        shutdown_push_consumer(consumer).await;
-        let state = second_log.snapshot();
+
+    let new = send_range(Arc::clone(&producer), &topic, &run, OLD..OLD + NEW, false).await;
+    assert!(new.failures.is_empty(), "sends failed: {:?}", new.failures);
+    let all_new = wait_until(CONSUME_TIMEOUT, WAIT_POLL_INTERVAL, || {
+        second_log.has_all(OLD..OLD + NEW)
+    })
+    .await;
+    eprintln!(
+        "[client-it] moved consumer had all new messages: {all_new} after {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    tokio::time::sleep(DUPLICATE_GRACE).await;
+    shutdown_push_consumer(consumer).await;
+    assert_only_new_ones_once(&second_log.snapshot());
+
+    // 3. The events, read once more now that everything has settled.
+    let beyond_the_max: Vec<(&MessageQueue, i64, i64)> = queues
+        .iter()
+        .map(|queue| (queue, FAR_OFFSET, max_offsets[&queue.queue_id()]))
+        .collect();
+    assert_events(
+        &puller,
+        &event_queue,
+        "push group",
+        &push_group,
+        &beyond_the_max,
+    )
+    .await;
+    let mut pull_expected = beyond_the_max.clone();
+    pull_expected.push((&empty_queue, EMPTY_QUEUE_OFFSET, 0));
+    assert_events(
+        &puller,
+        &event_queue,
+        "classic pull group",
+        &pull_group,
+        &pull_expected,
+    )
+    .await;
+
+    shut_down(env, puller, producer).await;
+}
+
+/// On every queue (min offset 0): a pull at [`FAR_OFFSET`] is moved to the max, with the
+/// queue's min and max in the result, and a pull at the max finds no new message. Asserts the
+/// queues hold the [`OLD`] messages between them; returns each queue's max offset.
+async fn check_pulls_beyond_the_max(
+    puller: &DefaultMQPullConsumer,
+    queues: &[MessageQueue],
+) -> BTreeMap<i32, i64> {
+    let mut max_offsets: BTreeMap<i32, i64> = BTreeMap::new();
+    for queue in queues {
+        let max = puller.max_offset(queue).await.expect("max offset");
+        let min = puller.min_offset(queue).await.expect("min offset");
+        assert_eq!(min, 0, "min offset of {queue:?}");
+        max_offsets.insert(queue.queue_id(), max);
+        let moved = puller
+            .pull(queue, "*", FAR_OFFSET, PULL_BATCH)
+            .await
+            .expect("pull far beyond the max");
+        assert_moved(&moved, queue, FAR_OFFSET, max as u64);
         assert_eq!(
-            state.problem_count, 0,
-            "content problems: {:#?}",
-            state.problems
+            (moved.min_offset(), moved.max_offset()),
+            (0, max as u64),
+            "min/max offsets of a moved pull on {queue:?}"
         );
-        let missing: Vec<u64> = (OLD..OLD + NEW)
-            .filter(|seq| !state.deliveries.contains_key(seq))
-            .collect();
-        assert!(
-            missing.is_empty(),
-            "messages sent after the offsets were corrected never arrived: {missing:?}"
+        let at_max = puller
+            .pull(queue, "*", max, PULL_BATCH)
+            .await
+            .expect("pull at the max");
+        assert_eq!(
+            (at_max.pull_status(), at_max.next_begin_offset()),
+            (&PullStatus::NoNewMsg, max as u64),
+            "pull {queue:?} at its max {max}: {at_max}"
         );
-        let duplicates: Vec<(&u64, &u32)> = state
-            .deliveries
-            .iter()
-            .filter(|(_, &count)| count > 1)
-            .collect();
-        assert!(
-            duplicates.is_empty(),
-            "delivered more than once: {duplicates:?}"
-        );
-        let old_again: Vec<&u64> = state.deliveries.range(..OLD).map(|(seq, _)| seq).collect();
-        assert!(
-            old_again.is_empty(),
-            "the offsets were corrected to the max, yet old messages came again: {old_again:?}"
-        );
+    }
+    assert_eq!(
+        max_offsets.values().sum::<i64>(),
+        OLD as i64,
+        "every old message is in one of the queues: {max_offsets:?}"
+    );
+    max_offsets
+}
 
-        // 3. The events, read once more now that everything has settled.
-        let push_expected: Vec<(&MessageQueue, i64, i64)> = queues
-            .iter()
-            .map(|queue| (queue, FAR_OFFSET, max_offsets[&queue.queue_id()]))
-            .collect();
-        let push_events = events_of(&puller, &event_queue, &push_group).await;
-        check_events("push group", &push_events, &push_group, &push_expected);
-        let mut pull_expected: Vec<(&MessageQueue, i64, i64)> = queues
-            .iter()
-            .map(|queue| (queue, FAR_OFFSET, max_offsets[&queue.queue_id()]))
-            .collect();
-        pull_expected.push((&empty_queue, EMPTY_QUEUE_OFFSET, 0));
-        let pull_events = events_of(&puller, &event_queue, &pull_group).await;
-        check_events(
-            "classic pull group",
-            &pull_events,
-            &pull_group,
-            &pull_expected,
-        );
+/// A pull at [`EMPTY_QUEUE_OFFSET`] on the first queue of `empty_topic` is moved to 0;
+/// returns that queue.
+async fn check_pull_on_an_empty_queue(
+    puller: &DefaultMQPullConsumer,
+    empty_topic: &str,
+) -> MessageQueue {
+    let empty_queues = sorted_queues(puller, empty_topic).await;
+    let empty_queue = empty_queues
+        .first()
+        .expect("the empty topic has queues")
+        .clone();
+    let moved = puller
+        .pull(&empty_queue, "*", EMPTY_QUEUE_OFFSET, PULL_BATCH)
+        .await
+        .expect("pull an empty queue");
+    assert_moved(&moved, &empty_queue, EMPTY_QUEUE_OFFSET, 0);
+    empty_queue
+}
 
-        shut_down(env, puller, producer).await;
-    });
+/// A first push consumer of `group` consumes every old message and is shut down; its offset
+/// upload then gets [`SHUTDOWN_UPLOAD_SETTLE`] to reach the broker, so that it cannot land
+/// after (and undo) the offsets the admin commits next.
+async fn consume_all_old(env: &ClientEnv, namesrv: &str, group: &str, topic: &str, run: &str) {
+    let first_log = Arc::new(DeliveryLog::default());
+    let consumer = start_push_group(
+        env,
+        namesrv,
+        group,
+        topic,
+        recording_listener(Arc::clone(&first_log), run.to_string()),
+    )
+    .await
+    .expect("start first push consumer");
+    let complete = wait_for_distinct(&first_log, OLD as usize, CONSUME_TIMEOUT).await;
+    assert!(
+        complete,
+        "first consumer got {} of {OLD}",
+        first_log.distinct()
+    );
+    shutdown_push_consumer(consumer).await;
+    tokio::time::sleep(SHUTDOWN_UPLOAD_SETTLE).await;
+}
+
+/// Sets `group`'s committed offset of every queue to [`FAR_OFFSET`] with the admin client
+/// (UPDATE_CONSUMER_OFFSET to the broker at `broker_addr`).
+async fn commit_far_offsets(
+    env: &ClientEnv,
+    namesrv: &str,
+    broker_addr: &str,
+    group: &str,
+    queues: &[MessageQueue],
+) {
+    let mut admin = DefaultMQAdminExt::new(env.runtime());
+    admin.set_namesrv_addr(namesrv.to_string());
+    admin.start().await.expect("start admin client");
+    for queue in queues {
+        admin
+            .update_consume_offset(
+                broker_addr.to_string().into(),
+                group.to_string().into(),
+                queue.clone(),
+                FAR_OFFSET as u64,
+            )
+            .await
+            .unwrap_or_else(|error| panic!("commit {FAR_OFFSET} for {queue:?}: {error}"));
+    }
+    admin.shutdown().await;
+}
+
+/// Waits up to [`MOVED_TIMEOUT`] until `group` has an OffsetMovedEvent for each of the
+/// `queue_count` queues, and asserts it does.
+async fn wait_for_a_moved_pull_per_queue(
+    puller: &DefaultMQPullConsumer,
+    event_queue: &MessageQueue,
+    group: &str,
+    queue_count: usize,
+    started: Instant,
+) {
+    // The broker stores the event before it answers the moved pull, so once every queue
+    // has one, every queue's corrected offset is fixed and later messages lie beyond it.
+    let deadline = Instant::now() + MOVED_TIMEOUT;
+    let push_events = loop {
+        let events = events_of(puller, event_queue, group).await;
+        let moved_queues: HashSet<i32> = events.iter().map(|event| event.queue_id).collect();
+        if moved_queues.len() == queue_count || Instant::now() >= deadline {
+            break events;
+        }
+        tokio::time::sleep(WAIT_POLL_INTERVAL).await;
+    };
+    eprintln!(
+        "[client-it] {} OffsetMovedEvents for the push group after {:.1} s: {push_events:?}",
+        push_events.len(),
+        started.elapsed().as_secs_f64()
+    );
+    assert_eq!(
+        push_events
+            .iter()
+            .map(|event| event.queue_id)
+            .collect::<HashSet<_>>()
+            .len(),
+        queue_count,
+        "the second push consumer did not pull every queue at {FAR_OFFSET} within {} s",
+        MOVED_TIMEOUT.as_secs()
+    );
+}
+
+/// Asserts the moved push consumer got every new message exactly once and no old one.
+fn assert_only_new_ones_once(state: &DeliveryState) {
+    state.assert_no_problems();
+    let missing = state.missing(OLD..OLD + NEW);
+    assert!(
+        missing.is_empty(),
+        "messages sent after the offsets were corrected never arrived: {missing:?}"
+    );
+    let duplicates: Vec<(&u64, &u32)> = state
+        .deliveries
+        .iter()
+        .filter(|(_, &count)| count > 1)
+        .collect();
+    assert!(
+        duplicates.is_empty(),
+        "delivered more than once: {duplicates:?}"
+    );
+    let old_again: Vec<&u64> = state.deliveries.range(..OLD).map(|(seq, _)| seq).collect();
+    assert!(
+        old_again.is_empty(),
+        "the offsets were corrected to the max, yet old messages came again: {old_again:?}"
+    );
 }
 
 /// A push-consumer listener recording `(queue id, queue offset)` of every message (with its
@@ -551,155 +641,209 @@ fn offsets_below_the_min_are_moved_up_after_retention() {
         return;
     };
     let namesrv = process.namesrv_addr();
-    run_bounded(TOO_SMALL_TEST_NAME, TEST_TIMEOUT, async move {
-        let run = unique_name("r");
-        let topic = unique_name("it_small");
-        let pull_group = unique_name("it_small_pull_cg");
-        let push_group = unique_name("it_small_push_cg");
-        let env = ClientEnv::new("offset-too-small").expect("client runtime");
+    run_bounded(
+        TOO_SMALL_TEST_NAME,
+        TEST_TIMEOUT,
+        offsets_below_the_min(namesrv),
+    );
+}
 
-        let producer = producer_with_topics(&env, &namesrv, &[&topic]).await;
-        let sent = send_range(
-            Arc::clone(&producer),
-            &topic,
-            &run,
-            0..RETAINED_TEST_MESSAGES,
-            false,
-        )
-        .await;
+async fn offsets_below_the_min(namesrv: String) {
+    let run = unique_name("r");
+    let topic = unique_name("it_small");
+    let pull_group = unique_name("it_small_pull_cg");
+    let push_group = unique_name("it_small_push_cg");
+    let env = ClientEnv::new("offset-too-small").expect("client runtime");
+
+    let producer = producer_with_topics(&env, &namesrv, &[&topic]).await;
+    let sent = send_range(
+        Arc::clone(&producer),
+        &topic,
+        &run,
+        0..RETAINED_TEST_MESSAGES,
+        false,
+    )
+    .await;
+    assert!(
+        sent.failures.is_empty(),
+        "sends failed: {:?}",
+        sent.failures
+    );
+
+    let puller = start_puller(&env, &namesrv, &pull_group).await;
+    let queues = sorted_queues(&puller, &topic).await;
+    assert_eq!(queues.len(), TEST_TOPIC_QUEUES as usize, "{queues:?}");
+    wait_for_retention(&puller, &queues).await;
+    let ranges = check_pulls_below_the_min(&puller, &queues).await;
+    eprintln!("[client-it] after retention (min, max) per queue: {ranges:?}");
+
+    // A new group starting from the first offset pulls at 0 and is moved to the min.
+    let expected: BTreeMap<(i32, i64), u32> = ranges
+        .iter()
+        .flat_map(|(&queue_id, &(min, max))| (min..max).map(move |offset| ((queue_id, offset), 1)))
+        .collect();
+    let (got, problems) =
+        consume_from_the_first_offset(&env, &namesrv, &push_group, &topic, &run, &expected).await;
+    assert!(problems.is_empty(), "content problems: {problems:#?}");
+    assert_retained_exactly_once(&expected, &got);
+
+    let event_queue = event_queue(&puller).await;
+    let mut pull_expected = Vec::new();
+    let mut push_expected = Vec::new();
+    for queue in &queues {
+        let (min, _) = ranges[&queue.queue_id()];
+        pull_expected.push((queue, 0, min));
+        pull_expected.push((queue, min - 1, min));
+        push_expected.push((queue, 0, min));
+    }
+    assert_events(
+        &puller,
+        &event_queue,
+        "classic pull group",
+        &pull_group,
+        &pull_expected,
+    )
+    .await;
+    assert_events(
+        &puller,
+        &event_queue,
+        "push group",
+        &push_group,
+        &push_expected,
+    )
+    .await;
+
+    shut_down(env, puller, producer).await;
+}
+
+/// Waits until retention has deleted every CommitLog file but the one being written: every
+/// queue's min offset is above 0 (asserted within [`RETENTION_TIMEOUT`]), and then
+/// [`RETENTION_SETTLE`] more.
+async fn wait_for_retention(puller: &DefaultMQPullConsumer, queues: &[MessageQueue]) {
+    let deadline = Instant::now() + RETENTION_TIMEOUT;
+    loop {
+        let mut all_above_zero = true;
+        for queue in queues {
+            all_above_zero &= puller.min_offset(queue).await.expect("min offset") > 0;
+        }
+        if all_above_zero {
+            break;
+        }
         assert!(
-            sent.failures.is_empty(),
-            "sends failed: {:?}",
-            sent.failures
+            Instant::now() < deadline,
+            "retention did not raise every queue's min offset above 0 within {} s",
+            RETENTION_TIMEOUT.as_secs()
         );
+        tokio::time::sleep(WAIT_POLL_INTERVAL).await;
+    }
+    tokio::time::sleep(RETENTION_SETTLE).await;
+}
 
-        let puller = start_puller(&env, &namesrv, &pull_group).await;
-        let queues = sorted_queues(&puller, &topic).await;
-        assert_eq!(queues.len(), TEST_TOPIC_QUEUES as usize, "{queues:?}");
-
-        // Retention deletes every CommitLog file but the one being written.
-        let deadline = Instant::now() + RETENTION_TIMEOUT;
-        loop {
-            let mut all_above_zero = true;
-            for queue in &queues {
-                all_above_zero &= puller.min_offset(queue).await.expect("min offset") > 0;
-            }
-            if all_above_zero {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "retention did not raise every queue's min offset above 0 within {} s",
-                RETENTION_TIMEOUT.as_secs()
-            );
-            tokio::time::sleep(WAIT_POLL_INTERVAL).await;
-        }
-        tokio::time::sleep(RETENTION_SETTLE).await;
-        let mut ranges: BTreeMap<i32, (i64, i64)> = BTreeMap::new();
-        for queue in &queues {
-            let min = puller.min_offset(queue).await.expect("min offset");
-            let max = puller.max_offset(queue).await.expect("max offset");
-            assert!(0 < min && min < max, "{queue:?}: min {min}, max {max}");
-            ranges.insert(queue.queue_id(), (min, max));
-            for requested in [0, min - 1] {
-                let moved = puller
-                    .pull(queue, "*", requested, PULL_BATCH)
-                    .await
-                    .expect("pull below the min");
-                assert_moved(&moved, queue, requested, min as u64);
-            }
-            let found = puller
-                .pull(queue, "*", min, 1)
+/// On every queue (with 0 < min < max): pulls at 0 and at min - 1 are moved to the min, and a
+/// pull at the min finds the message there. Returns each queue's (min, max) offsets.
+async fn check_pulls_below_the_min(
+    puller: &DefaultMQPullConsumer,
+    queues: &[MessageQueue],
+) -> BTreeMap<i32, (i64, i64)> {
+    let mut ranges: BTreeMap<i32, (i64, i64)> = BTreeMap::new();
+    for queue in queues {
+        let min = puller.min_offset(queue).await.expect("min offset");
+        let max = puller.max_offset(queue).await.expect("max offset");
+        assert!(0 < min && min < max, "{queue:?}: min {min}, max {max}");
+        ranges.insert(queue.queue_id(), (min, max));
+        for requested in [0, min - 1] {
+            let moved = puller
+                .pull(queue, "*", requested, PULL_BATCH)
                 .await
-                .expect("pull at the min");
-            let first = found.msg_found_list().unwrap_or_default().first().cloned();
-            assert_eq!(
-                (found.pull_status(), first.map(|msg| msg.queue_offset())),
-                (&PullStatus::Found, Some(min)),
-                "pull {queue:?} at its min {min}: {found}"
-            );
+                .expect("pull below the min");
+            assert_moved(&moved, queue, requested, min as u64);
         }
-        eprintln!("[client-it] after retention (min, max) per queue: {ranges:?}");
-
-        // A new group starting from the first offset pulls at 0 and is moved to the min.
-        let deliveries = Arc::new(Mutex::new(BTreeMap::new()));
-        let problems = Arc::new(Mutex::new(Vec::new()));
-        let expected: BTreeMap<(i32, i64), u32> = ranges
-            .iter()
-            .flat_map(|(&queue_id, &(min, max))| {
-                (min..max).map(move |offset| ((queue_id, offset), 1))
-            })
-            .collect();
-        let started = Instant::now();
-        let consumer = start_push_consumer_with_selector(
-            &env,
-            &namesrv,
-            &push_group,
-            &topic,
-            MessageSelector::by_tag("*"),
-            None,
-            offset_recording_listener(Arc::clone(&deliveries), Arc::clone(&problems), run.clone()),
-        )
-        .await
-        .expect("start push consumer");
-        let complete = wait_until(CONSUME_TIMEOUT, WAIT_POLL_INTERVAL, || {
-            let got = deliveries
-                .lock()
-                .unwrap_or_else(|poison| poison.into_inner());
-            expected.keys().all(|key| got.contains_key(key))
-        })
-        .await;
-        eprintln!(
-            "[client-it] push consumer had every retained message: {complete} after {:.1} s",
-            started.elapsed().as_secs_f64()
+        let found = puller
+            .pull(queue, "*", min, 1)
+            .await
+            .expect("pull at the min");
+        let first = found.msg_found_list().unwrap_or_default().first().cloned();
+        assert_eq!(
+            (found.pull_status(), first.map(|msg| msg.queue_offset())),
+            (&PullStatus::Found, Some(min)),
+            "pull {queue:?} at its min {min}: {found}"
         );
-        tokio::time::sleep(DUPLICATE_GRACE).await;
-        shutdown_push_consumer(consumer).await;
+    }
+    ranges
+}
+
+/// Runs a push consumer of the new `group` (CONSUME_FROM_FIRST_OFFSET) until it has every
+/// `(queue id, offset)` of `expected` or [`CONSUME_TIMEOUT`] passes, then for
+/// [`DUPLICATE_GRACE`] more. Returns how often each `(queue id, offset)` was delivered and
+/// the content problems seen.
+async fn consume_from_the_first_offset(
+    env: &ClientEnv,
+    namesrv: &str,
+    group: &str,
+    topic: &str,
+    run: &str,
+    expected: &BTreeMap<(i32, i64), u32>,
+) -> (BTreeMap<(i32, i64), u32>, Vec<String>) {
+    let deliveries = Arc::new(Mutex::new(BTreeMap::new()));
+    let problems = Arc::new(Mutex::new(Vec::new()));
+    let started = Instant::now();
+    let consumer = start_push_group(
+        env,
+        namesrv,
+        group,
+        topic,
+        offset_recording_listener(
+            Arc::clone(&deliveries),
+            Arc::clone(&problems),
+            run.to_string(),
+        ),
+    )
+    .await
+    .expect("start push consumer");
+    let complete = wait_until(CONSUME_TIMEOUT, WAIT_POLL_INTERVAL, || {
         let got = deliveries
             .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
-            .clone();
-        let problems = problems
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
-            .clone();
-        assert!(problems.is_empty(), "content problems: {problems:#?}");
-        let missing: Vec<&(i32, i64)> = expected
-            .keys()
-            .filter(|key| !got.contains_key(key))
-            .collect();
-        let unexpected: Vec<(&(i32, i64), &u32)> = got
-            .iter()
-            .filter(|(key, count)| expected.get(key) != Some(count))
-            .collect();
-        assert!(
-            missing.is_empty() && unexpected.is_empty(),
-            "push consumer: {} retained messages missing (first {:?}); (queue, offset) -> count \
-             not exactly once in min..max: {:?}",
-            missing.len(),
-            &missing[..missing.len().min(20)],
-            &unexpected[..unexpected.len().min(20)]
-        );
+            .unwrap_or_else(|poison| poison.into_inner());
+        expected.keys().all(|key| got.contains_key(key))
+    })
+    .await;
+    eprintln!(
+        "[client-it] push consumer had every retained message: {complete} after {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    tokio::time::sleep(DUPLICATE_GRACE).await;
+    shutdown_push_consumer(consumer).await;
+    let got = deliveries
+        .lock()
+        .unwrap_or_else(|poison| poison.into_inner())
+        .clone();
+    let problems = problems
+        .lock()
+        .unwrap_or_else(|poison| poison.into_inner())
+        .clone();
+    (got, problems)
+}
 
-        let event_queue = event_queue(&puller).await;
-        let mut pull_expected = Vec::new();
-        let mut push_expected = Vec::new();
-        for queue in &queues {
-            let (min, _) = ranges[&queue.queue_id()];
-            pull_expected.push((queue, 0, min));
-            pull_expected.push((queue, min - 1, min));
-            push_expected.push((queue, 0, min));
-        }
-        let pull_events = events_of(&puller, &event_queue, &pull_group).await;
-        check_events(
-            "classic pull group",
-            &pull_events,
-            &pull_group,
-            &pull_expected,
-        );
-        let push_events = events_of(&puller, &event_queue, &push_group).await;
-        check_events("push group", &push_events, &push_group, &push_expected);
-
-        shut_down(env, puller, producer).await;
-    });
+/// Asserts `got` has every `(queue id, offset)` of `expected`, each exactly once, and nothing
+/// else.
+fn assert_retained_exactly_once(
+    expected: &BTreeMap<(i32, i64), u32>,
+    got: &BTreeMap<(i32, i64), u32>,
+) {
+    let missing: Vec<&(i32, i64)> = expected
+        .keys()
+        .filter(|key| !got.contains_key(key))
+        .collect();
+    let unexpected: Vec<(&(i32, i64), &u32)> = got
+        .iter()
+        .filter(|(key, count)| expected.get(key) != Some(count))
+        .collect();
+    assert!(
+        missing.is_empty() && unexpected.is_empty(),
+        "push consumer: {} retained messages missing (first {:?}); (queue, offset) -> count \
+         not exactly once in min..max: {:?}",
+        missing.len(),
+        &missing[..missing.len().min(20)],
+        &unexpected[..unexpected.len().min(20)]
+    );
 }

@@ -13,14 +13,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ringmq_client_it::client::{ensure_topic, TEST_TOPIC_QUEUES};
 use ringmq_client_it::scenarios::{recording_listener, send_range, wait_for_distinct};
 use ringmq_client_it::{
-    run_bounded, shutdown_producer, shutdown_push_consumer, skip_unless_restartable,
-    start_producer, start_push_consumer_with_selector, unique_name, wait_until, ClientEnv,
-    DeliveryLog, TestBroker,
+    run_bounded, shutdown_push_consumer, shutdown_shared_producer, skip_unless_restartable,
+    start_producer_with_topic, start_push_consumer_with_selector, unique_name, wait_until,
+    ClientEnv, DeliveryLog, DeliveryState, TestBroker,
 };
-use rocketmq_client_rust::MessageSelector;
+use rocketmq_client_rust::{DefaultMQPushConsumer, MessageSelector};
 
 /// Messages sent (and consumed) before the restart, and again after it.
 const BATCH: u64 = 200;
@@ -49,21 +48,14 @@ async fn send_with_new_producer(
     run: &str,
     seqs: std::ops::Range<u64>,
 ) {
-    let mut producer = start_producer(env, namesrv, &unique_name("it_pg"))
-        .await
-        .expect("start producer");
-    ensure_topic(&mut producer, topic, TEST_TOPIC_QUEUES).await;
-    let producer = Arc::new(producer);
+    let producer = Arc::new(start_producer_with_topic(env, namesrv, topic).await);
     let sent = send_range(Arc::clone(&producer), topic, run, seqs.clone(), false).await;
     assert!(
         sent.failures.is_empty(),
         "sends of {seqs:?} failed: {:?}",
         sent.failures
     );
-    match Arc::try_unwrap(producer) {
-        Ok(producer) => shutdown_producer(producer).await,
-        Err(_) => unreachable!("all send tasks have finished"),
-    }
+    shutdown_shared_producer(producer).await;
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,150 +106,190 @@ fn offset_resume(test_name: &str, between: Between) {
         return;
     }
     let namesrv = broker.namesrv_addr();
-    let broker = &mut broker;
-    run_bounded(test_name, TEST_TIMEOUT, async move {
-        let run = unique_name("r");
-        let topic = unique_name("it_offsets");
-        let group = unique_name("it_offsets_cg");
-        let env = ClientEnv::new("offset-resume").expect("client runtime");
+    run_bounded(
+        test_name,
+        TEST_TIMEOUT,
+        resume_across(test_name, between, &mut broker, namesrv),
+    );
+}
 
-        // Phase 1: send BATCH, consume all of them, commit.
-        send_with_new_producer(&env, &namesrv, &topic, &run, 0..BATCH).await;
-        let first_log = Arc::new(DeliveryLog::default());
-        let first_started = Instant::now();
-        let consumer = start_push_consumer_with_selector(
-            &env,
-            &namesrv,
-            &group,
-            &topic,
-            MessageSelector::by_tag("*"),
-            Some(PERSIST_OFFSET_INTERVAL_MS),
-            recording_listener(Arc::clone(&first_log), run.clone()),
-        )
-        .await
-        .expect("start first consumer");
-        let complete = wait_for_distinct(&first_log, BATCH as usize, CONSUME_TIMEOUT).await;
-        assert!(
-            complete,
-            "first consumer got {} of {BATCH}",
-            first_log.distinct()
-        );
+async fn resume_across(
+    test_name: &str,
+    between: Between,
+    broker: &mut TestBroker,
+    namesrv: String,
+) {
+    let run = unique_name("r");
+    let topic = unique_name("it_offsets");
+    let group = unique_name("it_offsets_cg");
+    let env = ClientEnv::new("offset-resume").expect("client runtime");
 
-        // The restart.
-        match between {
-            Between::Nothing => shutdown_push_consumer(consumer).await,
-            Between::GracefulBrokerRestart => {
-                // The consumer's shutdown sends its offsets; the broker's stop flushes them.
-                shutdown_push_consumer(consumer).await;
-                let process = broker.local_mut().expect("checked above: a local broker");
-                let status = process.stop().expect("graceful broker stop");
-                eprintln!("[client-it] broker stopped: {status}");
-                broker.restart().expect("restart the broker");
-            }
-            Between::BrokerSigkill => {
-                // The consumer stays up: only its periodic upload and the broker's periodic
-                // flush can have saved the offsets.
-                // The SIGKILL comes once the first periodic upload after the last message is
-                // due and the broker has flushed a few times since.
-                let upload_due = (first_started + CLIENT_FIRST_PERSIST_DELAY).max(Instant::now())
-                    + Duration::from_millis(PERSIST_OFFSET_INTERVAL_MS.into());
-                tokio::time::sleep_until((upload_due + FLUSH_MARGIN).into()).await;
-                if let Some(process) = broker.local_mut() {
-                    let path = process
-                        .store_root()
-                        .join("config")
-                        .join("consumerOffset.json");
-                    eprintln!(
-                        "[client-it] {} before SIGKILL: {:?}",
-                        path.display(),
-                        std::fs::read_to_string(&path)
-                    );
-                }
-                broker.kill_hard().expect("SIGKILL the broker");
-                let stopping = Instant::now();
-                shutdown_push_consumer(consumer).await;
-                eprintln!(
-                    "[client-it] first consumer shut down against a dead broker in {:.1} s",
-                    stopping.elapsed().as_secs_f64()
-                );
-                broker.restart().expect("restart the broker");
-            }
+    // Phase 1: send BATCH, consume all of them, commit.
+    send_with_new_producer(&env, &namesrv, &topic, &run, 0..BATCH).await;
+    let first_log = Arc::new(DeliveryLog::default());
+    let first_started = Instant::now();
+    let consumer = start_push_consumer_with_selector(
+        &env,
+        &namesrv,
+        &group,
+        &topic,
+        MessageSelector::by_tag("*"),
+        Some(PERSIST_OFFSET_INTERVAL_MS),
+        recording_listener(Arc::clone(&first_log), run.clone()),
+    )
+    .await
+    .expect("start first consumer");
+    let complete = wait_for_distinct(&first_log, BATCH as usize, CONSUME_TIMEOUT).await;
+    assert!(
+        complete,
+        "first consumer got {} of {BATCH}",
+        first_log.distinct()
+    );
+
+    restart(between, broker, consumer, first_started).await;
+
+    // Phase 2: BATCH more; a new consumer in the same group gets exactly those.
+    send_with_new_producer(&env, &namesrv, &topic, &run, BATCH..2 * BATCH).await;
+    let second_log = consume_resumed(&env, &namesrv, &group, &topic, &run).await;
+    env.shutdown().await;
+    assert_resumed(test_name, &second_log.snapshot());
+}
+
+/// The restart between the phases; the first consumer (`consumer`, started at
+/// `first_started`) is shut down in every case.
+async fn restart(
+    between: Between,
+    broker: &mut TestBroker,
+    consumer: DefaultMQPushConsumer,
+    first_started: Instant,
+) {
+    match between {
+        Between::Nothing => shutdown_push_consumer(consumer).await,
+        Between::GracefulBrokerRestart => {
+            // The consumer's shutdown sends its offsets; the broker's stop flushes them.
+            shutdown_push_consumer(consumer).await;
+            let process = broker.local_mut().expect("checked above: a local broker");
+            let status = process.stop().expect("graceful broker stop");
+            eprintln!("[client-it] broker stopped: {status}");
+            broker.restart().expect("restart the broker");
         }
+        Between::BrokerSigkill => {
+            sigkill_after_offset_flush(broker, consumer, first_started).await;
+            broker.restart().expect("restart the broker");
+        }
+    }
+}
 
-        // Phase 2: BATCH more; a new consumer in the same group gets exactly those.
-        send_with_new_producer(&env, &namesrv, &topic, &run, BATCH..2 * BATCH).await;
-        let second_log = Arc::new(DeliveryLog::default());
-        let resumed = Instant::now();
-        let consumer = start_push_consumer_with_selector(
-            &env,
-            &namesrv,
-            &group,
-            &topic,
-            MessageSelector::by_tag("*"),
-            None,
-            recording_listener(Arc::clone(&second_log), run.clone()),
-        )
-        .await
-        .expect("start second consumer");
-        let all_new = wait_until(CONSUME_TIMEOUT, WAIT_POLL_INTERVAL, || {
-            let state = second_log.snapshot();
-            (BATCH..2 * BATCH).all(|seq| state.deliveries.contains_key(&seq))
-        })
-        .await;
+/// SIGKILLs the broker while the first consumer is still up, so that only the consumer's
+/// periodic upload and the broker's periodic flush can have saved the offsets; then shuts
+/// the consumer down against the dead broker.
+async fn sigkill_after_offset_flush(
+    broker: &mut TestBroker,
+    consumer: DefaultMQPushConsumer,
+    first_started: Instant,
+) {
+    // The SIGKILL comes once the first periodic upload after the last message is
+    // due and the broker has flushed a few times since.
+    let upload_due = (first_started + CLIENT_FIRST_PERSIST_DELAY).max(Instant::now())
+        + Duration::from_millis(PERSIST_OFFSET_INTERVAL_MS.into());
+    tokio::time::sleep_until((upload_due + FLUSH_MARGIN).into()).await;
+    if let Some(process) = broker.local_mut() {
+        let path = process
+            .store_root()
+            .join("config")
+            .join("consumerOffset.json");
         eprintln!(
-            "[client-it] resumed consumer had all new messages: {all_new} after {:.1} s",
-            resumed.elapsed().as_secs_f64()
+            "[client-it] {} before SIGKILL: {:?}",
+            path.display(),
+            std::fs::read_to_string(&path)
         );
-        tokio::time::sleep(DUPLICATE_GRACE).await;
-        shutdown_push_consumer(consumer).await;
-        env.shutdown().await;
+    }
+    broker.kill_hard().expect("SIGKILL the broker");
+    let stopping = Instant::now();
+    shutdown_push_consumer(consumer).await;
+    eprintln!(
+        "[client-it] first consumer shut down against a dead broker in {:.1} s",
+        stopping.elapsed().as_secs_f64()
+    );
+}
 
-        let state = second_log.snapshot();
-        assert_eq!(
-            state.problem_count, 0,
-            "content problems: {:#?}",
-            state.problems
-        );
-        let missing: Vec<u64> = (BATCH..2 * BATCH)
-            .filter(|seq| !state.deliveries.contains_key(seq))
-            .collect();
-        let old: BTreeMap<u64, u32> = state
-            .deliveries
-            .range(..BATCH)
-            .map(|(&seq, &count)| (seq, count))
-            .collect();
-        let new_duplicates: Vec<(u64, u32)> = state
-            .deliveries
-            .range(BATCH..)
-            .filter(|(_, &count)| count > 1)
-            .map(|(&seq, &count)| (seq, count))
-            .collect();
-        eprintln!(
-            "[client-it] {test_name}: resumed consumer got {} distinct; {} old ones again \
-             ({:?}); {} new ones more than once ({:?})",
-            state.deliveries.len(),
-            old.len(),
-            old.keys().take(40).collect::<Vec<_>>(),
-            new_duplicates.len(),
-            &new_duplicates[..new_duplicates.len().min(20)]
-        );
-        assert!(
-            missing.is_empty(),
-            "{} messages sent after the restart never arrived (first {:?})",
-            missing.len(),
-            &missing[..missing.len().min(20)]
-        );
-        assert!(
-            state.deliveries.range(2 * BATCH..).next().is_none(),
-            "seqs this test never sent: {:?}",
-            state.deliveries.range(2 * BATCH..).collect::<Vec<_>>()
-        );
-        assert!(
-            old.len() <= MAX_OLD_REDELIVERED,
-            "{} already-consumed messages came again (at most {MAX_OLD_REDELIVERED} allowed): \
-             the committed offsets were not kept; first {:?}",
-            old.len(),
-            old.keys().take(40).collect::<Vec<_>>()
-        );
-    });
+/// Starts a new consumer in `group` and lets it run until it has every message of the
+/// second batch or [`CONSUME_TIMEOUT`] passes, then for [`DUPLICATE_GRACE`] more; returns
+/// its log once it is shut down.
+async fn consume_resumed(
+    env: &ClientEnv,
+    namesrv: &str,
+    group: &str,
+    topic: &str,
+    run: &str,
+) -> Arc<DeliveryLog> {
+    let second_log = Arc::new(DeliveryLog::default());
+    let resumed = Instant::now();
+    let consumer = start_push_consumer_with_selector(
+        env,
+        namesrv,
+        group,
+        topic,
+        MessageSelector::by_tag("*"),
+        None,
+        recording_listener(Arc::clone(&second_log), run.to_string()),
+    )
+    .await
+    .expect("start second consumer");
+    let all_new = wait_until(CONSUME_TIMEOUT, WAIT_POLL_INTERVAL, || {
+        second_log.has_all(BATCH..2 * BATCH)
+    })
+    .await;
+    eprintln!(
+        "[client-it] resumed consumer had all new messages: {all_new} after {:.1} s",
+        resumed.elapsed().as_secs_f64()
+    );
+    tokio::time::sleep(DUPLICATE_GRACE).await;
+    shutdown_push_consumer(consumer).await;
+    second_log
+}
+
+/// Asserts the resumed consumer got every message of the second batch, nothing this test
+/// did not send, and at most [`MAX_OLD_REDELIVERED`] of the first batch again.
+fn assert_resumed(test_name: &str, state: &DeliveryState) {
+    state.assert_no_problems();
+    let missing = state.missing(BATCH..2 * BATCH);
+    let old: BTreeMap<u64, u32> = state
+        .deliveries
+        .range(..BATCH)
+        .map(|(&seq, &count)| (seq, count))
+        .collect();
+    let new_duplicates: Vec<(u64, u32)> = state
+        .deliveries
+        .range(BATCH..)
+        .filter(|(_, &count)| count > 1)
+        .map(|(&seq, &count)| (seq, count))
+        .collect();
+    eprintln!(
+        "[client-it] {test_name}: resumed consumer got {} distinct; {} old ones again \
+         ({:?}); {} new ones more than once ({:?})",
+        state.deliveries.len(),
+        old.len(),
+        old.keys().take(40).collect::<Vec<_>>(),
+        new_duplicates.len(),
+        &new_duplicates[..new_duplicates.len().min(20)]
+    );
+    assert!(
+        missing.is_empty(),
+        "{} messages sent after the restart never arrived (first {:?})",
+        missing.len(),
+        &missing[..missing.len().min(20)]
+    );
+    assert!(
+        state.deliveries.range(2 * BATCH..).next().is_none(),
+        "seqs this test never sent: {:?}",
+        state.deliveries.range(2 * BATCH..).collect::<Vec<_>>()
+    );
+    assert!(
+        old.len() <= MAX_OLD_REDELIVERED,
+        "{} already-consumed messages came again (at most {MAX_OLD_REDELIVERED} allowed): \
+         the committed offsets were not kept; first {:?}",
+        old.len(),
+        old.keys().take(40).collect::<Vec<_>>()
+    );
 }

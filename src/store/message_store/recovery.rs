@@ -19,16 +19,16 @@
 
 use std::sync::Arc;
 
+use super::{lock, write_guard, Inner};
 use crate::store::consume_queue::ConsumeQueue;
 use crate::store::error::StoreError;
 use crate::store::format::{
     self, decode_cq_unit, decode_record_head, encode_cq_unit, Checkpoint, CqUnit, RecordHead,
-    CQ_UNIT_SIZE_BYTES, END_FILE_MIN_BLANK_LENGTH_BYTES,
+    CQ_UNIT_SIZE_BYTES, END_FILE_BLANK_SIZE_MIN_BYTES,
 };
 use crate::store::fs;
 use crate::store::io::ReadOp;
-use crate::store::message_store::{lock, segment_index, write_guard, Inner};
-use crate::store::segment::{Segment, SegmentList};
+use crate::store::segment::{self, Segment, SegmentList};
 use crate::store::types::RecoveryReport;
 
 /// Bytes read per call while scanning the CommitLog (records larger than this are read whole).
@@ -41,7 +41,7 @@ const RECOVER_TAIL_FILES: usize = 3;
 
 enum ScanOutcome {
     End {
-        end_offset: i64,
+        end_phy_offset: i64,
         invalid_tail: bool,
         last_store_timestamp_ms: i64,
     },
@@ -49,7 +49,7 @@ enum ScanOutcome {
 }
 
 impl Inner {
-    pub(crate) fn recover(
+    pub(super) fn recover(
         &self,
         abnormal: bool,
         checkpoint: Option<Checkpoint>,
@@ -67,25 +67,25 @@ impl Inner {
             // No CommitLog: no unit can point at anything.
             for cq in self.all_queues() {
                 report.cq_units_dropped += self.cut_queue(&cq, 0)?;
-                self.correct_min_offset(&cq, 0)?;
+                self.correct_min_offset_in_queue(&cq, 0)?;
             }
-            self.commit_log.set_max_offset(0);
+            self.commit_log.set_max_phy_offset(0);
             return Ok(report);
         }
         let start_index = scan_start_index(&segs, abnormal, checkpoint, file_size);
         let mut scan_from = segs[start_index].start_offset;
         let mut full = start_index == 0;
-        let (end_offset, invalid_tail, last_ts) = loop {
-            report.scanned_from_offset = scan_from;
+        let (end_phy_offset, invalid_tail, last_ts) = loop {
+            report.scanned_from_phy_offset = scan_from;
             for cq in self.all_queues() {
                 report.cq_units_dropped += self.cut_queue(&cq, scan_from)?;
             }
             match self.scan_commit_log(&segs, scan_from, full, &mut report)? {
                 ScanOutcome::End {
-                    end_offset,
+                    end_phy_offset,
                     invalid_tail,
                     last_store_timestamp_ms,
-                } => break (end_offset, invalid_tail, last_store_timestamp_ms),
+                } => break (end_phy_offset, invalid_tail, last_store_timestamp_ms),
                 ScanOutcome::NeedFullRebuild => {
                     tracing::warn!(
                         "a consume queue lacks units older than the scan window; rebuilding all"
@@ -96,20 +96,23 @@ impl Inner {
                 }
             }
         };
-        report.commit_log_end_offset = end_offset;
+        report.end_phy_offset = end_phy_offset;
         report.invalid_tail_found = invalid_tail;
         report.commit_log_files_deleted =
-            self.truncate_commit_log(end_offset, abnormal || invalid_tail)?;
-        self.commit_log.set_max_offset(end_offset);
-        let min_phy = self.commit_log.min_offset();
+            self.truncate_commit_log(end_phy_offset, abnormal || invalid_tail)?;
+        self.commit_log.set_max_phy_offset(end_phy_offset);
+        let min_phy_offset = self.commit_log.min_phy_offset();
         for cq in self.all_queues() {
-            self.correct_min_offset(&cq, min_phy)?;
+            self.correct_min_offset_in_queue(&cq, min_phy_offset)?;
         }
         lock(&self.writer).last_store_timestamp_ms = last_ts;
         self.last_store_timestamp_ms
             .store(last_ts, std::sync::atomic::Ordering::Release);
         if invalid_tail {
-            tracing::warn!(end_offset, "commit log truncated at an invalid record");
+            tracing::warn!(
+                end_offset = end_phy_offset,
+                "commit log truncated at an invalid record"
+            );
         }
         Ok(report)
     }
@@ -151,7 +154,7 @@ impl Inner {
                     SegmentList::scan_dir(&queue_entry.path(), cq.segments().file_size_bytes())?;
                 cq.segments().install(&found)?;
                 if let Some(first) = found.first() {
-                    cq.set_min_offset(first.start_offset / CQ_UNIT_SIZE_BYTES as i64);
+                    cq.set_min_offset_in_queue(first.start_offset / CQ_UNIT_SIZE_BYTES as i64);
                 }
                 loaded.push(cq);
             }
@@ -193,9 +196,9 @@ impl Inner {
         if let Some(start) = remove_from {
             cq.segments().remove_from(start)?;
         }
-        cq.set_max_offset(end);
-        if cq.min_offset() > end {
-            cq.set_min_offset(end);
+        cq.set_max_offset_in_queue(end);
+        if cq.min_offset_in_queue() > end {
+            cq.set_min_offset_in_queue(end);
         }
         Ok(dropped)
     }
@@ -208,7 +211,7 @@ impl Inner {
     ) -> Result<CqFileScan, StoreError> {
         let mut scan = CqFileScan::default();
         let mut keeping = true;
-        let mut prev_phy = i64::MIN;
+        let mut prev_phy_offset = i64::MIN;
         let mut chunk = Vec::with_capacity(CONSUME_QUEUE_SCAN_CHUNK_BYTES);
         let mut pos = 0u64;
         while pos < file_bytes {
@@ -221,11 +224,11 @@ impl Inner {
                     let filler = unit == CqUnit::FILLER;
                     let keep = filler
                         || (unit.is_valid()
-                            && unit.commit_log_offset < cut
-                            && unit.commit_log_offset >= prev_phy);
+                            && unit.phy_offset < cut
+                            && unit.phy_offset >= prev_phy_offset);
                     if keep {
                         if !filler {
-                            prev_phy = unit.commit_log_offset;
+                            prev_phy_offset = unit.phy_offset;
                         }
                         scan.kept_units += 1;
                         continue;
@@ -256,7 +259,7 @@ impl Inner {
         let mut reader = ChunkReader::default();
         let mut pos = from;
         let mut last_ts = 0i64;
-        let Some(mut seg_idx) = segment_index(segs, from, file_size) else {
+        let Some(mut seg_idx) = segment::index_in(segs, from, file_size as u64) else {
             return Ok(end(from, false, last_ts));
         };
         loop {
@@ -279,8 +282,7 @@ impl Inner {
                 }
                 Ok(RecordHead::Message { total_size, .. })
                     if total_size > 0
-                        && i64::from(total_size) + END_FILE_MIN_BLANK_LENGTH_BYTES as i64
-                            <= room =>
+                        && i64::from(total_size) + END_FILE_BLANK_SIZE_MIN_BYTES as i64 <= room =>
                 {
                     let bytes = reader.read(self, seg, in_file as u64, total_size as usize)?;
                     let Some(record) = self.valid_record(bytes, pos) else {
@@ -299,7 +301,7 @@ impl Inner {
 
     fn valid_record<'a>(&self, bytes: &'a [u8], pos: i64) -> Option<format::DecodedRecord<'a>> {
         let record = format::decode_record(bytes).ok()?;
-        if record.physical_offset != pos {
+        if record.phy_offset != pos {
             return None;
         }
         if self.config.check_crc_on_recover && !record.body_crc_matches() {
@@ -321,32 +323,32 @@ impl Inner {
         }
         let cq = self.get_or_create_queue(record.topic, record.queue_id)?;
         let unit = CqUnit {
-            commit_log_offset: record.physical_offset,
+            phy_offset: record.phy_offset,
             size: record.total_size,
             tags_code: format::tags_code(record.properties),
         };
-        let index = record.queue_offset;
-        let max = cq.max_offset();
-        if index < max {
-            if cq.read_unit(&self.io, index)? == Some(unit) {
+        let queue_offset = record.queue_offset;
+        let max = cq.max_offset_in_queue();
+        if queue_offset < max {
+            if cq.read_unit(&self.io, queue_offset)? == Some(unit) {
                 return Ok(true);
             }
             // The queue disagrees with the log (a torn unit): the log wins.
-            report.cq_units_dropped += (max - index) as u64;
-            truncate_queue(&cq, index)?;
-        } else if index > max {
+            report.cq_units_dropped += (max - queue_offset) as u64;
+            truncate_queue(&cq, queue_offset)?;
+        } else if queue_offset > max {
             if !full {
                 return Ok(false);
             }
-            // The log holds this queue only from `index` on (older data was deleted).
-            report.cq_units_dropped += (max - cq.min_offset()).max(0) as u64;
+            // The log holds this queue only from `queue_offset` on (older data was deleted).
+            report.cq_units_dropped += (max - cq.min_offset_in_queue()).max(0) as u64;
             cq.segments().remove_from(0)?;
-            cq.set_min_offset(index);
+            cq.set_min_offset_in_queue(queue_offset);
         }
-        cq.write_units(index, &encode_cq_unit(&unit))?;
-        cq.set_max_offset(index + 1);
-        if cq.min_offset() > index {
-            cq.set_min_offset(index);
+        cq.write_units(queue_offset, &encode_cq_unit(&unit))?;
+        cq.set_max_offset_in_queue(queue_offset + 1);
+        if cq.min_offset_in_queue() > queue_offset {
+            cq.set_min_offset_in_queue(queue_offset);
         }
         report.cq_units_rebuilt += 1;
         Ok(true)
@@ -379,9 +381,9 @@ struct CqFileScan {
     nonzero_after: bool,
 }
 
-fn end(end_offset: i64, invalid_tail: bool, last_store_timestamp_ms: i64) -> ScanOutcome {
+fn end(end_phy_offset: i64, invalid_tail: bool, last_store_timestamp_ms: i64) -> ScanOutcome {
     ScanOutcome::End {
-        end_offset,
+        end_phy_offset,
         invalid_tail,
         last_store_timestamp_ms,
     }
@@ -395,7 +397,7 @@ fn scan_start_index(
     file_size: i64,
 ) -> usize {
     let tail = segs.len().saturating_sub(RECOVER_TAIL_FILES);
-    let durable = checkpoint.map(|cp| cp.logics_flushed_offset.min(cp.physic_flushed_offset));
+    let durable = checkpoint.map(|cp| cp.cq_flushed_phy_offset.min(cp.flushed_phy_offset));
     let checkpoint_index = durable.and_then(|offset| {
         let first = segs.first()?.start_offset;
         let last = segs.last()?;
@@ -404,7 +406,7 @@ fn scan_start_index(
         } else if offset == last.start_offset + file_size {
             Some(segs.len() - 1)
         } else {
-            segment_index(segs, offset, file_size)
+            segment::index_in(segs, offset, file_size as u64)
         }
     });
     match (checkpoint_index, abnormal) {
@@ -414,10 +416,10 @@ fn scan_start_index(
     }
 }
 
-/// Removes units `index..` of a queue.
-fn truncate_queue(cq: &ConsumeQueue, index: i64) -> Result<(), StoreError> {
+/// Removes units `queue_offset..` of a queue.
+fn truncate_queue(cq: &ConsumeQueue, queue_offset: i64) -> Result<(), StoreError> {
     let file_bytes = cq.segments().file_size_bytes();
-    let byte = index * CQ_UNIT_SIZE_BYTES as i64;
+    let byte = queue_offset * CQ_UNIT_SIZE_BYTES as i64;
     match cq.segments().find(byte) {
         Some(seg) => {
             fs::zero_tail(
@@ -433,7 +435,7 @@ fn truncate_queue(cq: &ConsumeQueue, index: i64) -> Result<(), StoreError> {
             cq.segments().remove_from(byte)?;
         }
     }
-    cq.set_max_offset(index);
+    cq.set_max_offset_in_queue(queue_offset);
     cq.mark_dirty();
     Ok(())
 }

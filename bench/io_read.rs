@@ -1,7 +1,7 @@
 //! Compares the store's io_uring engine (ReadFixed into registered buffers) with pread(2) on a
 //! hot page cache.
 //!
-//! `nice cargo run --release --example io_read_bench -- [file_mib] [repeats]`
+//! `nice cargo bench --bench io_read -- [file_mib] [repeats]`
 //!
 //! Writes a temp file of `file_mib` MiB (default 256), then for each op size and batch size
 //! runs both engines `repeats` times (default 3) and prints the run of each with the least CPU per
@@ -30,12 +30,8 @@ fn total_bytes_for(op_size_bytes: usize) -> u64 {
     RUN_MIN_BYTES.max(RUN_MIN_OPS * op_size_bytes as u64)
 }
 
-fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let file_mib: usize = args.get(1).map_or(256, |a| a.parse().expect("file_mib"));
-    let repeats: usize = args.get(2).map_or(3, |a| a.parse().expect("repeats"));
-    assert!(repeats >= 1);
-
+/// A hot file of `file_mib` MiB of pseudo-random bytes.
+fn hot_file(file_mib: usize) -> tempfile::NamedTempFile {
     let mut file = tempfile::NamedTempFile::new().expect("temp file");
     let chunk: Vec<u8> = (0..1 << 20)
         .map(|i: u32| (i.wrapping_mul(2654435761) >> 24) as u8)
@@ -44,11 +40,11 @@ fn main() {
         file.write_all(&chunk).expect("write");
     }
     file.flush().expect("flush");
-    let path: &Path = file.path();
-    println!(
-        "file {file_mib} MiB (page cache hot), least-CPU run of {repeats}, default sizing {:?}",
-        IoConfig::default()
-    );
+    file
+}
+
+/// io_uring against pread at each op size and batch size.
+fn compare_engines(path: &Path, repeats: usize) {
     println!(
         "{:>8} {:>6} {:>12} {:>12} {:>13} {:>13} {:>14}",
         "op",
@@ -82,8 +78,10 @@ fn main() {
             );
         }
     }
+}
 
-    println!();
+/// Registered-buffer count and size against throughput and CPU.
+fn sweep_buffer_sizing(path: &Path, repeats: usize) {
     println!("registered-buffer sizing sweep (io_uring, batch 32)");
     println!(
         "{:>8} {:>8} {:>10} {:>10} {:>12} {:>12}",
@@ -121,4 +119,23 @@ fn main() {
             );
         }
     }
+}
+
+fn main() {
+    // `cargo bench` appends `--bench`; only the positional arguments are ours.
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let file_mib: usize = args.first().map_or(256, |a| a.parse().expect("file_mib"));
+    let repeats: usize = args.get(1).map_or(3, |a| a.parse().expect("repeats"));
+    assert!(repeats >= 1);
+    let file = hot_file(file_mib);
+    println!(
+        "file {file_mib} MiB (page cache hot), least-CPU run of {repeats}, default sizing {:?}",
+        IoConfig::default()
+    );
+    compare_engines(file.path(), repeats);
+    println!();
+    sweep_buffer_sizing(file.path(), repeats);
 }

@@ -1,0 +1,115 @@
+//! Reading `RINGMQ_<SECTION>_<FIELD>` environment variables over the defaults.
+
+use std::collections::BTreeMap;
+
+use super::error::{ConfigError, ConfigErrors};
+use super::fields::{fields, FieldSpec};
+use super::sections::Config;
+
+/// `RINGMQ_` variables that are not config fields but read elsewhere (bench, tests).
+const RESERVED_VARS: &[&str] = &["RINGMQ_BIN"];
+const RESERVED_PREFIXES: &[&str] = &["RINGMQ_IT_", "RINGMQ_BENCH_", "RINGMQ_TEST_"];
+
+impl Config {
+    /// Reads the process environment on top of the defaults and validates the result.
+    pub fn from_env() -> Result<Config, ConfigErrors> {
+        Self::from_vars(std::env::vars())
+    }
+
+    /// Applies `RINGMQ_*` variables from `vars` over the defaults. Unknown `RINGMQ_` variables
+    /// are errors (a typo must not silently run with a default).
+    pub fn from_vars(
+        vars: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Config, ConfigErrors> {
+        let mut config = Config::default();
+        let mut errors = Vec::new();
+        let by_env: BTreeMap<&str, &FieldSpec> = fields().iter().map(|f| (f.env, f)).collect();
+        for (name, value) in vars {
+            if !name.starts_with("RINGMQ_") {
+                continue;
+            }
+            match by_env.get(name.as_str()) {
+                Some(spec) => {
+                    if let Err(reason) = spec.assign(&mut config, &value) {
+                        errors.push(ConfigError {
+                            var: name,
+                            value,
+                            reason,
+                        });
+                    }
+                }
+                None if is_reserved(&name) => {}
+                None => errors.push(ConfigError {
+                    var: name,
+                    value,
+                    reason: "unknown ringmq setting (see docs/CONFIG.md)".into(),
+                }),
+            }
+        }
+        errors.extend(config.validate());
+        if errors.is_empty() {
+            Ok(config)
+        } else {
+            Err(ConfigErrors(errors))
+        }
+    }
+
+    /// [`Config::from_vars`] over literal pairs, for tests.
+    #[cfg(test)]
+    pub(crate) fn from_pairs(pairs: &[(&str, &str)]) -> Result<Config, ConfigErrors> {
+        Self::from_vars(
+            pairs
+                .iter()
+                .map(|(name, value)| (name.to_string(), value.to_string())),
+        )
+    }
+}
+
+fn is_reserved(name: &str) -> bool {
+    RESERVED_VARS.contains(&name) || RESERVED_PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::config::FlushPolicy;
+
+    #[test]
+    fn env_vars_override_defaults() {
+        let c = Config::from_pairs(&[
+            ("RINGMQ_BROKER_LISTEN_PORT", "20911"),
+            ("RINGMQ_STORE_FLUSH_POLICY", "SYNC_FLUSH"),
+            ("RINGMQ_STORE_ROOT_DIR", "/tmp/x"),
+            ("RINGMQ_LONGPOLL_ENABLED", "false"),
+            ("PATH", "/bin"),
+        ])
+        .unwrap();
+        assert_eq!(c.broker.listen_port, 20911);
+        assert_eq!(c.store.flush_policy, FlushPolicy::Sync);
+        assert_eq!(c.store.root_dir, PathBuf::from("/tmp/x"));
+        assert!(!c.longpoll.enabled);
+    }
+
+    #[test]
+    fn errors_name_variable_value_and_reason() {
+        let err = Config::from_pairs(&[
+            ("RINGMQ_BROKER_LISTEN_PORT", "70000"),
+            ("RINGMQ_STORE_FLUSH_POLICY", "sometimes"),
+            ("RINGMQ_STORE_COMIT_LOG_FILE_SIZE_BYTES", "1"),
+        ])
+        .unwrap_err();
+        let text = err.to_string();
+        assert_eq!(err.0.len(), 3, "{text}");
+        assert!(
+            text.contains("RINGMQ_BROKER_LISTEN_PORT=\"70000\" is invalid"),
+            "{text}"
+        );
+        assert!(
+            text.contains("RINGMQ_STORE_FLUSH_POLICY=\"sometimes\""),
+            "{text}"
+        );
+        assert!(text.contains("unknown ringmq setting"), "{text}");
+    }
+}

@@ -1,0 +1,433 @@
+//! The table of settings: every field's env var, RocketMQ name, description and accessors.
+//! It is the single source of truth: [`Config::from_vars`] parses through it, and
+//! [`Config::describe`] and [`super::markdown_table`] print from it.
+
+use super::sections::Config;
+use super::value::ConfigValue;
+
+/// One settable field: its env var, RocketMQ's name for it (if any), a description, and how to
+/// read and write it.
+pub struct FieldSpec {
+    pub env: &'static str,
+    pub rocketmq_name: &'static str,
+    pub doc: &'static str,
+    get: fn(&Config) -> String,
+    set: fn(&mut Config, &str) -> Result<(), String>,
+}
+
+impl FieldSpec {
+    /// The field's value in `config`, as text.
+    pub fn value(&self, config: &Config) -> String {
+        (self.get)(config)
+    }
+
+    /// Parses `text` into the field of `config`; the error says why `text` is rejected.
+    pub(super) fn assign(&self, config: &mut Config, text: &str) -> Result<(), String> {
+        (self.set)(config, text)
+    }
+}
+
+macro_rules! field {
+    ($env:literal, $java:literal, $($path:ident).+, $doc:literal) => {
+        FieldSpec {
+            env: $env,
+            rocketmq_name: $java,
+            doc: $doc,
+            get: |c| ConfigValue::show(&c.$($path).+),
+            set: |c, v| {
+                c.$($path).+ = ConfigValue::parse_value(v)?;
+                Ok(())
+            },
+        }
+    };
+}
+
+/// Every configuration field, in documentation order.
+pub fn fields() -> &'static [FieldSpec] {
+    FIELDS
+}
+
+// A static rather than a function body: the table is pure data, one entry per setting.
+static FIELDS: &[FieldSpec] = &[
+    field!(
+        "RINGMQ_BROKER_BIND_IP",
+        "",
+        broker.bind_ip,
+        "IP address the broker listens on."
+    ),
+    field!(
+        "RINGMQ_BROKER_ADVERTISED_IP",
+        "brokerIP1",
+        broker.advertised_ip,
+        "IP registered with the name server and written as STOREHOST in records."
+    ),
+    field!(
+        "RINGMQ_BROKER_LISTEN_PORT",
+        "listenPort",
+        broker.listen_port,
+        "Main remoting port."
+    ),
+    field!(
+        "RINGMQ_BROKER_FAST_PORT_ENABLED",
+        "",
+        broker.fast_port_enabled,
+        "Also listen on listen_port - 2 (the fast/VIP port older clients use)."
+    ),
+    field!(
+        "RINGMQ_BROKER_NAME",
+        "brokerName",
+        broker.name,
+        "Broker name."
+    ),
+    field!(
+        "RINGMQ_BROKER_CLUSTER_NAME",
+        "brokerClusterName",
+        broker.cluster_name,
+        "Cluster name."
+    ),
+    field!(
+        "RINGMQ_BROKER_ID",
+        "brokerId",
+        broker.id,
+        "0 = master, >0 = slave."
+    ),
+    field!(
+        "RINGMQ_BROKER_ROLE",
+        "brokerRole",
+        broker.role,
+        "ASYNC_MASTER, SYNC_MASTER or SLAVE."
+    ),
+    field!(
+        "RINGMQ_BROKER_PERMISSION",
+        "brokerPermission",
+        broker.permission,
+        "PermName bits: 2 write, 4 read."
+    ),
+    field!(
+        "RINGMQ_BROKER_AUTO_CREATE_TOPIC_ENABLED",
+        "autoCreateTopicEnable",
+        broker.auto_create_topic_enabled,
+        "Create topics on first send from the TBW102 template."
+    ),
+    field!(
+        "RINGMQ_BROKER_DEFAULT_TOPIC_QUEUE_NUMS",
+        "defaultTopicQueueNums",
+        broker.default_topic_queue_nums,
+        "Queues of the TBW102 template topic."
+    ),
+    field!(
+        "RINGMQ_BROKER_AUTO_CREATE_SUBSCRIPTION_GROUP_ENABLED",
+        "autoCreateSubscriptionGroup",
+        broker.auto_create_subscription_group_enabled,
+        "Create subscription groups on first heartbeat or pull."
+    ),
+    field!(
+        "RINGMQ_BROKER_SLAVE_READ_ENABLED",
+        "slaveReadEnable",
+        broker.slave_read_enabled,
+        "Let pulls be redirected to a slave when the consumer falls behind."
+    ),
+    field!(
+        "RINGMQ_BROKER_PROPERTY_FILTER_ENABLED",
+        "enablePropertyFilter",
+        broker.property_filter_enabled,
+        "Allow SQL92 subscriptions."
+    ),
+    field!(
+        "RINGMQ_BROKER_REGISTER_NAME_SERVER_PERIOD_MS",
+        "registerNameServerPeriod",
+        broker.register_name_server_period_ms,
+        "Re-registration period with the name server."
+    ),
+    field!(
+        "RINGMQ_BROKER_CHANNEL_EXPIRED_TIMEOUT_MS",
+        "channelExpiredTimeout",
+        broker.channel_expired_timeout_ms,
+        "Client channels silent this long are dropped."
+    ),
+    field!(
+        "RINGMQ_BROKER_FLUSH_CONSUMER_OFFSET_INTERVAL_MS",
+        "flushConsumerOffsetInterval",
+        broker.flush_consumer_offset_interval_ms,
+        "Period of consumerOffset.json flushes."
+    ),
+    field!(
+        "RINGMQ_BROKER_MESSAGE_DELAY_LEVEL",
+        "messageDelayLevel",
+        broker.message_delay_level,
+        "Delay levels used by retries (space separated)."
+    ),
+    field!(
+        "RINGMQ_BROKER_REGION_ID",
+        "regionId",
+        broker.region_id,
+        "MSG_REGION returned in send responses."
+    ),
+    field!(
+        "RINGMQ_BROKER_TRACE_ON",
+        "traceOn",
+        broker.trace_on,
+        "TRACE_ON returned in send responses."
+    ),
+    field!(
+        "RINGMQ_BROKER_OFFSET_CHECK_IN_SLAVE",
+        "offsetCheckInSlave",
+        broker.offset_check_in_slave,
+        "Apply pull offset corrections on a slave too."
+    ),
+    field!(
+        "RINGMQ_NAMESRV_ADDR",
+        "namesrvAddr",
+        namesrv.addr,
+        "External name servers (ip:port;ip:port). Empty: run an embedded name server."
+    ),
+    field!(
+        "RINGMQ_NAMESRV_BIND_IP",
+        "",
+        namesrv.bind_ip,
+        "IP the name server listens on."
+    ),
+    field!(
+        "RINGMQ_NAMESRV_LISTEN_PORT",
+        "listenPort",
+        namesrv.listen_port,
+        "Name server port."
+    ),
+    field!(
+        "RINGMQ_NAMESRV_SCAN_NOT_ACTIVE_BROKER_INTERVAL_MS",
+        "scanNotActiveBrokerInterval",
+        namesrv.scan_not_active_broker_interval_ms,
+        "How often silent brokers are expired."
+    ),
+    field!(
+        "RINGMQ_NAMESRV_BROKER_CHANNEL_EXPIRED_TIMEOUT_MS",
+        "",
+        namesrv.broker_channel_expired_timeout_ms,
+        "A broker silent this long is removed from routes."
+    ),
+    field!(
+        "RINGMQ_STORE_ROOT_DIR",
+        "storePathRootDir",
+        store.root_dir,
+        "Data directory."
+    ),
+    field!(
+        "RINGMQ_STORE_COMMIT_LOG_FILE_SIZE_BYTES",
+        "mappedFileSizeCommitLog",
+        store.commit_log_file_size_bytes,
+        "Size of each CommitLog segment file."
+    ),
+    field!(
+        "RINGMQ_STORE_CONSUME_QUEUE_FILE_UNITS",
+        "mappedFileSizeConsumeQueue / 20",
+        store.consume_queue_file_units,
+        "20-byte units per ConsumeQueue file."
+    ),
+    field!(
+        "RINGMQ_STORE_FLUSH_POLICY",
+        "flushDiskType",
+        store.flush_policy,
+        "async (fsync every flush interval) or sync (group commit before the ack)."
+    ),
+    field!(
+        "RINGMQ_STORE_FLUSH_INTERVAL_MS",
+        "flushIntervalCommitLog",
+        store.flush_interval_ms,
+        "Async flush period."
+    ),
+    field!(
+        "RINGMQ_STORE_SYNC_FLUSH_TIMEOUT_MS",
+        "syncFlushTimeout",
+        store.sync_flush_timeout_ms,
+        "A sync-flush send waits this long, then FLUSH_DISK_TIMEOUT."
+    ),
+    field!(
+        "RINGMQ_STORE_MAX_MESSAGE_SIZE_BYTES",
+        "maxMessageSize",
+        store.max_message_size_bytes,
+        "Largest message body accepted."
+    ),
+    field!(
+        "RINGMQ_STORE_FILE_RESERVED_TIME_HOURS",
+        "fileReservedTime",
+        store.file_reserved_time_hours,
+        "CommitLog files older than this are deleted."
+    ),
+    field!(
+        "RINGMQ_STORE_DELETE_CHECK_INTERVAL_MS",
+        "deleteCommitLogFilesInterval",
+        store.delete_check_interval_ms,
+        "How often retention runs."
+    ),
+    field!(
+        "RINGMQ_STORE_ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO_PERCENT",
+        "accessMessageInMemoryMaxRatio",
+        store.access_message_in_memory_max_ratio_percent,
+        "Data within this share of RAM of the head counts as in memory."
+    ),
+    field!(
+        "RINGMQ_STORE_MAX_TRANSFER_BYTES_ON_MESSAGE_IN_MEMORY",
+        "maxTransferBytesOnMessageInMemory",
+        store.max_transfer_bytes_on_message_in_memory,
+        "Pull batch byte limit for in-memory data."
+    ),
+    field!(
+        "RINGMQ_STORE_MAX_TRANSFER_COUNT_ON_MESSAGE_IN_MEMORY",
+        "maxTransferCountOnMessageInMemory",
+        store.max_transfer_count_on_message_in_memory,
+        "Pull batch count limit for in-memory data."
+    ),
+    field!(
+        "RINGMQ_STORE_MAX_TRANSFER_BYTES_ON_MESSAGE_IN_DISK",
+        "maxTransferBytesOnMessageInDisk",
+        store.max_transfer_bytes_on_message_in_disk,
+        "Pull batch byte limit for on-disk data."
+    ),
+    field!(
+        "RINGMQ_STORE_MAX_TRANSFER_COUNT_ON_MESSAGE_IN_DISK",
+        "maxTransferCountOnMessageInDisk",
+        store.max_transfer_count_on_message_in_disk,
+        "Pull batch count limit for on-disk data."
+    ),
+    field!(
+        "RINGMQ_STORE_TOTAL_PHYSICAL_MEMORY_BYTES",
+        "",
+        store.total_physical_memory_bytes,
+        "RAM used for the in-memory ratio; 0 = read /proc/meminfo (24 GiB if unreadable)."
+    ),
+    field!(
+        "RINGMQ_STORE_IO_MODE",
+        "",
+        store.io_mode,
+        "uring (registered-buffer io_uring reads) or pread."
+    ),
+    field!(
+        "RINGMQ_STORE_IO_PREAD_FALLBACK_ALLOWED",
+        "",
+        store.io_pread_fallback_allowed,
+        "If io_uring cannot be set up, fall back to pread instead of refusing to start."
+    ),
+    field!(
+        "RINGMQ_STORE_IO_RING_ENTRIES",
+        "",
+        store.io_ring_entries,
+        "Submission queue entries per read ring."
+    ),
+    field!(
+        "RINGMQ_STORE_IO_FIXED_BUFFER_COUNT",
+        "",
+        store.io_fixed_buffer_count,
+        "Registered buffers per read ring."
+    ),
+    field!(
+        "RINGMQ_STORE_IO_FIXED_BUFFER_SIZE_BYTES",
+        "",
+        store.io_fixed_buffer_size_bytes,
+        "Size of each registered buffer."
+    ),
+    field!(
+        "RINGMQ_LONGPOLL_ENABLED",
+        "longPollingEnable",
+        longpoll.enabled,
+        "Hold pulls that find nothing until a message arrives; off = short polling."
+    ),
+    field!(
+        "RINGMQ_LONGPOLL_SUSPEND_TIMEOUT_MAX_MS",
+        "",
+        longpoll.suspend_timeout_max_ms,
+        "Cap on a pull's suspendTimeoutMillis."
+    ),
+    field!(
+        "RINGMQ_LONGPOLL_CHECK_INTERVAL_MS",
+        "",
+        longpoll.check_interval_ms,
+        "Period of the hold-table sweep (PullRequestHoldService)."
+    ),
+    field!(
+        "RINGMQ_LONGPOLL_SHORT_POLLING_TIME_MS",
+        "shortPollingTimeMills",
+        longpoll.short_polling_time_ms,
+        "Hold time when long polling is off."
+    ),
+    field!(
+        "RINGMQ_LONGPOLL_PARKED_PULLS_MAX",
+        "",
+        longpoll.parked_pulls_max,
+        "Most pulls parked at once; beyond it pulls are answered at once."
+    ),
+    field!(
+        "RINGMQ_LONGPOLL_WAKE_THREADS",
+        "",
+        longpoll.wake_threads,
+        "Threads re-executing woken pulls and sharing wide fan-outs; 0 = one per core."
+    ),
+    field!(
+        "RINGMQ_SERVER_WORKER_THREADS",
+        "",
+        server.worker_threads,
+        "io_uring runtime threads; 0 = one per core."
+    ),
+    field!(
+        "RINGMQ_SERVER_FRAME_SIZE_MAX_BYTES",
+        "com.rocketmq.remoting.frameMaxLength",
+        server.frame_size_max_bytes,
+        "Largest frame accepted; larger closes the connection."
+    ),
+    field!(
+        "RINGMQ_SERVER_REQUESTS_IN_FLIGHT_MAX",
+        "",
+        server.requests_in_flight_max,
+        "Requests processed at once per connection."
+    ),
+    field!(
+        "RINGMQ_SERVER_WRITE_QUEUE_MAX",
+        "",
+        server.write_queue_max,
+        "Frames queued for writing per connection."
+    ),
+    field!(
+        "RINGMQ_TRANSFER_MODE",
+        "",
+        transfer.mode,
+        "Pull response bodies: copy (read, then write), zerocopy (splice from the CommitLog file) or auto (zerocopy above the thresholds below)."
+    ),
+    field!(
+        "RINGMQ_TRANSFER_MSG_BY_HEAP",
+        "transferMsgByHeap",
+        transfer.msg_by_heap,
+        "RocketMQ alias: true = copy, false = zerocopy; empty = use RINGMQ_TRANSFER_MODE."
+    ),
+    field!(
+        "RINGMQ_TRANSFER_AUTO_ZEROCOPY_MIN_RANGE_BYTES",
+        "",
+        transfer.auto_zerocopy_min_range_bytes,
+        "auto: zerocopy only if a pull's average contiguous CommitLog range is at least this long."
+    ),
+    field!(
+        "RINGMQ_TRANSFER_AUTO_ZEROCOPY_MIN_MESSAGE_BYTES",
+        "",
+        transfer.auto_zerocopy_min_message_bytes,
+        "auto: and only if its average record is at least this long."
+    ),
+    field!(
+        "RINGMQ_LOG_LEVEL",
+        "",
+        log.level,
+        "tracing filter, e.g. info or ringmq=debug."
+    ),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_env_var_is_unique_and_well_named() {
+        let mut seen = std::collections::HashSet::new();
+        for f in fields() {
+            assert!(seen.insert(f.env), "duplicate {}", f.env);
+            assert!(f.env.starts_with("RINGMQ_"), "{}", f.env);
+            assert_eq!(f.env, f.env.to_ascii_uppercase());
+        }
+    }
+}

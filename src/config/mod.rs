@@ -1,0 +1,30 @@
+//! The one configuration struct of ringmq.
+//!
+//! Every field is settable by an environment variable `RINGMQ_<SECTION>_<FIELD>` whose name ends
+//! with the unit. Defaults equal Apache RocketMQ's where it has one. The table [`fields`] is the
+//! single source of truth: it parses the env vars, prints the effective config, and is checked
+//! against docs/CONFIG.md by a unit test so the docs cannot drift from the code.
+//!
+//! - `sections`: [`Config`], its sections, their value enums and defaults.
+//! - `fields`: the table of settings ([`fields()`], [`FieldSpec`]).
+//! - `env`: [`Config::from_env`] / [`Config::from_vars`].
+//! - `validate`: [`Config::validate`], ranges and relations between fields.
+//! - `describe`: [`Config::describe`] and [`markdown_table`].
+//! - `delay_level`: [`Config::delay_levels_ms`].
+
+mod delay_level;
+mod describe;
+mod env;
+mod error;
+mod fields;
+mod sections;
+mod validate;
+mod value;
+
+pub use describe::markdown_table;
+pub use error::{ConfigError, ConfigErrors};
+pub use fields::{fields, FieldSpec};
+pub use sections::{
+    BrokerRole, BrokerSection, Config, FlushPolicy, LogSection, LongpollSection, NamesrvSection,
+    ServerSection, StoreIoMode, StoreSection, TransferMode, TransferSection, WAKE_THREADS_MAX,
+};

@@ -1,0 +1,270 @@
+//! The configuration struct, its sections and their defaults.
+
+use std::path::PathBuf;
+
+/// How the CommitLog is made durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlushPolicy {
+    /// fsync every `flush_interval_ms` (RocketMQ ASYNC_FLUSH, the default).
+    Async,
+    /// Group commit: a send is acknowledged only after the fsync that covers it (SYNC_FLUSH).
+    Sync,
+}
+
+/// The broker's role (RocketMQ `brokerRole`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BrokerRole {
+    AsyncMaster,
+    SyncMaster,
+    Slave,
+}
+
+/// How file reads are done by the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreIoMode {
+    /// io_uring with registered buffers (the default).
+    Uring,
+    /// plain pread(2).
+    Pread,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct BrokerSection {
+    /// Address the broker binds (RocketMQ binds all addresses; ringmq binds loopback by default).
+    pub bind_ip: String,
+    /// Address advertised to the name server and written as STOREHOST (brokerIP1).
+    pub advertised_ip: String,
+    pub listen_port: u16,
+    /// Also listen on `listen_port - 2`, the "fast"/VIP port older clients use.
+    pub fast_port_enabled: bool,
+    pub name: String,
+    pub cluster_name: String,
+    pub id: u64,
+    pub role: BrokerRole,
+    /// PermName bits: 2 write, 4 read (brokerPermission, default 6).
+    pub permission: u32,
+    pub auto_create_topic_enabled: bool,
+    pub default_topic_queue_nums: u32,
+    pub auto_create_subscription_group_enabled: bool,
+    pub slave_read_enabled: bool,
+    pub property_filter_enabled: bool,
+    pub register_name_server_period_ms: u64,
+    pub channel_expired_timeout_ms: u64,
+    pub flush_consumer_offset_interval_ms: u64,
+    pub message_delay_level: String,
+    pub region_id: String,
+    pub trace_on: bool,
+    pub offset_check_in_slave: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NamesrvSection {
+    /// `ip:port[;ip:port]` of external name servers. Empty: start an embedded one.
+    pub addr: String,
+    pub bind_ip: String,
+    pub listen_port: u16,
+    pub scan_not_active_broker_interval_ms: u64,
+    pub broker_channel_expired_timeout_ms: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoreSection {
+    pub root_dir: PathBuf,
+    pub commit_log_file_size_bytes: u64,
+    pub consume_queue_file_units: u64,
+    pub flush_policy: FlushPolicy,
+    pub flush_interval_ms: u64,
+    pub sync_flush_timeout_ms: u64,
+    pub max_message_size_bytes: u64,
+    pub file_reserved_time_hours: u64,
+    pub delete_check_interval_ms: u64,
+    pub access_message_in_memory_max_ratio_percent: u64,
+    pub max_transfer_bytes_on_message_in_memory: u64,
+    pub max_transfer_count_on_message_in_memory: u64,
+    pub max_transfer_bytes_on_message_in_disk: u64,
+    pub max_transfer_count_on_message_in_disk: u64,
+    /// 0 = detect from /proc/meminfo.
+    pub total_physical_memory_bytes: u64,
+    pub io_mode: StoreIoMode,
+    pub io_pread_fallback_allowed: bool,
+    pub io_ring_entries: u64,
+    pub io_fixed_buffer_count: u64,
+    pub io_fixed_buffer_size_bytes: u64,
+    pub io_thread_rings_max: u64,
+}
+
+/// Most pull-wake threads (`RINGMQ_LONGPOLL_WAKE_THREADS`).
+pub const WAKE_THREADS_MAX: u64 = 64;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct LongpollSection {
+    pub enabled: bool,
+    pub suspend_timeout_max_ms: u64,
+    pub check_interval_ms: u64,
+    pub short_polling_time_ms: u64,
+    pub parked_pulls_max: u64,
+    /// Threads re-executing woken pulls; 0 = one per core. Default 1 (measured).
+    pub wake_threads: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerSection {
+    /// 0 = one per core.
+    pub worker_threads: u64,
+    pub frame_size_max_bytes: u64,
+    pub requests_in_flight_max: u64,
+    pub write_queue_max: u64,
+}
+
+/// How PULL_MESSAGE / LITE_PULL_MESSAGE response bodies reach the socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransferMode {
+    /// Records are read into memory (registered-buffer io_uring reads) and written with the
+    /// response (RocketMQ `transferMsgByHeap=true`).
+    Copy,
+    /// The response header is written, then each record range goes from the CommitLog file to
+    /// the socket by splice (RocketMQ `transferMsgByHeap=false`, Netty `FileRegion`).
+    ZeroCopy,
+    /// Zero-copy only for pulls whose measured break-even says it wins (see the thresholds),
+    /// copy otherwise.
+    Auto,
+}
+
+/// Pull response transfer (docs/ARCHITECTURE.md, "Pull response transfer").
+#[derive(Debug, Clone, PartialEq)]
+pub struct TransferSection {
+    pub mode: TransferMode,
+    /// RocketMQ's `transferMsgByHeap` alias: `true` = copy, `false` = zero-copy. Unset: `mode`
+    /// decides. Set together with an explicit `copy`/`zerocopy` mode it must agree with it.
+    pub msg_by_heap: Option<bool>,
+    /// Auto: a pull goes zero-copy only if its average contiguous CommitLog range is at least
+    /// this long (one file -> pipe splice per range: short ranges make zero-copy lose) ...
+    pub auto_zerocopy_min_range_bytes: u64,
+    /// ... and its average record is at least this long (one head read per record).
+    pub auto_zerocopy_min_message_bytes: u64,
+}
+
+impl TransferSection {
+    /// The mode in effect: the `transferMsgByHeap` alias wins over the default `auto`.
+    pub fn effective_mode(&self) -> TransferMode {
+        match self.msg_by_heap {
+            Some(true) => TransferMode::Copy,
+            Some(false) => TransferMode::ZeroCopy,
+            None => self.mode,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogSection {
+    /// A `tracing` filter, e.g. `info` or `ringmq=debug`.
+    pub level: String,
+}
+
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub broker: BrokerSection,
+    pub namesrv: NamesrvSection,
+    pub store: StoreSection,
+    pub longpoll: LongpollSection,
+    pub server: ServerSection,
+    pub transfer: TransferSection,
+    pub log: LogSection,
+}
+
+/// RocketMQ's default store root is `${user.home}/store`.
+fn default_store_root() -> PathBuf {
+    let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from);
+    home.join("store")
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            broker: BrokerSection {
+                bind_ip: "127.0.0.1".into(),
+                advertised_ip: "127.0.0.1".into(),
+                listen_port: 10911,
+                fast_port_enabled: true,
+                name: "broker-a".into(),
+                cluster_name: "DefaultCluster".into(),
+                id: 0,
+                role: BrokerRole::AsyncMaster,
+                permission: 6,
+                auto_create_topic_enabled: true,
+                default_topic_queue_nums: 8,
+                auto_create_subscription_group_enabled: true,
+                slave_read_enabled: false,
+                // RocketMQ defaults to false; the ringmq design turns SQL92 filtering on.
+                property_filter_enabled: true,
+                register_name_server_period_ms: 30_000,
+                channel_expired_timeout_ms: 120_000,
+                flush_consumer_offset_interval_ms: 5_000,
+                message_delay_level: "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+                    .into(),
+                region_id: "DefaultRegion".into(),
+                trace_on: true,
+                offset_check_in_slave: false,
+            },
+            namesrv: NamesrvSection {
+                addr: String::new(),
+                bind_ip: "127.0.0.1".into(),
+                listen_port: 9876,
+                scan_not_active_broker_interval_ms: 5_000,
+                broker_channel_expired_timeout_ms: 120_000,
+            },
+            store: StoreSection {
+                root_dir: default_store_root(),
+                commit_log_file_size_bytes: 1024 * 1024 * 1024,
+                consume_queue_file_units: 300_000,
+                flush_policy: FlushPolicy::Async,
+                flush_interval_ms: 500,
+                sync_flush_timeout_ms: 5_000,
+                max_message_size_bytes: 4 * 1024 * 1024,
+                file_reserved_time_hours: 72,
+                delete_check_interval_ms: 10_000,
+                access_message_in_memory_max_ratio_percent: 40,
+                max_transfer_bytes_on_message_in_memory: 256 * 1024,
+                max_transfer_count_on_message_in_memory: 32,
+                max_transfer_bytes_on_message_in_disk: 64 * 1024,
+                max_transfer_count_on_message_in_disk: 8,
+                total_physical_memory_bytes: 0,
+                io_mode: StoreIoMode::Uring,
+                io_pread_fallback_allowed: false,
+                io_ring_entries: 32,
+                io_fixed_buffer_count: 32,
+                io_fixed_buffer_size_bytes: 32 * 1024,
+                io_thread_rings_max: 16,
+            },
+            longpoll: LongpollSection {
+                enabled: true,
+                suspend_timeout_max_ms: 30_000,
+                check_interval_ms: 5_000,
+                short_polling_time_ms: 1_000,
+                parked_pulls_max: 200_000,
+                // Measured (docs/BENCHMARKS.md): on 2 cores a second wake thread made the
+                // common one-waiter wake-up slower and did not speed up wide fan-outs.
+                wake_threads: 1,
+            },
+            server: ServerSection {
+                worker_threads: 0,
+                frame_size_max_bytes: 16 * 1024 * 1024,
+                requests_in_flight_max: 256,
+                write_queue_max: 1024,
+            },
+            transfer: TransferSection {
+                mode: TransferMode::Auto,
+                msg_by_heap: None,
+                // Break-evens measured with `ringmq-bench catchup` (docs/BENCHMARKS.md, "Pull
+                // response transfer"): interleaved records, copy won at 16 KiB and zero-copy at
+                // 32 KiB; contiguous records, copy tied or won at 4 KiB, zero-copy won at 8 KiB.
+                auto_zerocopy_min_range_bytes: 24 * 1024,
+                auto_zerocopy_min_message_bytes: 6 * 1024,
+            },
+            log: LogSection {
+                level: "info".into(),
+            },
+        }
+    }
+}

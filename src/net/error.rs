@@ -1,0 +1,62 @@
+//! Why the server could not start or stopped badly.
+
+use std::net::SocketAddr;
+
+/// Failures to start the server. Each names what to change.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("the server setting `{field}` has an invalid value `{value}`: {reason}")]
+    InvalidConfig {
+        field: &'static str,
+        value: String,
+        reason: &'static str,
+    },
+    #[error("cannot {op} the listen socket {addr}: {source}")]
+    Socket {
+        op: &'static str,
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Another socket (of this process or another one) already listens on `addr`.
+    #[error(
+        "cannot listen on {addr}: the address is already in use by another listening socket \
+         ({source})"
+    )]
+    AddrInUse {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot spawn network worker thread {worker_index}: {source}")]
+    SpawnThread {
+        worker_index: usize,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "cannot create the io_uring runtime of network worker {worker_index} ({source}); check \
+         that io_uring is allowed (sysctl kernel.io_uring_disabled, container seccomp profile), \
+         that RLIMIT_MEMLOCK is large enough for `ring_entries`, and that the kernel is >= 5.11"
+    )]
+    RuntimeStart {
+        worker_index: usize,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("network worker thread {worker_index} exited before it was ready (it panicked)")]
+    WorkerDied { worker_index: usize },
+    #[error("network worker thread {worker_index} panicked")]
+    WorkerPanicked { worker_index: usize },
+}
+
+impl ServerError {
+    /// The listen address another socket already holds, when that is why the server did not
+    /// start. Callers use it to name the setting that chose the address.
+    pub fn addr_in_use(&self) -> Option<SocketAddr> {
+        match self {
+            ServerError::AddrInUse { addr, .. } => Some(*addr),
+            _ => None,
+        }
+    }
+}

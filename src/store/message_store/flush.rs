@@ -1,0 +1,195 @@
+//! Durability: group commit for `sync` flush, the periodic flush loop, the ConsumeQueue fsync
+//! and checkpoint write, and poisoning (a failed fsync or write makes the store read-only; it
+//! is never retried as success).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{lock, Inner};
+use crate::store::config::FlushPolicy;
+use crate::store::error::StoreError;
+use crate::store::format;
+use crate::store::fs;
+
+impl Inner {
+    pub(super) async fn wait_flushed(&self, end_phy_offset: i64) -> Result<(), StoreError> {
+        let mut rx = self.flush_tx.subscribe();
+        self.request_flush();
+        let timeout = Duration::from_millis(self.config.sync_flush_timeout_ms);
+        let wait = async {
+            rx.wait_for(|s| s.flushed_phy_offset >= end_phy_offset || s.poisoned.is_some())
+                .await
+                .map(|s| (s.flushed_phy_offset, s.poisoned.clone()))
+        };
+        match tokio::time::timeout(timeout, wait).await {
+            Err(_) => Err(StoreError::FlushTimeout),
+            Ok(Err(_)) => Err(StoreError::ShutDown),
+            Ok(Ok((flushed, _))) if flushed >= end_phy_offset => Ok(()),
+            Ok(Ok((_, poisoned))) => Err(StoreError::Poisoned {
+                reason: poisoned.as_deref().unwrap_or("poisoned").to_owned(),
+            }),
+        }
+    }
+
+    /// Wakes the flush thread for a group commit.
+    pub(super) fn request_flush(&self) {
+        lock(&self.signal).flush_requested = true;
+        self.signal_cv.notify_all();
+    }
+
+    pub(super) fn poison(&self, reason: String) {
+        if self.poisoned.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        tracing::error!(%reason, "store turns read-only");
+        let reason: Arc<str> = Arc::from(reason);
+        self.flush_tx.send_modify(|s| {
+            s.poisoned.get_or_insert(reason);
+        });
+    }
+
+    fn is_poisoned(&self) -> bool {
+        self.poisoned.load(Ordering::Acquire)
+    }
+
+    /// fsyncs every dirty CommitLog file and publishes the new flushed offset.
+    fn flush_commit_log(&self) -> Result<(), StoreError> {
+        let _guard = lock(&self.flush_lock);
+        self.flush_commit_log_locked()
+    }
+
+    fn flush_commit_log_locked(&self) -> Result<(), StoreError> {
+        if let Some(reason) = self.flush_tx.borrow().poisoned.as_deref() {
+            return Err(StoreError::Poisoned {
+                reason: reason.to_owned(),
+            });
+        }
+        let max_phy_offset = self.commit_log.max_phy_offset();
+        if max_phy_offset <= self.flush_tx.borrow().flushed_phy_offset {
+            return Ok(());
+        }
+        for seg in self.commit_log.segments().snapshot().iter() {
+            if seg.take_dirty() {
+                if let Err(e) = fs::sync_file(&seg.file, &seg.path, fs::SyncKind::Data) {
+                    self.poison(format!("commit log fsync failed: {e}"));
+                    return Err(e);
+                }
+            }
+        }
+        self.flush_tx
+            .send_modify(|s| s.flushed_phy_offset = s.flushed_phy_offset.max(max_phy_offset));
+        Ok(())
+    }
+
+    /// fsyncs the CommitLog, every dirty ConsumeQueue file, then writes the checkpoint.
+    pub(super) fn flush_all(&self) -> Result<(), StoreError> {
+        let _guard = lock(&self.flush_lock);
+        // Read before the fsyncs: every unit for records below it was written before it was
+        // published, so the fsyncs below cover it.
+        let dispatched_phy_offset = self.commit_log.max_phy_offset();
+        let timestamp = self.last_store_timestamp_ms.load(Ordering::Acquire);
+        self.flush_commit_log_locked()?;
+        self.flush_consume_queues()?;
+        if self.last_checkpoint_phy_offset.load(Ordering::Acquire) == dispatched_phy_offset {
+            return Ok(());
+        }
+        self.write_checkpoint(dispatched_phy_offset, timestamp)
+    }
+
+    fn flush_consume_queues(&self) -> Result<(), StoreError> {
+        for cq in self.all_queues() {
+            if !cq.take_dirty() {
+                continue;
+            }
+            for seg in cq.segments().snapshot().iter() {
+                if seg.take_dirty() {
+                    if let Err(e) = fs::sync_file(&seg.file, &seg.path, fs::SyncKind::Data) {
+                        self.poison(format!("consume queue fsync failed: {e}"));
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Records that everything below `dispatched_phy_offset` is durable, CommitLog and units.
+    fn write_checkpoint(
+        &self,
+        dispatched_phy_offset: i64,
+        timestamp_ms: i64,
+    ) -> Result<(), StoreError> {
+        let checkpoint = format::Checkpoint {
+            physic_msg_timestamp_ms: timestamp_ms,
+            logics_msg_timestamp_ms: timestamp_ms,
+            index_msg_timestamp_ms: 0,
+            flushed_phy_offset: dispatched_phy_offset,
+            cq_flushed_phy_offset: dispatched_phy_offset,
+        };
+        let bytes = format::encode_checkpoint(&checkpoint);
+        let written = fs::write_at(&self.checkpoint_file, &self.checkpoint_path, &bytes, 0)
+            .and_then(|()| {
+                fs::sync_file(
+                    &self.checkpoint_file,
+                    &self.checkpoint_path,
+                    fs::SyncKind::Data,
+                )
+            });
+        if let Err(e) = written {
+            self.poison(format!("checkpoint write failed: {e}"));
+            return Err(e);
+        }
+        self.last_checkpoint_phy_offset
+            .store(dispatched_phy_offset, Ordering::Release);
+        Ok(())
+    }
+
+    /// The flush thread: CommitLog fsyncs on request (group commit) or on the async timer, and
+    /// the ConsumeQueue fsync with the checkpoint every `flush_consume_queue_interval_ms`.
+    pub(super) fn flush_loop(&self) {
+        let cq_interval = Duration::from_millis(self.config.flush_consume_queue_interval_ms);
+        let cl_interval = Duration::from_millis(self.config.flush_interval_ms);
+        let mut last_cq_flush = Instant::now();
+        let mut last_cl_flush = Instant::now();
+        loop {
+            let requested = {
+                let mut signal = lock(&self.signal);
+                if !signal.flush_requested && !signal.stop {
+                    let wait = match self.config.flush_policy {
+                        FlushPolicy::Sync => cq_interval.saturating_sub(last_cq_flush.elapsed()),
+                        FlushPolicy::Async => cl_interval
+                            .saturating_sub(last_cl_flush.elapsed())
+                            .min(cq_interval.saturating_sub(last_cq_flush.elapsed())),
+                    };
+                    signal = self
+                        .signal_cv
+                        .wait_timeout(signal, wait)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                }
+                if signal.stop {
+                    return;
+                }
+                std::mem::take(&mut signal.flush_requested)
+            };
+            if self.is_poisoned() {
+                // Nothing can be made durable any more; wait for shutdown.
+                continue;
+            }
+            let cl_due = last_cl_flush.elapsed() >= cl_interval;
+            if requested || cl_due {
+                last_cl_flush = Instant::now();
+                if let Err(e) = self.flush_commit_log() {
+                    tracing::error!(error = %e, "commit log flush failed");
+                }
+            }
+            if last_cq_flush.elapsed() >= cq_interval {
+                last_cq_flush = Instant::now();
+                if let Err(e) = self.flush_all() {
+                    tracing::error!(error = %e, "consume queue flush failed");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,624 @@
+//! Pulls, answered with the records' bytes or with file regions.
+//!
+//! A pull (`get_message`) first answers the cases where the requested queue offset is outside
+//! the queue's live units. Otherwise it reads the ConsumeQueue units it may scan with one
+//! `read_batch`, then runs rounds: [`QueueScan::plan_round`] walks the units with Java's rules
+//! (scan budget, layer-one filter, batch-full limits) and collects candidate records, and
+//! [`Inner::answer_round`] reads them (one more `read_batch`, layer-two filter in the callback)
+//! or locates them as file regions. A round is planned again only when the record filter
+//! rejected a candidate of a batch that had filled up.
+
+use std::sync::Arc;
+
+use bytes::BytesMut;
+
+use super::Inner;
+use crate::store::config::StoreConfig;
+use crate::store::consume_queue::ConsumeQueue;
+use crate::store::error::StoreError;
+use crate::store::filter::MessageFilter;
+use crate::store::format::{decode_record_head, CqUnit, RecordHead, CQ_UNIT_SIZE_BYTES};
+use crate::store::io::ReadOp;
+use crate::store::region::{FileRegion, RegionShape};
+use crate::store::segment::{self, Segment};
+use crate::store::types::{GetMessageRequest, GetMessageResult, GetMessageStatus};
+
+/// TOTALSIZE and MAGICCODE: what `record_head_matches` needs.
+const RECORD_HEAD_BYTES: usize = 8;
+
+/// What one pull inside the queue's live units asks for, and the limits it runs under.
+struct PullSpec<'a> {
+    filter: &'a dyn MessageFilter,
+    /// The requested queue offset: the first unit scanned.
+    queue_offset: i64,
+    /// The queue's max offset when the pull started; no unit at or past it is scanned.
+    max_offset_in_queue: i64,
+    max_msg_nums: i64,
+    /// At most this many record bytes are returned.
+    pull_size_max_bytes: usize,
+}
+
+impl PullSpec<'_> {
+    /// Units one pull may scan: the scan budget (`maxFilterMessageSize` bytes of ConsumeQueue,
+    /// at least `maxMsgNums` units), never past the queue's end.
+    fn units_wanted(&self, config: &StoreConfig) -> usize {
+        let unit_bytes = CQ_UNIT_SIZE_BYTES as i64;
+        let budget_bytes = (config.max_filter_message_size_bytes as i64)
+            .max(self.max_msg_nums.saturating_mul(unit_bytes));
+        let budget_units = (budget_bytes + unit_bytes - 1) / unit_bytes;
+        budget_units.min(self.max_offset_in_queue - self.queue_offset) as usize
+    }
+}
+
+/// The CommitLog as one pull sees it, read once right after the pull's ConsumeQueue units.
+struct CommitLogView {
+    max_phy_offset: i64,
+    /// Start of the first live file (the write position when there is none).
+    min_phy_offset: i64,
+    segments: Arc<Vec<Arc<Segment>>>,
+    file_size_bytes: i64,
+    /// Bytes behind the head that count as in memory (`accessMessageInMemoryMaxRatio`).
+    memory_window_bytes: i64,
+}
+
+impl CommitLogView {
+    fn is_in_memory(&self, phy_offset: i64) -> bool {
+        self.max_phy_offset - phy_offset <= self.memory_window_bytes
+    }
+
+    /// Position in `segments` of the file holding the unit's whole record; `None` when the
+    /// record is not (or no longer) readable.
+    fn segment_of(&self, unit: &CqUnit) -> Option<usize> {
+        let available = unit.size > 0
+            && unit.phy_offset >= self.min_phy_offset
+            && unit.phy_offset + i64::from(unit.size) <= self.max_phy_offset;
+        if !available {
+            return None;
+        }
+        segment::index_in(&self.segments, unit.phy_offset, self.file_size_bytes as u64)
+    }
+
+    fn segment(&self, candidate: &Candidate) -> &Arc<Segment> {
+        &self.segments[candidate.segment_index]
+    }
+}
+
+/// How a planned round of a pull ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RoundEnd {
+    /// Ran out of units, budget or file.
+    Exhausted,
+    /// Stopped before unit `at_unit` because the (tentative) batch was full.
+    BatchFull { at_unit: usize },
+}
+
+/// A record the plan expects to return, unless the record filter rejects it.
+#[derive(Debug, Clone, Copy)]
+struct Candidate {
+    unit_index: usize,
+    queue_offset: i64,
+    phy_offset: i64,
+    size: i32,
+    segment_index: usize,
+}
+
+/// Records counted into a pull: found ones, or found plus planned ones while planning.
+#[derive(Debug, Clone, Copy, Default)]
+struct Tally {
+    bytes: usize,
+    count: usize,
+}
+
+/// The regions side of `get_message_regions`: where regions go and who chooses.
+pub(super) struct RegionsWanted<'a> {
+    out: Vec<FileRegion>,
+    choose: &'a dyn Fn(RegionShape) -> bool,
+    /// Asked once, at the first round that has candidates; later rounds follow it.
+    chosen: Option<bool>,
+}
+
+impl<'a> RegionsWanted<'a> {
+    pub(super) fn new(choose: &'a dyn Fn(RegionShape) -> bool) -> Self {
+        RegionsWanted {
+            out: Vec::new(),
+            choose,
+            chosen: None,
+        }
+    }
+
+    /// The regions, unless the pull was answered with bytes.
+    pub(super) fn into_regions(self) -> Option<Vec<FileRegion>> {
+        (self.chosen != Some(false)).then_some(self.out)
+    }
+
+    /// Whether this round's candidates are answered as regions.
+    fn choose_for(&mut self, candidates: &[Candidate]) -> bool {
+        if let Some(chosen) = self.chosen {
+            return chosen;
+        }
+        if candidates.is_empty() {
+            return true;
+        }
+        let chosen = (self.choose)(region_shape(candidates));
+        self.chosen = Some(chosen);
+        chosen
+    }
+}
+
+/// The shape the candidates would have as regions (records back to back in one file are one).
+fn region_shape(candidates: &[Candidate]) -> RegionShape {
+    let mut shape = RegionShape {
+        regions: 0,
+        bytes: 0,
+        messages: candidates.len(),
+    };
+    let mut prev: Option<&Candidate> = None;
+    for c in candidates {
+        let continues = prev.is_some_and(|p| {
+            p.segment_index == c.segment_index && p.phy_offset + i64::from(p.size) == c.phy_offset
+        });
+        if !continues {
+            shape.regions += 1;
+        }
+        shape.bytes += c.size as usize;
+        prev = Some(c);
+    }
+    shape
+}
+
+/// Running totals and the found records of one pull.
+struct PullState {
+    status: GetMessageStatus,
+    /// Index of the last unit that set `status` (Java updates status in unit order).
+    status_unit: Option<usize>,
+    next_begin_offset: i64,
+    max_phy_offset_pulling: i64,
+    found: Tally,
+    buffer: BytesMut,
+    message_ranges: Vec<(usize, usize)>,
+    message_locations: Vec<(i64, i32)>,
+    queue_offsets: Vec<i64>,
+}
+
+impl PullState {
+    fn new(queue_offset: i64) -> Self {
+        PullState {
+            status: GetMessageStatus::NoMatchedMessage,
+            status_unit: None,
+            next_begin_offset: queue_offset,
+            max_phy_offset_pulling: 0,
+            found: Tally::default(),
+            buffer: BytesMut::new(),
+            message_ranges: Vec::new(),
+            message_locations: Vec::new(),
+            queue_offsets: Vec::new(),
+        }
+    }
+
+    fn miss(&mut self, unit_index: usize, status: GetMessageStatus) {
+        if self.status_unit.is_none_or(|u| u < unit_index) {
+            self.status_unit = Some(unit_index);
+            self.status = status;
+        }
+    }
+
+    /// Counts a found record of `len_bytes` (its bytes, if any, are already in `buffer`).
+    fn add_found(&mut self, c: &Candidate, len_bytes: usize) {
+        self.message_locations.push((c.phy_offset, c.size));
+        self.queue_offsets.push(c.queue_offset);
+        self.found.bytes += len_bytes;
+        self.found.count += 1;
+    }
+
+    fn into_result(self, view: &CommitLogView) -> GetMessageResult {
+        let status = if self.found.count > 0 {
+            GetMessageStatus::Found
+        } else {
+            self.status
+        };
+        let suggest = view.max_phy_offset - self.max_phy_offset_pulling > view.memory_window_bytes;
+        GetMessageResult {
+            status,
+            next_begin_offset: self.next_begin_offset,
+            min_offset_in_queue: 0,
+            max_offset_in_queue: 0,
+            suggest_pulling_from_slave: suggest,
+            buffer: self.buffer.freeze(),
+            message_ranges: self.message_ranges,
+            message_locations: self.message_locations,
+            queue_offsets: self.queue_offsets,
+            buffer_total_size: self.found.bytes,
+            message_count: self.found.count,
+        }
+    }
+}
+
+/// The planning side of one pull: the units it read and the CommitLog they point into.
+struct QueueScan<'a> {
+    inner: &'a Inner,
+    pull: &'a PullSpec<'a>,
+    view: CommitLogView,
+    units: &'a [CqUnit],
+}
+
+impl QueueScan<'_> {
+    /// Walks the units from `cursor` as Java does, assuming every candidate passes the record
+    /// filter, and collects the candidates of this round.
+    fn plan_round(
+        &self,
+        cursor: usize,
+        state: &mut PullState,
+        candidates: &mut Vec<Candidate>,
+    ) -> RoundEnd {
+        candidates.clear();
+        let mut tentative = state.found;
+        // After a missing record, units pointing into the rest of its file are skipped.
+        let mut skip_below: Option<i64> = None;
+        for (i, unit) in self.units.iter().enumerate().skip(cursor) {
+            let size = unit.size.max(0) as usize;
+            if self.is_batch_full(size, tentative, self.view.is_in_memory(unit.phy_offset)) {
+                return RoundEnd::BatchFull { at_unit: i };
+            }
+            state.max_phy_offset_pulling = unit.phy_offset;
+            state.next_begin_offset = self.pull.queue_offset + i as i64 + 1;
+            if skip_below.is_some_and(|next_file_start| unit.phy_offset < next_file_start) {
+                continue;
+            }
+            if !self.pull.filter.is_matched_by_consume_queue(unit.tags_code) {
+                state.miss(i, GetMessageStatus::NoMatchedMessage);
+                continue;
+            }
+            let Some(segment_index) = self.view.segment_of(unit) else {
+                state.miss(i, GetMessageStatus::MessageWasRemoving);
+                let next_file_start = self.inner.commit_log.roll_next_file(unit.phy_offset.max(0));
+                skip_below = Some(next_file_start);
+                continue;
+            };
+            candidates.push(Candidate {
+                unit_index: i,
+                queue_offset: self.pull.queue_offset + i as i64,
+                phy_offset: unit.phy_offset,
+                size: unit.size,
+                segment_index,
+            });
+            tentative.bytes += size;
+            tentative.count += 1;
+            skip_below = None;
+        }
+        RoundEnd::Exhausted
+    }
+
+    /// Java's batch-full rule (5.x `isTheBatchFull`; never full before the first message),
+    /// and the pull's byte cap.
+    fn is_batch_full(&self, size: usize, tally: Tally, in_memory: bool) -> bool {
+        if tally.bytes >= self.pull.pull_size_max_bytes {
+            return true;
+        }
+        if tally.bytes == 0 || tally.count == 0 {
+            return false;
+        }
+        if tally.count as i64 + 1 > self.pull.max_msg_nums {
+            return true;
+        }
+        if tally.bytes + size > self.pull.pull_size_max_bytes {
+            return true;
+        }
+        let config = &self.inner.config;
+        let (bytes_max, count_max) = if in_memory {
+            (
+                config.max_transfer_bytes_on_message_in_memory,
+                config.max_transfer_count_on_message_in_memory,
+            )
+        } else {
+            (
+                config.max_transfer_bytes_on_message_in_disk,
+                config.max_transfer_count_on_message_in_disk,
+            )
+        };
+        tally.bytes + size > bytes_max || tally.count + 1 > count_max
+    }
+}
+
+impl Inner {
+    /// Java `nextOffsetCorrection`: a slave keeps the requested offset unless
+    /// `offsetCheckInSlave`.
+    fn correct_offset(&self, old: i64, new: i64) -> i64 {
+        if !self.config.broker_role_slave || self.config.offset_check_in_slave {
+            new
+        } else {
+            old
+        }
+    }
+
+    /// At most `pull_size_max_bytes` of records. With `regions`, found records are returned as
+    /// file regions pushed there instead of bytes in the result's buffer (see
+    /// `MessageStore::get_message_regions`).
+    pub(super) fn get_message(
+        &self,
+        request: &GetMessageRequest<'_>,
+        pull_size_max_bytes: usize,
+        regions: Option<&mut RegionsWanted<'_>>,
+    ) -> Result<GetMessageResult, StoreError> {
+        let queue_offset = request.queue_offset;
+        let Some(cq) = self.find_queue(request.topic, request.queue_id) else {
+            let next = self.correct_offset(queue_offset, 0);
+            return Ok(GetMessageResult::empty(
+                GetMessageStatus::NoMatchedLogicQueue,
+                next,
+            ));
+        };
+        let min = cq.min_offset_in_queue();
+        let max = cq.max_offset_in_queue();
+        let mut result = match self.out_of_range(queue_offset, min, max) {
+            Some((status, next)) => GetMessageResult::empty(status, next),
+            None => {
+                let pull = PullSpec {
+                    filter: request.filter,
+                    queue_offset,
+                    max_offset_in_queue: max,
+                    max_msg_nums: i64::from(request.max_msg_nums),
+                    pull_size_max_bytes,
+                };
+                self.scan_queue(&cq, &pull, regions)?
+            }
+        };
+        result.min_offset_in_queue = min;
+        result.max_offset_in_queue = max;
+        Ok(result)
+    }
+
+    /// The status and next offset of a pull at `queue_offset` when it is not a live unit of a
+    /// queue holding `min..max`; `None` when it is.
+    fn out_of_range(
+        &self,
+        queue_offset: i64,
+        min: i64,
+        max: i64,
+    ) -> Option<(GetMessageStatus, i64)> {
+        let (status, next) = if max == 0 {
+            (GetMessageStatus::NoMessageInQueue, 0)
+        } else if queue_offset < min {
+            (GetMessageStatus::OffsetTooSmall, min)
+        } else if queue_offset == max {
+            (GetMessageStatus::OffsetOverflowOne, queue_offset)
+        } else if queue_offset > max {
+            (GetMessageStatus::OffsetOverflowBadly, max)
+        } else {
+            return None;
+        };
+        Some((status, self.correct_offset(queue_offset, next)))
+    }
+
+    fn scan_queue(
+        &self,
+        cq: &ConsumeQueue,
+        pull: &PullSpec<'_>,
+        mut regions: Option<&mut RegionsWanted<'_>>,
+    ) -> Result<GetMessageResult, StoreError> {
+        let want = pull.units_wanted(&self.config);
+        let mut units = Vec::with_capacity(want);
+        if cq
+            .read_units(&self.io, pull.queue_offset, want, &mut units)?
+            .is_none()
+        {
+            let next = cq.roll_next_file(pull.queue_offset);
+            return Ok(GetMessageResult::empty(
+                GetMessageStatus::OffsetFoundNull,
+                self.correct_offset(pull.queue_offset, next),
+            ));
+        }
+        let scan = QueueScan {
+            inner: self,
+            pull,
+            view: self.commit_log_view(),
+            units: &units,
+        };
+        let mut state = PullState::new(pull.queue_offset);
+        let mut candidates = Vec::new();
+        let mut cursor = 0usize;
+        loop {
+            let end = scan.plan_round(cursor, &mut state, &mut candidates);
+            let rejected = self.answer_round(
+                &scan.view,
+                &candidates,
+                pull.filter,
+                regions.as_deref_mut(),
+                &mut state,
+            )?;
+            // A rejected candidate made the tentative totals too high: re-plan from the unit
+            // where the round stopped, with the real totals.
+            match end {
+                RoundEnd::BatchFull { at_unit } if rejected => cursor = at_unit,
+                _ => break,
+            }
+        }
+        Ok(state.into_result(&scan.view))
+    }
+
+    /// The CommitLog as a pull sees it. Taken only after the pull's units are read: the writer
+    /// publishes the CommitLog max before the queue max, so every unit just read has its record
+    /// below this head. A head read before the units could miss records appended meanwhile, and
+    /// they would be skipped as MESSAGE_WAS_REMOVING while nextBeginOffset moved past them.
+    fn commit_log_view(&self) -> CommitLogView {
+        let max_phy_offset = self.commit_log.max_phy_offset();
+        let segments = self.commit_log.segments().snapshot();
+        let min_phy_offset = segments.first().map_or(max_phy_offset, |s| s.start_offset);
+        CommitLogView {
+            max_phy_offset,
+            min_phy_offset,
+            segments,
+            file_size_bytes: self.commit_log.file_size_bytes(),
+            memory_window_bytes: self.config.memory_window_bytes(),
+        }
+    }
+
+    /// Answers one round's candidates as regions or as bytes. Returns whether the record
+    /// filter rejected any.
+    fn answer_round(
+        &self,
+        view: &CommitLogView,
+        candidates: &[Candidate],
+        filter: &dyn MessageFilter,
+        regions: Option<&mut RegionsWanted<'_>>,
+        state: &mut PullState,
+    ) -> Result<bool, StoreError> {
+        let as_regions = regions.and_then(|wanted| wanted.choose_for(candidates).then_some(wanted));
+        match as_regions {
+            Some(wanted) => {
+                self.locate_candidates(view, candidates, state, &mut wanted.out)?;
+                // Layer two is not applied to regions, so nothing is ever rejected.
+                Ok(false)
+            }
+            None => self.read_candidates(view, candidates, filter, state),
+        }
+    }
+
+    /// Reads every candidate record in one `read_batch` and applies the record filter.
+    /// Returns whether any candidate was rejected.
+    fn read_candidates(
+        &self,
+        view: &CommitLogView,
+        candidates: &[Candidate],
+        filter: &dyn MessageFilter,
+        state: &mut PullState,
+    ) -> Result<bool, StoreError> {
+        if candidates.is_empty() {
+            return Ok(false);
+        }
+        let ops = candidate_reads(view, candidates, |c| c.size as usize);
+        let wanted: usize = candidates.iter().map(|c| c.size as usize).sum();
+        state.buffer.reserve(wanted);
+        let mut rejected = false;
+        let mut corrupt: Option<usize> = None;
+        self.io
+            .read_batch(&ops, &mut |i, bytes| {
+                let c = &candidates[i];
+                if !record_head_matches(bytes, c.size) {
+                    corrupt.get_or_insert(i);
+                    return;
+                }
+                if !filter.is_matched_by_commit_log(bytes) {
+                    state.miss(c.unit_index, GetMessageStatus::NoMatchedMessage);
+                    rejected = true;
+                    return;
+                }
+                state.message_ranges.push((state.buffer.len(), bytes.len()));
+                state.buffer.extend_from_slice(bytes);
+                state.add_found(c, bytes.len());
+            })
+            .map_err(|e| self.commit_log_read_error(e))?;
+        if let Some(i) = corrupt {
+            return Err(not_a_record(view, &candidates[i]));
+        }
+        Ok(rejected)
+    }
+
+    /// The regions counterpart of `read_candidates`: checks each candidate's record head (one
+    /// `read_batch` of 8-byte reads) and appends its location, merging it into the previous
+    /// region when it continues it in the same file.
+    fn locate_candidates(
+        &self,
+        view: &CommitLogView,
+        candidates: &[Candidate],
+        state: &mut PullState,
+        regions: &mut Vec<FileRegion>,
+    ) -> Result<(), StoreError> {
+        if candidates.is_empty() {
+            return Ok(());
+        }
+        let ops = candidate_reads(view, candidates, |c| RECORD_HEAD_BYTES.min(c.size as usize));
+        let mut corrupt: Option<usize> = None;
+        self.io
+            .read_batch(&ops, &mut |i, head| {
+                if corrupt.is_none() && !record_head_matches(head, candidates[i].size) {
+                    corrupt = Some(i);
+                }
+            })
+            .map_err(|e| self.commit_log_read_error(e))?;
+        if let Some(i) = corrupt {
+            return Err(not_a_record(view, &candidates[i]));
+        }
+        for c in candidates {
+            let seg = view.segment(c);
+            let offset_bytes = (c.phy_offset - seg.start_offset) as u64;
+            let len_bytes = c.size as usize;
+            match regions.last_mut() {
+                Some(last)
+                    if Arc::ptr_eq(&last.segment, seg)
+                        && last.offset_bytes + last.len_bytes as u64 == offset_bytes =>
+                {
+                    last.len_bytes += len_bytes;
+                }
+                _ => regions.push(FileRegion {
+                    segment: Arc::clone(seg),
+                    offset_bytes,
+                    len_bytes,
+                }),
+            }
+            state.add_found(c, len_bytes);
+        }
+        Ok(())
+    }
+
+    /// Reads the bytes of `regions`, in order, appending them to `out` (one `read_batch`).
+    pub(super) fn read_regions(
+        &self,
+        regions: &[FileRegion],
+        out: &mut BytesMut,
+    ) -> Result<(), StoreError> {
+        let ops: Vec<ReadOp<'_>> = regions
+            .iter()
+            .map(|r| ReadOp {
+                file: r.file(),
+                offset_bytes: r.offset_bytes,
+                len_bytes: r.len_bytes,
+            })
+            .collect();
+        out.reserve(regions.iter().map(|r| r.len_bytes).sum());
+        self.io
+            .read_batch(&ops, &mut |_, bytes| out.extend_from_slice(bytes))
+            .map_err(|e| self.commit_log_read_error(e))
+    }
+
+    fn commit_log_read_error(&self, e: std::io::Error) -> StoreError {
+        StoreError::io("read commit log", self.commit_log.segments().dir(), e)
+    }
+}
+
+/// One read per candidate of the first `len_of(candidate)` bytes of its record.
+fn candidate_reads<'a>(
+    view: &'a CommitLogView,
+    candidates: &[Candidate],
+    len_of: impl Fn(&Candidate) -> usize,
+) -> Vec<ReadOp<'a>> {
+    candidates
+        .iter()
+        .map(|c| {
+            let seg = view.segment(c);
+            ReadOp {
+                file: &seg.file,
+                offset_bytes: (c.phy_offset - seg.start_offset) as u64,
+                len_bytes: len_of(c),
+            }
+        })
+        .collect()
+}
+
+/// The error for a ConsumeQueue unit whose CommitLog bytes are not the record it describes.
+fn not_a_record(view: &CommitLogView, c: &Candidate) -> StoreError {
+    StoreError::Corrupted {
+        path: view.segment(c).path.clone(),
+        offset: c.phy_offset,
+        reason: format!(
+            "ConsumeQueue unit (size {}) does not point at a record",
+            c.size
+        ),
+    }
+}
+
+fn record_head_matches(bytes: &[u8], size: i32) -> bool {
+    matches!(
+        decode_record_head(bytes),
+        Ok(RecordHead::Message { total_size, .. }) if total_size == size
+    )
+}

@@ -1,0 +1,185 @@
+//! Opening and closing the store: the root directory's lock, checkpoint and abort files, the
+//! background threads, clean shutdown and the crash-like drop.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::thread::JoinHandle;
+
+use tokio::sync::watch;
+
+use super::{
+    lock, FlushState, Inner, MessageStore, Signal, Writer, ABORT_FILE_NAME, CHECKPOINT_FILE_NAME,
+    LOCK_FILE_NAME,
+};
+use crate::store::commit_log::CommitLog;
+use crate::store::config::StoreConfig;
+use crate::store::error::StoreError;
+use crate::store::format;
+use crate::store::fs;
+use crate::store::io::IoEngine;
+
+impl MessageStore {
+    /// Opens (creating if needed) the store at `config.root_dir`, recovers it, and starts the
+    /// flush and retention threads.
+    pub fn open(config: StoreConfig, io: Arc<IoEngine>) -> Result<Arc<MessageStore>, StoreError> {
+        config.validate()?;
+        let root = config.root_dir.clone();
+        fs::ensure_dir(&root)?;
+        let lock_file = lock_root(&root)?;
+        let abort_path = root.join(ABORT_FILE_NAME);
+        let abnormal = abort_path.exists();
+        let checkpoint_path = root.join(CHECKPOINT_FILE_NAME);
+        let (checkpoint_file, checkpoint) = open_checkpoint(&checkpoint_path)?;
+        let (flush_tx, _) = watch::channel(FlushState::default());
+        let inner = Arc::new(Inner {
+            commit_log: CommitLog::new(&root, config.commit_log_file_size_bytes),
+            config,
+            io,
+            queues: RwLock::new(HashMap::new()),
+            writer: Mutex::new(Writer::default()),
+            poisoned: AtomicBool::new(false),
+            flush_tx,
+            flush_lock: Mutex::new(()),
+            signal: Mutex::new(Signal::default()),
+            signal_cv: Condvar::new(),
+            retention_cv: Condvar::new(),
+            last_store_timestamp_ms: AtomicI64::new(0),
+            last_checkpoint_phy_offset: AtomicI64::new(-1),
+            checkpoint_file,
+            checkpoint_path,
+            listener: RwLock::new(None),
+            retention_lock: Mutex::new(()),
+            shut_down: AtomicBool::new(false),
+            _lock_file: lock_file,
+        });
+        let recovery = inner.recover(abnormal, checkpoint)?;
+        // Recovery kept only what is on disk; the flush below makes it durable before any new
+        // append is acknowledged.
+        let max_phy_offset = inner.commit_log.max_phy_offset();
+        inner
+            .flush_tx
+            .send_modify(|s| s.flushed_phy_offset = max_phy_offset);
+        inner.flush_all()?;
+        write_abort_file(&abort_path)?;
+        let threads = vec![spawn_flush_thread(&inner)?, spawn_retention_thread(&inner)?];
+        Ok(Arc::new(MessageStore {
+            inner,
+            threads: Mutex::new(threads),
+            recovery,
+        }))
+    }
+
+    /// Stops the threads, flushes, writes the checkpoint and removes the abort file.
+    pub fn shutdown(&self) -> Result<(), StoreError> {
+        if self.inner.shut_down.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        self.stop_threads();
+        // Wait for any append in progress; new ones see `shut_down`.
+        let _writer = lock(&self.inner.writer);
+        if let Some(reason) = self.is_read_only() {
+            return Err(StoreError::Poisoned { reason });
+        }
+        self.inner.flush_all()?;
+        fs::remove_file(&self.inner.config.root_dir.join(ABORT_FILE_NAME))
+    }
+
+    fn stop_threads(&self) {
+        lock(&self.inner.signal).stop = true;
+        self.inner.signal_cv.notify_all();
+        self.inner.retention_cv.notify_all();
+        let threads: Vec<JoinHandle<()>> = lock(&self.threads).drain(..).collect();
+        for handle in threads {
+            // A panicked background thread has nothing left to clean up.
+            let _ = handle.join();
+        }
+    }
+}
+
+impl Drop for MessageStore {
+    /// Dropping without `shutdown` behaves like a crash: threads stop, nothing is flushed and the
+    /// abort file stays, so the next open runs crash recovery.
+    fn drop(&mut self) {
+        self.stop_threads();
+    }
+}
+
+fn spawn_flush_thread(inner: &Arc<Inner>) -> Result<JoinHandle<()>, StoreError> {
+    let inner = Arc::clone(inner);
+    std::thread::Builder::new()
+        .name("store-flush".to_owned())
+        .spawn(move || inner.flush_loop())
+        .map_err(|e| StoreError::io("spawn thread", "store-flush", e))
+}
+
+fn spawn_retention_thread(inner: &Arc<Inner>) -> Result<JoinHandle<()>, StoreError> {
+    let inner = Arc::clone(inner);
+    std::thread::Builder::new()
+        .name("store-retention".to_owned())
+        .spawn(move || inner.retention_loop())
+        .map_err(|e| StoreError::io("spawn thread", "store-retention", e))
+}
+
+// -------------------------------------------------------------------------------------------
+// Files of the root directory.
+
+fn lock_root(root: &Path) -> Result<nix::fcntl::Flock<File>, StoreError> {
+    let path = root.join(LOCK_FILE_NAME);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| StoreError::io("open", &path, e))?;
+    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(
+        |(_, errno)| match errno {
+            nix::errno::Errno::EWOULDBLOCK => StoreError::Locked { path: path.clone() },
+            errno => StoreError::io("flock", &path, std::io::Error::from(errno)),
+        },
+    )
+}
+
+fn open_checkpoint(path: &Path) -> Result<(File, Option<format::Checkpoint>), StoreError> {
+    let existed = path.exists();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| StoreError::io("open", path, e))?;
+    if !existed {
+        fs::allocate(&file, path, format::CHECKPOINT_FILE_SIZE_BYTES as u64)?;
+        fs::sync_file(&file, path, fs::SyncKind::All)?;
+        if let Some(dir) = path.parent() {
+            fs::sync_dir(dir)?;
+        }
+        return Ok((file, None));
+    }
+    let mut buf = Vec::new();
+    use std::io::Read as _;
+    (&file)
+        .read_to_end(&mut buf)
+        .map_err(|e| StoreError::io("read", path, e))?;
+    Ok((file, format::decode_checkpoint(&buf)))
+}
+
+fn write_abort_file(path: &Path) -> Result<(), StoreError> {
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+        .map_err(|e| StoreError::io("create", path, e))?;
+    // Java 5.x writes the PID into the abort file.
+    fs::write_at(&file, path, std::process::id().to_string().as_bytes(), 0)?;
+    fs::sync_file(&file, path, fs::SyncKind::All)?;
+    if let Some(dir) = path.parent() {
+        fs::sync_dir(dir)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,365 @@
+//! The message store facade (Java `DefaultMessageStore`): append, dispatch to the ConsumeQueue,
+//! pull, offsets, durability, retention and lifecycle.
+//!
+//! Threads: callers append under one writer mutex (record write, ConsumeQueue unit write and
+//! offset publication happen together, so queue offsets are assigned atomically with the
+//! append). Readers never take the writer mutex: they read published atomics and snapshots of
+//! the segment lists. One flush thread runs fsyncs (group commit for `sync`, a timer for
+//! `async`), the ConsumeQueue fsync and the checkpoint; one retention thread deletes expired
+//! files.
+//!
+//! This file holds the facade, the shared state (`Inner`) and the queue registry. The rest of
+//! the implementation is split by concern, each file one or more `impl Inner` blocks:
+//! - `append`: the put paths (validation, queue offsets, placement in the CommitLog, the
+//!   record and unit writes, publication, arrival events);
+//! - `get`: pulls, answered with bytes or with file regions;
+//! - `lookup`: one record by CommitLog offset, the search of a queue by store time;
+//! - `flush`: group commit, the flush loop, the checkpoint, poisoning;
+//! - `retention`: deletion of expired files;
+//! - `lifecycle`: open, the root directory's files, the threads, shutdown;
+//! - `recovery`: what `open` does to find the end of the log and repair the queues.
+//!
+//! Replication goes into `append`: an HA slave appends records the master already encoded,
+//! at the CommitLog offset the master gives. That is a second entry point beside
+//! `Inner::append` that takes the writer lock, checks `check_writable` and that the offset is
+//! the current `max_phy_offset`, writes the bytes with `write_or_poison`, writes the units of
+//! the records it decodes, and publishes in the same order (CommitLog max, then queue max), so
+//! readers, flushing and recovery need no second path.
+
+mod append;
+mod flush;
+mod get;
+mod lifecycle;
+mod lookup;
+mod recovery;
+mod retention;
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicI64};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+use std::thread::JoinHandle;
+
+use bytes::{Bytes, BytesMut};
+use tokio::sync::watch;
+
+use self::get::RegionsWanted;
+use crate::store::commit_log::CommitLog;
+use crate::store::config::StoreConfig;
+use crate::store::consume_queue::ConsumeQueue;
+use crate::store::error::StoreError;
+use crate::store::io::IoEngine;
+use crate::store::region::{FileRegion, GetMessageRegions, RegionShape};
+use crate::store::types::{
+    ArrivalListener, BatchToStore, BoundaryType, GetMessageRequest, GetMessageResult,
+    MessageToStore, PutMessageResult, RecoveryReport,
+};
+
+/// Java `DefaultMessageStore.MAX_PULL_MSG_SIZE`: a pull never returns more bytes than this.
+pub const PULL_MSG_SIZE_MAX_BYTES: usize = 128 * 1024 * 1024;
+/// Name of the clean-shutdown marker (`StorePathConfigHelper.getAbortFile`).
+pub const ABORT_FILE_NAME: &str = "abort";
+/// Name of the checkpoint file.
+pub const CHECKPOINT_FILE_NAME: &str = "checkpoint";
+/// Name of the file locked while a store has the directory open.
+pub const LOCK_FILE_NAME: &str = "lock";
+
+/// State published by the flush thread.
+#[derive(Debug, Clone, Default)]
+struct FlushState {
+    /// Every CommitLog byte below this offset is fsynced.
+    flushed_phy_offset: i64,
+    /// Set once, when an fsync failed.
+    poisoned: Option<Arc<str>>,
+}
+
+#[derive(Debug, Default)]
+struct Signal {
+    flush_requested: bool,
+    stop: bool,
+}
+
+/// Scratch buffers of the single writer, reused across appends.
+#[derive(Debug, Default)]
+struct Writer {
+    record_buf: Vec<u8>,
+    unit_buf: Vec<u8>,
+    last_store_timestamp_ms: i64,
+}
+
+type QueueMap = HashMap<String, HashMap<i32, Arc<ConsumeQueue>>>;
+
+/// Everything the facade and its threads share.
+struct Inner {
+    config: StoreConfig,
+    io: Arc<IoEngine>,
+    commit_log: CommitLog,
+    queues: RwLock<QueueMap>,
+    writer: Mutex<Writer>,
+    poisoned: AtomicBool,
+    flush_tx: watch::Sender<FlushState>,
+    flush_lock: Mutex<()>,
+    signal: Mutex<Signal>,
+    signal_cv: Condvar,
+    retention_cv: Condvar,
+    /// Store timestamp of the last appended record (informational checkpoint fields).
+    last_store_timestamp_ms: AtomicI64,
+    /// CommitLog offset recorded by the last checkpoint write (an unchanged one is not rewritten).
+    last_checkpoint_phy_offset: AtomicI64,
+    checkpoint_file: File,
+    checkpoint_path: PathBuf,
+    listener: RwLock<Option<Arc<dyn ArrivalListener>>>,
+    retention_lock: Mutex<()>,
+    shut_down: AtomicBool,
+    _lock_file: nix::fcntl::Flock<File>,
+}
+
+/// The message store. Cheap to share (`Arc`); every method takes `&self`.
+pub struct MessageStore {
+    inner: Arc<Inner>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    recovery: RecoveryReport,
+}
+
+impl std::fmt::Debug for MessageStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MessageStore")
+            .field("root_dir", &self.inner.config.root_dir)
+            .field("max_phy_offset", &self.inner.commit_log.max_phy_offset())
+            .finish_non_exhaustive()
+    }
+}
+
+impl MessageStore {
+    /// What recovery did when this store was opened.
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.recovery
+    }
+
+    pub fn config(&self) -> &StoreConfig {
+        &self.inner.config
+    }
+
+    /// Appends one message and writes its ConsumeQueue unit. Returns after the write, not after
+    /// the fsync: with `sync` flush, await [`MessageStore::wait_flushed`] with
+    /// [`PutMessageResult::end_phy_offset`] before acknowledging.
+    pub fn put_message(&self, msg: &MessageToStore) -> Result<PutMessageResult, StoreError> {
+        self.inner.put_message(msg)
+    }
+
+    /// Appends a batch (Java `MessageBatch`) as consecutive records with consecutive queue offsets.
+    pub fn put_messages(&self, batch: &BatchToStore) -> Result<PutMessageResult, StoreError> {
+        self.inner.put_messages(batch)
+    }
+
+    /// Group commit: resolves once the fsync covering `end_phy_offset` is done.
+    pub async fn wait_flushed(&self, end_phy_offset: i64) -> Result<(), StoreError> {
+        self.inner.wait_flushed(end_phy_offset).await
+    }
+
+    /// Pulls messages (Java `DefaultMessageStore.getMessage`, 5.x semantics), at most
+    /// [`PULL_MSG_SIZE_MAX_BYTES`] of them.
+    pub fn get_message(
+        &self,
+        request: &GetMessageRequest<'_>,
+    ) -> Result<GetMessageResult, StoreError> {
+        self.inner
+            .get_message(request, PULL_MSG_SIZE_MAX_BYTES, None)
+    }
+
+    /// [`MessageStore::get_message`] with the pull request's `maxMsgBytes` (5.x
+    /// `maxTotalMsgSize`; at least 100, at most [`PULL_MSG_SIZE_MAX_BYTES`]) that can answer
+    /// with where the records are (file regions, for a zero-copy transfer) instead of their
+    /// bytes. Same planning, limits, status and offsets. Once the records are planned, `choose`
+    /// sees the pull's shape and says whether to answer with regions (`true`) or to read the
+    /// bytes as `get_message` does (`false`); a pull that finds nothing asks nothing and answers
+    /// with empty regions.
+    ///
+    /// With regions only layer one of the request's filter (`is_matched_by_consume_queue`) is
+    /// applied: the records are not read, so `is_matched_by_commit_log` is never called. Let
+    /// `choose` say `true` only for a filter whose layer two accepts every record (a TAG `*`
+    /// subscription). The head of each record (TOTALSIZE and MAGICCODE, 8 bytes) is still read,
+    /// so a ConsumeQueue unit that does not point at a record is the same `Corrupted` error as
+    /// in `get_message`.
+    pub fn get_message_regions(
+        &self,
+        request: &GetMessageRequest<'_>,
+        max_total_msg_size_bytes: usize,
+        choose: &dyn Fn(RegionShape) -> bool,
+    ) -> Result<GetMessageRegions, StoreError> {
+        let pull_size_max_bytes = max_total_msg_size_bytes.clamp(100, PULL_MSG_SIZE_MAX_BYTES);
+        let mut wanted = RegionsWanted::new(choose);
+        let result = self
+            .inner
+            .get_message(request, pull_size_max_bytes, Some(&mut wanted))?;
+        Ok(GetMessageRegions {
+            result,
+            regions: wanted.into_regions(),
+        })
+    }
+
+    /// Reads the bytes of `regions`, in order, appending them to `out` (one `read_batch`): the
+    /// copy path for a pull that was planned as regions.
+    pub fn read_regions(
+        &self,
+        regions: &[FileRegion],
+        out: &mut BytesMut,
+    ) -> Result<(), StoreError> {
+        self.inner.read_regions(regions, out)
+    }
+
+    /// Next queue offset to be written (0 when the queue does not exist).
+    pub fn max_offset_in_queue(&self, topic: &str, queue_id: i32) -> i64 {
+        self.inner
+            .find_queue(topic, queue_id)
+            .map_or(0, |cq| cq.max_offset_in_queue())
+    }
+
+    /// First live queue offset (0 when the queue does not exist).
+    pub fn min_offset_in_queue(&self, topic: &str, queue_id: i32) -> i64 {
+        self.inner
+            .find_queue(topic, queue_id)
+            .map_or(0, |cq| cq.min_offset_in_queue())
+    }
+
+    /// Binary search on store timestamps (Java `getOffsetInQueueByTime`).
+    pub fn offset_by_timestamp(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        timestamp_ms: i64,
+        boundary: BoundaryType,
+    ) -> Result<i64, StoreError> {
+        self.inner
+            .offset_by_timestamp(topic, queue_id, timestamp_ms, boundary)
+    }
+
+    /// Store time of the oldest live message of the queue.
+    pub fn earliest_message_store_time(
+        &self,
+        topic: &str,
+        queue_id: i32,
+    ) -> Result<Option<i64>, StoreError> {
+        self.inner.earliest_message_store_time(topic, queue_id)
+    }
+
+    /// One whole record by CommitLog offset, or `None` when no record starts there.
+    pub fn look_message_by_offset(&self, phy_offset: i64) -> Result<Option<Bytes>, StoreError> {
+        self.inner.look_message_by_offset(phy_offset)
+    }
+
+    pub fn max_phy_offset(&self) -> i64 {
+        self.inner.commit_log.max_phy_offset()
+    }
+
+    pub fn min_phy_offset(&self) -> i64 {
+        self.inner.commit_log.min_phy_offset()
+    }
+
+    /// CommitLog offset below which everything is fsynced.
+    pub fn flushed_phy_offset(&self) -> i64 {
+        self.inner.flush_tx.borrow().flushed_phy_offset
+    }
+
+    pub fn set_arrival_listener(&self, listener: Arc<dyn ArrivalListener>) {
+        *write_guard(&self.inner.listener) = Some(listener);
+    }
+
+    /// Deletes CommitLog files older than `file_reserved_time_hours` (oldest first, never the
+    /// file being written) and the ConsumeQueue units below the new minimum. Returns the number
+    /// of CommitLog files deleted.
+    pub fn delete_expired_files(&self, now_ms: i64) -> Result<usize, StoreError> {
+        self.inner.delete_expired_files(now_ms)
+    }
+
+    /// Forces a CommitLog fsync now (also used by benches).
+    pub fn flush(&self) -> Result<(), StoreError> {
+        self.inner.flush_all()
+    }
+
+    /// `Some(reason)` once an fsync (or write) failed: the store then refuses appends.
+    pub fn is_read_only(&self) -> Option<String> {
+        self.inner
+            .flush_tx
+            .borrow()
+            .poisoned
+            .as_ref()
+            .map(|r| r.to_string())
+    }
+
+    /// Every (topic, queue id) with a ConsumeQueue.
+    pub fn topic_queue_ids(&self) -> Vec<(String, i32)> {
+        let queues = read_guard(&self.inner.queues);
+        let mut out: Vec<(String, i32)> = queues
+            .iter()
+            .flat_map(|(topic, by_id)| by_id.keys().map(move |id| (topic.clone(), *id)))
+            .collect();
+        out.sort();
+        out
+    }
+}
+
+impl Inner {
+    fn find_queue(&self, topic: &str, queue_id: i32) -> Option<Arc<ConsumeQueue>> {
+        read_guard(&self.queues)
+            .get(topic)
+            .and_then(|by_id| by_id.get(&queue_id))
+            .cloned()
+    }
+
+    fn get_or_create_queue(
+        &self,
+        topic: &str,
+        queue_id: i32,
+    ) -> Result<Arc<ConsumeQueue>, StoreError> {
+        if let Some(cq) = self.find_queue(topic, queue_id) {
+            return Ok(cq);
+        }
+        let mut queues = write_guard(&self.queues);
+        let by_id = queues.entry(topic.to_owned()).or_default();
+        let cq = by_id.entry(queue_id).or_insert_with(|| {
+            Arc::new(ConsumeQueue::new(
+                &self.cq_root(),
+                topic,
+                queue_id,
+                self.config.consume_queue_file_units,
+            ))
+        });
+        Ok(Arc::clone(cq))
+    }
+
+    fn cq_root(&self) -> PathBuf {
+        self.config.root_dir.join("consumequeue")
+    }
+
+    fn all_queues(&self) -> Vec<Arc<ConsumeQueue>> {
+        read_guard(&self.queues)
+            .values()
+            .flat_map(|by_id| by_id.values().cloned())
+            .collect()
+    }
+}
+
+// A poisoned std lock only means another thread panicked while holding it; the data behind
+// these locks stays consistent (scratch buffers, swapped Arcs), so the guard is recovered.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn read_guard<T>(rw: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    rw.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn write_guard<T>(rw: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    rw.write().unwrap_or_else(|e| e.into_inner())
+}
+
+// The store is shared between the network runtime's threads.
+const _: () = {
+    const fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<MessageStore>();
+};
+
+#[cfg(test)]
+mod tests;

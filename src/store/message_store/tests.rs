@@ -1,0 +1,432 @@
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+
+use super::{MessageStore, ABORT_FILE_NAME, PULL_MSG_SIZE_MAX_BYTES};
+use crate::store::config::{FlushPolicy, StoreConfig};
+use crate::store::error::StoreError;
+use crate::store::filter::{AcceptAll, MessageFilter};
+use crate::store::format;
+use crate::store::io::IoEngine;
+use crate::store::types::{GetMessageRequest, GetMessageStatus, MessageToStore, PutMessageStatus};
+
+fn config(dir: &Path) -> StoreConfig {
+    let mut cfg = StoreConfig::with_root(dir);
+    cfg.commit_log_file_size_bytes = 4096;
+    cfg.consume_queue_file_units = 8;
+    cfg
+}
+
+fn open(cfg: StoreConfig) -> Arc<MessageStore> {
+    MessageStore::open(cfg, Arc::new(IoEngine::new_pread())).unwrap()
+}
+
+/// A pull of group "g" (the store does not use the group).
+fn pull<'a>(
+    topic: &'a str,
+    queue_id: i32,
+    queue_offset: i64,
+    max_msg_nums: i32,
+    filter: &'a dyn MessageFilter,
+) -> GetMessageRequest<'a> {
+    GetMessageRequest {
+        group: "g",
+        topic,
+        queue_id,
+        queue_offset,
+        max_msg_nums,
+        filter,
+    }
+}
+
+fn msg(topic: &str, queue_id: i32, body: &[u8], tags: &str) -> MessageToStore {
+    let born: SocketAddr = "127.0.0.1:5000".parse().unwrap();
+    MessageToStore {
+        topic: topic.to_owned(),
+        queue_id,
+        flag: 0,
+        body: Bytes::copy_from_slice(body),
+        properties: format::encode_properties([("TAGS", tags)]),
+        sys_flag: 0,
+        born_timestamp_ms: 1,
+        born_host: born,
+        reconsume_times: 0,
+        prepared_transaction_offset: 0,
+    }
+}
+
+struct TagFilter(i64);
+impl MessageFilter for TagFilter {
+    fn is_matched_by_consume_queue(&self, tags_code: i64) -> bool {
+        tags_code == self.0
+    }
+    fn is_matched_by_commit_log(&self, _record: &[u8]) -> bool {
+        true
+    }
+}
+
+struct RejectRecords;
+impl MessageFilter for RejectRecords {
+    fn is_matched_by_consume_queue(&self, _tags_code: i64) -> bool {
+        true
+    }
+    fn is_matched_by_commit_log(&self, _record: &[u8]) -> bool {
+        false
+    }
+}
+
+#[test]
+fn regions_carry_the_same_records_as_get_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(config(dir.path()));
+    // Two queues interleaved, so queue 0's records are contiguous only in pairs of runs, and
+    // enough data to roll over several 4 KiB files.
+    for i in 0..120 {
+        let q = if i % 3 == 0 { 1 } else { 0 };
+        store
+            .put_message(&msg("T", q, format!("body-{i:04}").as_bytes(), "A"))
+            .unwrap();
+    }
+    assert!(store.max_phy_offset() > 3 * 4096);
+    let mut crossed_files = false;
+    let shapes = std::cell::Cell::new(0);
+    for q in 0..2 {
+        let max = store.max_offset_in_queue("T", q);
+        for offset in (0..max + 3).chain([-1]) {
+            for max_nums in [1, 3, 32] {
+                let request = pull("T", q, offset, max_nums, &AcceptAll);
+                crossed_files |= regions_match_get_message(&store, &request, &shapes);
+            }
+        }
+    }
+    assert!(crossed_files, "some pull spans two CommitLog files");
+    assert!(shapes.get() > 100);
+    // A layer-one filter applies to regions too; nothing found asks nothing.
+    let located = store
+        .get_message_regions(
+            &pull("T", 0, 0, 32, &TagFilter(0)),
+            PULL_MSG_SIZE_MAX_BYTES,
+            &|_| unreachable!("nothing to choose"),
+        )
+        .unwrap();
+    assert_eq!(located.result.status, GetMessageStatus::NoMatchedMessage);
+    assert!(located.regions.unwrap().is_empty());
+}
+
+/// Pulls `request` as bytes, as regions and as regions declined, and checks the three agree.
+/// Counts each shape `choose` sees in `shapes`; returns whether two regions lie in different
+/// files.
+fn regions_match_get_message(
+    store: &MessageStore,
+    request: &GetMessageRequest<'_>,
+    shapes: &std::cell::Cell<usize>,
+) -> bool {
+    let copied = store.get_message(request).unwrap();
+    let located = store
+        .get_message_regions(request, PULL_MSG_SIZE_MAX_BYTES, &|shape| {
+            assert!(shape.regions >= 1 && shape.regions <= shape.messages);
+            shapes.set(shapes.get() + 1);
+            true
+        })
+        .unwrap();
+    let regions = located.regions.clone().unwrap();
+    let r = &located.result;
+    assert_eq!(r.status, copied.status);
+    assert_eq!(r.next_begin_offset, copied.next_begin_offset);
+    assert_eq!(
+        (r.min_offset_in_queue, r.max_offset_in_queue),
+        (copied.min_offset_in_queue, copied.max_offset_in_queue)
+    );
+    assert_eq!(r.message_locations, copied.message_locations);
+    assert_eq!(r.queue_offsets, copied.queue_offsets);
+    assert_eq!(r.buffer_total_size, copied.buffer_total_size);
+    assert!(r.buffer.is_empty() && r.message_ranges.is_empty());
+    let mut bytes = BytesMut::new();
+    store.read_regions(&regions, &mut bytes).unwrap();
+    assert_eq!(&bytes[..], &copied.buffer[..]);
+    // Regions are maximal: two neighbours never continue each other in one file.
+    let mut crossed_files = false;
+    for w in regions.windows(2) {
+        let same_file = Arc::ptr_eq(&w[0].segment, &w[1].segment);
+        if !same_file {
+            crossed_files = true;
+        }
+        assert!(!same_file || w[0].offset_bytes + w[0].len_bytes as u64 != w[1].offset_bytes);
+    }
+    let total: usize = regions.iter().map(|r| r.len_bytes).sum();
+    assert_eq!(total, copied.buffer_total_size);
+    // Choosing bytes gives exactly get_message's answer.
+    let as_bytes = store
+        .get_message_regions(request, PULL_MSG_SIZE_MAX_BYTES, &|_| false)
+        .unwrap();
+    if copied.message_count > 0 {
+        assert!(as_bytes.regions.is_none());
+    }
+    assert_eq!(as_bytes.result, copied);
+    crossed_files
+}
+
+#[test]
+fn put_then_get_round_trips_and_rolls_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(config(dir.path()));
+    let mut ends = Vec::new();
+    for i in 0..100 {
+        let r = store
+            .put_message(&msg("T", 0, format!("body-{i}").as_bytes(), "A"))
+            .unwrap();
+        assert_eq!(r.queue_offset, i);
+        ends.push(r.end_phy_offset());
+    }
+    assert!(
+        store.max_phy_offset() > 4096,
+        "the log rolled to a second file"
+    );
+    let mut offset = 0;
+    while offset < 100 {
+        let got = store
+            .get_message(&pull("T", 0, offset, 32, &AcceptAll))
+            .unwrap();
+        assert_eq!(got.status, GetMessageStatus::Found);
+        for (k, q) in got.queue_offsets.iter().enumerate() {
+            let rec = format::decode_record(got.message(k)).unwrap();
+            assert_eq!(rec.body, format!("body-{q}").as_bytes());
+            assert_eq!(rec.queue_offset, *q);
+            assert!(rec.body_crc_matches());
+        }
+        offset = got.next_begin_offset;
+    }
+    assert_eq!(offset, 100);
+    store.shutdown().unwrap();
+}
+
+/// One row of `every_get_message_status_row`: a pull and what it must answer.
+struct StatusRow {
+    name: &'static str,
+    topic: &'static str,
+    offset: i64,
+    filter: Box<dyn MessageFilter>,
+    status: GetMessageStatus,
+    next: i64,
+}
+
+/// The rows that need no store surgery, against 20 messages of topic `T` tagged A, B, A, ...
+/// and an empty queue `Empty`.
+fn status_rows() -> Vec<StatusRow> {
+    use GetMessageStatus::*;
+    let tag_a = i64::from(format::java_string_hash_code("A"));
+    let tag_none = i64::from(format::java_string_hash_code("none"));
+    let row = |name, topic, offset, filter: Box<dyn MessageFilter>, status, next| StatusRow {
+        name,
+        topic,
+        offset,
+        filter,
+        status,
+        next,
+    };
+    vec![
+        row(
+            "no queue",
+            "Nope",
+            5,
+            Box::new(AcceptAll),
+            NoMatchedLogicQueue,
+            0,
+        ),
+        row(
+            "empty queue",
+            "Empty",
+            3,
+            Box::new(AcceptAll),
+            NoMessageInQueue,
+            0,
+        ),
+        row(
+            "at max",
+            "T",
+            20,
+            Box::new(AcceptAll),
+            OffsetOverflowOne,
+            20,
+        ),
+        row(
+            "past max",
+            "T",
+            25,
+            Box::new(AcceptAll),
+            OffsetOverflowBadly,
+            20,
+        ),
+        // The scan stops at the end of the CQ file holding the offset (8 units per file).
+        row(
+            "tags miss",
+            "T",
+            0,
+            Box::new(TagFilter(tag_none)),
+            NoMatchedMessage,
+            8,
+        ),
+        row(
+            "record miss",
+            "T",
+            9,
+            Box::new(RejectRecords),
+            NoMatchedMessage,
+            16,
+        ),
+        row("found", "T", 0, Box::new(TagFilter(tag_a)), Found, 8),
+    ]
+}
+
+#[test]
+fn every_get_message_status_row() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("consumequeue/Empty/0")).unwrap();
+    let store = open(config(dir.path()));
+    for i in 0..20 {
+        let tags = if i % 2 == 0 { "A" } else { "B" };
+        store
+            .put_message(&msg("T", 0, &[i as u8; 10], tags))
+            .unwrap();
+    }
+    let tag_a = i64::from(format::java_string_hash_code("A"));
+    use GetMessageStatus::*;
+    for r in &status_rows() {
+        let got = store
+            .get_message(&pull(r.topic, 0, r.offset, 32, r.filter.as_ref()))
+            .unwrap();
+        assert_eq!(got.status, r.status, "{}", r.name);
+        assert_eq!(got.next_begin_offset, r.next, "{}", r.name);
+    }
+    let found = store
+        .get_message(&pull("T", 0, 0, 32, &TagFilter(tag_a)))
+        .unwrap();
+    assert_eq!(found.queue_offsets, vec![0, 2, 4, 6]);
+
+    // OFFSET_TOO_SMALL: move the min as retention would.
+    let cq = store.inner.find_queue("T", 0).unwrap();
+    cq.set_min_offset_in_queue(4);
+    let got = store.get_message(&pull("T", 0, 1, 32, &AcceptAll)).unwrap();
+    assert_eq!((got.status, got.next_begin_offset), (OffsetTooSmall, 4));
+    assert_eq!((got.min_offset_in_queue, got.max_offset_in_queue), (4, 20));
+
+    // MESSAGE_WAS_REMOVING: CommitLog file gone while the CQ still points at it.
+    store.inner.commit_log.segments().remove_front(1).unwrap();
+    let got = store.get_message(&pull("T", 0, 4, 2, &AcceptAll)).unwrap();
+    let first_live = store.min_phy_offset();
+    assert!(first_live > 0);
+    assert_eq!(got.status, MessageWasRemoving);
+
+    // OFFSET_FOUND_NULL: the CQ file for the offset is gone; next = start of the next file.
+    cq.segments().remove_front(1).unwrap();
+    let got = store.get_message(&pull("T", 0, 5, 32, &AcceptAll)).unwrap();
+    assert_eq!((got.status, got.next_begin_offset), (OffsetFoundNull, 8));
+    drop(store);
+}
+
+#[test]
+fn slave_does_not_correct_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path());
+    cfg.broker_role_slave = true;
+    let store = open(cfg);
+    store.put_message(&msg("T", 0, b"x", "A")).unwrap();
+    let got = store.get_message(&pull("T", 0, 7, 32, &AcceptAll)).unwrap();
+    assert_eq!(
+        (got.status, got.next_begin_offset),
+        (GetMessageStatus::OffsetOverflowBadly, 7)
+    );
+    let got = store
+        .get_message(&pull("Nope", 0, 7, 32, &AcceptAll))
+        .unwrap();
+    assert_eq!(got.next_begin_offset, 7);
+}
+
+#[test]
+fn bad_input_is_a_typed_error_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path());
+    cfg.max_message_size_bytes = 100;
+    let store = open(cfg);
+    let before = store.max_phy_offset();
+    let big = msg("T", 0, &[0u8; 101], "A");
+    assert!(matches!(
+        store.put_message(&big),
+        Err(StoreError::MessageTooLarge { .. })
+    ));
+    let long_topic = "x".repeat(128);
+    assert!(matches!(
+        store.put_message(&msg(&long_topic, 0, b"x", "A")),
+        Err(StoreError::TopicIllegal { .. })
+    ));
+    assert!(matches!(
+        store.put_message(&msg("bad topic", 0, b"x", "A")),
+        Err(StoreError::TopicIllegal { .. })
+    ));
+    let mut props = msg("T", 0, b"x", "A");
+    props.properties = "a".repeat(40_000);
+    let err = store.put_message(&props).unwrap_err();
+    assert!(matches!(err, StoreError::PropertiesTooLarge { .. }));
+    assert_eq!(err.put_status(), PutMessageStatus::PropertiesSizeExceeded);
+    assert!(matches!(
+        store.put_message(&msg("T", -1, b"x", "A")),
+        Err(StoreError::QueueIdIllegal { .. })
+    ));
+    // A record that cannot fit one CommitLog file.
+    let mut cfg_small = config(&dir.path().join("b"));
+    cfg_small.max_message_size_bytes = 10_000;
+    let small = open(cfg_small);
+    assert!(matches!(
+        small.put_message(&msg("T", 0, &[0u8; 5000], "A")),
+        Err(StoreError::MessageTooLarge { .. })
+    ));
+    assert_eq!(store.max_phy_offset(), before);
+    assert_eq!(store.max_offset_in_queue("T", 0), 0);
+}
+
+#[tokio::test]
+async fn a_failed_fsync_makes_the_store_read_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path());
+    cfg.flush_policy = FlushPolicy::Sync;
+    let store = open(cfg);
+    let ok = store.put_message(&msg("T", 0, b"a", "A")).unwrap();
+    store.wait_flushed(ok.end_phy_offset()).await.unwrap();
+    // What the flush path does when fdatasync returns an error.
+    store
+        .inner
+        .poison("commit log fsync failed: EIO".to_owned());
+    let reason = store.is_read_only().unwrap();
+    assert!(reason.contains("EIO"));
+    // Already-durable data stays acknowledged; nothing new is accepted or acknowledged.
+    store.wait_flushed(ok.end_phy_offset()).await.unwrap();
+    let err = store
+        .wait_flushed(ok.end_phy_offset() + 1)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Poisoned { .. }));
+    let err = store.put_message(&msg("T", 0, b"b", "A")).unwrap_err();
+    assert!(matches!(err, StoreError::Poisoned { .. }));
+    assert_eq!(err.put_status(), PutMessageStatus::ServiceNotAvailable);
+    assert!(
+        store.inner.flush_all().is_err(),
+        "a flush is never retried as success"
+    );
+    // Reads still work.
+    let got = store.get_message(&pull("T", 0, 0, 32, &AcceptAll)).unwrap();
+    assert_eq!(got.status, GetMessageStatus::Found);
+    // Shutdown refuses to mark the store clean.
+    assert!(store.shutdown().is_err());
+    assert!(dir.path().join(ABORT_FILE_NAME).exists());
+}
+
+#[test]
+fn second_open_of_the_same_dir_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(config(dir.path()));
+    let again = MessageStore::open(config(dir.path()), Arc::new(IoEngine::new_pread()));
+    assert!(matches!(again, Err(StoreError::Locked { .. })));
+    drop(store);
+}
