@@ -2,11 +2,12 @@
 //! and memory per parked pull.
 //!
 //! Pipeline measured: `MessageStore::put_message` → `ArrivalNotifier` → `HoldTable` →
-//! pull-wake thread → `pull::process` (re-executed pull, store read) → `ConnectionSender` →
+//! pull-wake thread → `pull::execute` with `PullExecution::Woken` (re-executed pull, store
+//! read) → `ConnectionSender` →
 //! the connection's outbound queue. The controller is built by `startup::build_controller` (what
 //! `start_broker` runs, without sockets); connections are `ConnectionContext::detached`, whose
 //! outbound queue is the receiver the bench reads. Pulls are parked by sending real
-//! PULL_MESSAGE requests through `pull::process_request`.
+//! PULL_MESSAGE requests through `pull::pull_message`, the handler the dispatcher calls.
 //!
 //! Latency = from just before `put_message` is called to the moment the bench thread finds the
 //! response in the connection's queue (it polls the queue with `try_recv`, calling
@@ -34,9 +35,11 @@
 mod common;
 
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::task::Poll;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -44,7 +47,9 @@ use bytes::Bytes;
 use common::{median, Rng, Table};
 use hdrhistogram::Histogram;
 use ringmq::broker::controller::BrokerController;
-use ringmq::broker::processor::pull::{self, pull_sys_flag, ParkedPullRequest, PullOutcome};
+use ringmq::broker::longpoll::pull_request::ParkedPullRequest;
+use ringmq::broker::processor::pull::{self, pull_sys_flag};
+use ringmq::broker::processor::{Handled, RequestContext};
 use ringmq::broker::startup::{build_controller, start_pull_wake};
 use ringmq::common::StopFlag;
 use ringmq::config::Config;
@@ -100,7 +105,7 @@ const QUEUES_PER_TOPIC: usize = 1000;
 /// Queues that receive appends in the spread layout.
 const HOT_QUEUES: usize = 64;
 /// Long-poll hold time of every parked pull: longer than any run, so nothing expires.
-const HOLD_MS: u64 = 3_600_000;
+const HOLD_TIME_MS: u64 = 3_600_000;
 /// Latency samples per repeat in the spread layout (times `RINGMQ_BENCH_SCALE`).
 const SPREAD_SAMPLES: f64 = 5_000.0;
 /// Woken-pull latencies aimed for per repeat in the one-queue layout (rounds = this / n, at
@@ -108,7 +113,7 @@ const SPREAD_SAMPLES: f64 = 5_000.0;
 const ONE_QUEUE_LATENCIES: f64 = 10_000.0;
 const ONE_QUEUE_ROUNDS_MAX: usize = 1_000;
 /// Largest latency the histograms hold (60 s, in ns).
-const HIST_MAX_NS: u64 = 60_000_000_000;
+const HIST_LATENCY_MAX_NS: u64 = 60_000_000_000;
 /// A response not seen after this long means the pipeline lost it: the bench fails.
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
 const GROUP: &str = "bench_longpoll_group";
@@ -168,7 +173,7 @@ impl Bench {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut config = Config::default();
         config.store.root_dir = dir.path().join("store");
-        config.longpoll.suspend_timeout_max_ms = HOLD_MS;
+        config.longpoll.suspend_timeout_max_ms = HOLD_TIME_MS;
         config.longpoll.parked_pulls_max = (parked as u64 + 1024).max(200_000);
         // One response per parked pull at most can be queued on a connection at once.
         config.server.write_queue_max = pulls_per_connection as u64 + 16;
@@ -219,7 +224,7 @@ impl Bench {
             max_msg_nums: 32,
             sys_flag: pull_sys_flag::SUSPEND | pull_sys_flag::SUBSCRIPTION,
             commit_offset: 0,
-            suspend_timeout_millis: HOLD_MS as i64,
+            suspend_timeout_millis: HOLD_TIME_MS as i64,
             subscription: Some("*".to_string()),
             sub_version: 0,
             expression_type: Some("TAG".to_string()),
@@ -229,13 +234,18 @@ impl Bench {
         };
         let mut request = RemotingCommand::request(request_code::PULL_MESSAGE).with_opaque(opaque);
         header.encode(&mut request);
-        let c = &self.conns[conn];
-        match pull::process_request(&self.ctrl, &request, c.ctx.remote_addr, c.ctx.sender()) {
-            PullOutcome::Parked => opaque,
-            PullOutcome::Respond(r) => panic!(
+        let cx = RequestContext {
+            ctrl: &self.ctrl,
+            conn: &self.conns[conn].ctx,
+        };
+        match ready(pull::pull_message(&cx, &request)) {
+            Ok(Handled::Parked) => opaque,
+            Ok(Handled::Response(r)) => panic!(
                 "pull on {topic}:{queue_id}@{offset} was answered, not parked: code {} {:?}",
                 r.code, r.remark
             ),
+            Ok(Handled::Queued) => panic!("pull on {topic}:{queue_id}@{offset} was answered"),
+            Err(e) => panic!("pull on {topic}:{queue_id}@{offset} refused: {e}"),
         }
     }
 
@@ -261,6 +271,16 @@ impl Bench {
             t.join().expect("pull-wake thread");
         }
         self.ctrl.store.shutdown().expect("store shutdown");
+    }
+}
+
+/// The output of a broker processor that never waits (the pull handler's future is ready at
+/// its first poll), so the bench thread drives it without a runtime.
+fn ready<F: Future>(future: F) -> F::Output {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match std::pin::pin!(future).poll(&mut cx) {
+        Poll::Ready(output) => output,
+        Poll::Pending => panic!("the pull handler waited"),
     }
 }
 
@@ -332,7 +352,7 @@ fn per_wake(before: Option<(u64, u64)>, woken: usize) -> (f64, f64) {
 }
 
 fn histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, HIST_MAX_NS, 3).expect("histogram bounds")
+    Histogram::new_with_bounds(1, HIST_LATENCY_MAX_NS, 3).expect("histogram bounds")
 }
 
 fn spread_topic(i: usize) -> (String, i32) {
@@ -387,7 +407,7 @@ fn run_spread(parked: usize, pulls_per_connection: usize, samples: usize) -> Rep
         let (topic, q) = spread_topic(i);
         *slot = bench.park(i / pulls_per_connection, &topic, q, hot_offset[i]);
     }
-    assert_eq!(bench.ctrl.hold_table.len(), parked);
+    assert_eq!(bench.ctrl.pull_hold.parked_pulls(), parked);
     let mut rep = Repeat::empty();
     let mut rng = Rng::new(0xB0BA + parked as u64);
     let sched_before = pull_wake_schedstat();
@@ -405,7 +425,7 @@ fn run_spread(parked: usize, pulls_per_connection: usize, samples: usize) -> Rep
         rep.put.saturating_record(put_ns);
         hot_offset[i] += 1;
         opaque[i] = bench.park(conn, &topic, q, hot_offset[i]);
-        debug_assert_eq!(bench.ctrl.hold_table.len(), parked);
+        debug_assert_eq!(bench.ctrl.pull_hold.parked_pulls(), parked);
     }
     (rep.wake_cpu_ns, rep.wake_wait_ns) = per_wake(sched_before, samples);
     bench.close();
@@ -427,7 +447,7 @@ fn run_one_queue(parked: usize, pulls_per_connection: usize, rounds: usize) -> R
         for i in 0..parked {
             bench.park(i / pulls_per_connection, TOPIC, 0, offset);
         }
-        assert_eq!(bench.ctrl.hold_table.len(), parked);
+        assert_eq!(bench.ctrl.pull_hold.parked_pulls(), parked);
         for (c, p) in pending.iter_mut().enumerate() {
             *p = (parked - c * pulls_per_connection).min(pulls_per_connection);
         }
@@ -479,8 +499,9 @@ fn memory_child(spec: &str) {
     let (layout, n) = spec.split_once(':').expect("layout:n");
     let layout = Shape::parse(layout);
     let n: usize = n.parse().expect("pull count");
-    let per_conn = common::env_num::<usize>("RINGMQ_BENCH_LONGPOLL_PULLS_PER_CONNECTION", 100);
-    let mut bench = Bench::new(n, per_conn);
+    let pulls_per_connection =
+        common::env_num::<usize>("RINGMQ_BENCH_LONGPOLL_PULLS_PER_CONNECTION", 100);
+    let mut bench = Bench::new(n, pulls_per_connection);
     match layout {
         Shape::Spread => {
             for t in 0..n.div_ceil(QUEUES_PER_TOPIC) {
@@ -508,18 +529,18 @@ fn memory_child(spec: &str) {
         match layout {
             Shape::Spread => {
                 let (t, queue) = spread_topic(i);
-                bench.park(i / per_conn, &t, queue, 0);
+                bench.park(i / pulls_per_connection, &t, queue, 0);
             }
             Shape::OneQueue => {
                 // Offset 1: the warm-up message is at 0, so the pull waits for the next one.
-                bench.park(i / per_conn, &topic, q, 1);
+                bench.park(i / pulls_per_connection, &topic, q, 1);
             }
         }
     }
     let rss_after = common::rss_bytes();
     let heap_after = LIVE_HEAP_BYTES.load(Ordering::SeqCst);
     COUNTING.store(false, Ordering::SeqCst);
-    assert_eq!(bench.ctrl.hold_table.len(), n);
+    assert_eq!(bench.ctrl.pull_hold.parked_pulls(), n);
     println!(
         "MEMORY {} {} {}",
         n,
@@ -564,111 +585,108 @@ fn us(ns: u64) -> String {
     format!("{:.1}", ns as f64 / 1000.0)
 }
 
-fn main() {
-    if let Ok(spec) = std::env::var("RINGMQ_BENCH_LONGPOLL_MEMORY_CHILD") {
-        memory_child(&spec);
-        return;
-    }
-    println!(
-        "# ringmq long-polling bench\n\n{}\n",
-        common::machine_facts()
-    );
-    let repeats = common::repeats();
-    let scale = common::env_num("RINGMQ_BENCH_SCALE", 1.0);
-    let per_conn =
-        common::env_num::<usize>("RINGMQ_BENCH_LONGPOLL_PULLS_PER_CONNECTION", 100).max(1);
-    let sizes: Vec<usize> = std::env::var("RINGMQ_BENCH_LONGPOLL_SIZES")
-        .unwrap_or_else(|_| "1,1000,100000".to_string())
+/// A comma list of numbers from the environment variable `var`, or from `default`.
+fn comma_list<T: std::str::FromStr>(var: &str, default: &str) -> Vec<T> {
+    std::env::var(var)
+        .unwrap_or_else(|_| default.to_string())
         .split(',')
         .map(|s| {
             s.trim()
                 .parse()
-                .expect("RINGMQ_BENCH_LONGPOLL_SIZES: comma list")
+                .unwrap_or_else(|_| panic!("{var}: comma list of numbers"))
         })
-        .collect();
-    println!(
-        "{repeats} repeats per cell (each on a fresh broker); {per_conn} parked pulls per \
-         detached connection; size_of::<ParkedPullRequest>() = {} bytes\n",
-        std::mem::size_of::<ParkedPullRequest>()
-    );
-    // RINGMQ_BENCH_WAKE_THREADS: comma list of RINGMQ_LONGPOLL_WAKE_THREADS values to run
-    // (0 = one per core); default the broker's default.
-    let wake_thread_counts: Vec<u64> = std::env::var("RINGMQ_BENCH_WAKE_THREADS")
-        .unwrap_or_else(|_| Config::default().longpoll.wake_threads.to_string())
-        .split(',')
-        .map(|s| {
-            s.trim()
-                .parse()
-                .expect("RINGMQ_BENCH_WAKE_THREADS: comma list")
+        .collect()
+}
+
+/// What every cell of the latency table shares.
+struct Plan {
+    repeats: usize,
+    scale: f64,
+    pulls_per_connection: usize,
+}
+
+/// `plan.repeats` repeats of one cell, each on a fresh broker.
+fn run_cell(plan: &Plan, layout: Shape, parked: usize) -> Vec<Repeat> {
+    let pulls_per_connection = plan.pulls_per_connection;
+    (0..plan.repeats)
+        .map(|_| match layout {
+            Shape::Spread => {
+                let samples = ((SPREAD_SAMPLES * plan.scale) as usize).max(10);
+                run_spread(parked, pulls_per_connection, samples)
+            }
+            Shape::OneQueue => {
+                let rounds = ((ONE_QUEUE_LATENCIES * plan.scale) as usize / parked)
+                    .clamp(1, ONE_QUEUE_ROUNDS_MAX);
+                run_one_queue(parked, pulls_per_connection, rounds)
+            }
         })
+        .collect()
+}
+
+const LATENCY_COLUMNS: [&str; 14] = [
+    "layout",
+    "wake threads",
+    "parked pulls",
+    "woken per append",
+    "latencies per repeat",
+    "p50 µs",
+    "p99 µs",
+    "p99.9 µs",
+    "max µs",
+    "best p99 µs",
+    "put_message p50 µs",
+    "last response per append, median µs",
+    "pull-wake CPU µs per woken pull",
+    "pull-wake run-queue wait µs per woken pull",
+];
+
+/// One row of the latency table: the medians over `reps`.
+fn latency_row(layout: Shape, wake_threads: u64, parked: usize, reps: &[Repeat]) -> Vec<String> {
+    let q = |f: &dyn Fn(&Repeat) -> u64| -> f64 {
+        median(&reps.iter().map(|r| f(r) as f64).collect::<Vec<_>>())
+    };
+    let p99s: Vec<f64> = reps
+        .iter()
+        .map(|r| r.latency.value_at_quantile(0.99) as f64)
         .collect();
-    let mut table = Table::new(&[
-        "layout",
-        "wake threads",
-        "parked pulls",
-        "woken per append",
-        "latencies per repeat",
-        "p50 µs",
-        "p99 µs",
-        "p99.9 µs",
-        "max µs",
-        "best p99 µs",
-        "put_message p50 µs",
-        "last response per append, median µs",
-        "pull-wake CPU µs per woken pull",
-        "pull-wake run-queue wait µs per woken pull",
-    ]);
+    vec![
+        layout.name().to_string(),
+        match wake_threads {
+            0 => format!(
+                "{} (one per core)",
+                std::thread::available_parallelism().map_or(1, |n| n.get())
+            ),
+            w => w.to_string(),
+        },
+        parked.to_string(),
+        match layout {
+            Shape::Spread => "1".to_string(),
+            Shape::OneQueue => parked.to_string(),
+        },
+        reps[0].latency.len().to_string(),
+        us(q(&|r| r.latency.value_at_quantile(0.5)) as u64),
+        us(q(&|r| r.latency.value_at_quantile(0.99)) as u64),
+        us(q(&|r| r.latency.value_at_quantile(0.999)) as u64),
+        us(q(&|r| r.latency.max()) as u64),
+        us(common::min(&p99s) as u64),
+        us(q(&|r| r.put.value_at_quantile(0.5)) as u64),
+        us(q(&|r| r.last.value_at_quantile(0.5)) as u64),
+        format!("{:.1}", median_of(reps, |r| r.wake_cpu_ns) / 1000.0),
+        format!("{:.1}", median_of(reps, |r| r.wake_wait_ns) / 1000.0),
+    ]
+}
+
+/// The wake-up latency table: every layout × wake-thread count × parked-pull count.
+fn print_latency_table(plan: &Plan, sizes: &[usize], wake_thread_counts: &[u64]) {
+    let mut table = Table::new(&LATENCY_COLUMNS);
     for (layout, &wake_threads) in [Shape::Spread, Shape::OneQueue]
         .into_iter()
         .flat_map(|l| wake_thread_counts.iter().map(move |w| (l, w)))
     {
         WAKE_THREADS.store(wake_threads, Ordering::Relaxed);
-        for &n in &sizes {
-            let mut reps = Vec::new();
-            for _ in 0..repeats {
-                reps.push(match layout {
-                    Shape::Spread => {
-                        run_spread(n, per_conn, ((SPREAD_SAMPLES * scale) as usize).max(10))
-                    }
-                    Shape::OneQueue => {
-                        let rounds = ((ONE_QUEUE_LATENCIES * scale) as usize / n)
-                            .clamp(1, ONE_QUEUE_ROUNDS_MAX);
-                        run_one_queue(n, per_conn, rounds)
-                    }
-                });
-            }
-            let q = |f: &dyn Fn(&Repeat) -> u64| -> f64 {
-                median(&reps.iter().map(|r| f(r) as f64).collect::<Vec<_>>())
-            };
-            let p99s: Vec<f64> = reps
-                .iter()
-                .map(|r| r.latency.value_at_quantile(0.99) as f64)
-                .collect();
-            table.row(vec![
-                layout.name().to_string(),
-                match wake_threads {
-                    0 => format!(
-                        "{} (one per core)",
-                        std::thread::available_parallelism().map_or(1, |n| n.get())
-                    ),
-                    w => w.to_string(),
-                },
-                n.to_string(),
-                match layout {
-                    Shape::Spread => "1".to_string(),
-                    Shape::OneQueue => n.to_string(),
-                },
-                reps[0].latency.len().to_string(),
-                us(q(&|r| r.latency.value_at_quantile(0.5)) as u64),
-                us(q(&|r| r.latency.value_at_quantile(0.99)) as u64),
-                us(q(&|r| r.latency.value_at_quantile(0.999)) as u64),
-                us(q(&|r| r.latency.max()) as u64),
-                us(common::min(&p99s) as u64),
-                us(q(&|r| r.put.value_at_quantile(0.5)) as u64),
-                us(q(&|r| r.last.value_at_quantile(0.5)) as u64),
-                format!("{:.1}", median_of(&reps, |r| r.wake_cpu_ns) / 1000.0),
-                format!("{:.1}", median_of(&reps, |r| r.wake_wait_ns) / 1000.0),
-            ]);
+        for &n in sizes {
+            let reps = run_cell(plan, layout, n);
+            table.row(latency_row(layout, wake_threads, n, &reps));
         }
     }
     println!("## Wake-up latency (append → response in the parked connection's queue)\n");
@@ -679,8 +697,10 @@ fn main() {
          pull.\n"
     );
     table.print();
+}
 
-    let mem_n = *sizes.iter().max().unwrap_or(&100_000);
+/// The memory table: `mem_n` parked pulls in each layout, `repeats` child processes each.
+fn print_memory_table(repeats: usize, mem_n: usize) {
     let mut table = Table::new(&[
         "layout",
         "parked pulls",
@@ -706,4 +726,39 @@ fn main() {
          first measurement)\n"
     );
     table.print();
+}
+
+fn main() {
+    if let Ok(spec) = std::env::var("RINGMQ_BENCH_LONGPOLL_MEMORY_CHILD") {
+        memory_child(&spec);
+        return;
+    }
+    println!(
+        "# ringmq long-polling bench\n\n{}\n",
+        common::machine_facts()
+    );
+    let plan = Plan {
+        repeats: common::repeats(),
+        scale: common::env_num("RINGMQ_BENCH_SCALE", 1.0),
+        pulls_per_connection: common::env_num::<usize>(
+            "RINGMQ_BENCH_LONGPOLL_PULLS_PER_CONNECTION",
+            100,
+        )
+        .max(1),
+    };
+    let sizes: Vec<usize> = comma_list("RINGMQ_BENCH_LONGPOLL_SIZES", "1,1000,100000");
+    println!(
+        "{} repeats per cell (each on a fresh broker); {} parked pulls per \
+         detached connection; size_of::<ParkedPullRequest>() = {} bytes\n",
+        plan.repeats,
+        plan.pulls_per_connection,
+        std::mem::size_of::<ParkedPullRequest>()
+    );
+    // RINGMQ_BENCH_WAKE_THREADS: comma list of RINGMQ_LONGPOLL_WAKE_THREADS values to run
+    // (0 = one per core); default the broker's default.
+    let default_wake_threads = Config::default().longpoll.wake_threads.to_string();
+    let wake_thread_counts: Vec<u64> =
+        comma_list("RINGMQ_BENCH_WAKE_THREADS", &default_wake_threads);
+    print_latency_table(&plan, &sizes, &wake_thread_counts);
+    print_memory_table(plan.repeats, *sizes.iter().max().unwrap_or(&100_000));
 }

@@ -26,8 +26,62 @@ pub enum PersistError {
     Corrupt {
         path: PathBuf,
         backup: PathBuf,
-        reason: String,
+        /// Boxed: a cold case that would otherwise triple the size of every result.
+        reason: Box<CorruptReason>,
     },
+}
+
+/// Why the text of a config file is not the table it should hold.
+#[derive(Debug, thiserror::Error)]
+pub enum ContentError {
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+    #[error("no offsetTable object")]
+    NoOffsetTable,
+    #[error("key `{key}` lacks @")]
+    KeyWithoutAt { key: String },
+    #[error("`{key}` is not an object")]
+    NotAnObject { key: String },
+    #[error("`{key}` has a bad queue id `{queue}`")]
+    BadQueueId { key: String, queue: String },
+    #[error("`{key}` queue {queue} offset not integer")]
+    OffsetNotInteger { key: String, queue: String },
+}
+
+/// What is wrong with a config file that was read in place of its backup, or with both.
+#[derive(Debug, thiserror::Error)]
+pub enum FileProblem {
+    #[error("missing")]
+    Missing,
+    #[error(transparent)]
+    Content(#[from] ContentError),
+}
+
+/// A config file was missing or corrupt and its backup was loaded instead: the caller says so
+/// loudly.
+#[derive(Debug, thiserror::Error)]
+#[error("{} unusable ({problem}); loaded its backup {}", path.display(), backup.display())]
+pub struct BackupUsed {
+    pub path: PathBuf,
+    pub backup: PathBuf,
+    pub problem: FileProblem,
+}
+
+/// Why neither a config file nor its backup could be loaded.
+#[derive(Debug)]
+pub struct CorruptReason {
+    pub main: FileProblem,
+    /// None: the backup is missing.
+    pub backup: Option<ContentError>,
+}
+
+impl std::fmt::Display for CorruptReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.backup {
+            Some(backup) => write!(f, "main: {}; backup: {backup}", self.main),
+            None => write!(f, "{}", self.main),
+        }
+    }
 }
 
 fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> PersistError + 'a {
@@ -85,45 +139,84 @@ pub fn write_atomically(path: &Path, content: &[u8]) -> Result<(), PersistError>
 }
 
 /// What [`load_with_backup`] found.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Loaded<T> {
     /// Neither the file nor its backup exists: a fresh start.
     Missing,
     /// The main file parsed.
     Main(T),
-    /// The main file was missing or corrupt; the backup parsed. Carries the main file's problem.
-    Backup(T, String),
+    /// The main file was missing or corrupt; the backup parsed.
+    Backup(T, BackupUsed),
 }
 
 /// Loads `path` with `parse`, falling back to `<path>.bak`.
 pub fn load_with_backup<T>(
     path: &Path,
-    parse: impl Fn(&str) -> Result<T, String>,
+    parse: impl Fn(&str) -> Result<T, ContentError>,
 ) -> Result<Loaded<T>, PersistError> {
     let bak = backup_path(path);
-    let main_problem = match read_optional(path)? {
+    let main = match read_optional(path)? {
         Some(text) => match parse(&text) {
             Ok(v) => return Ok(Loaded::Main(v)),
-            Err(reason) => reason,
+            Err(e) => FileProblem::Content(e),
         },
-        None => "missing".to_string(),
+        None => FileProblem::Missing,
     };
-    match read_optional(&bak)? {
+    let backup = match read_optional(&bak)? {
         Some(text) => match parse(&text) {
-            Ok(v) => Ok(Loaded::Backup(v, main_problem)),
-            Err(reason) => Err(PersistError::Corrupt {
-                path: path.to_path_buf(),
-                backup: bak,
-                reason: format!("main: {main_problem}; backup: {reason}"),
-            }),
+            Ok(v) => {
+                let used = BackupUsed {
+                    path: path.to_path_buf(),
+                    backup: bak,
+                    problem: main,
+                };
+                return Ok(Loaded::Backup(v, used));
+            }
+            Err(e) => Some(e),
         },
-        None if main_problem == "missing" => Ok(Loaded::Missing),
-        None => Err(PersistError::Corrupt {
-            path: path.to_path_buf(),
-            backup: bak,
-            reason: main_problem,
-        }),
+        None if matches!(main, FileProblem::Missing) => return Ok(Loaded::Missing),
+        None => None,
+    };
+    Err(PersistError::Corrupt {
+        path: path.to_path_buf(),
+        backup: bak,
+        reason: Box::new(CorruptReason { main, backup }),
+    })
+}
+
+/// The `offsetTable` object of an offset file (`consumerOffset.json`, `delayOffset.json`).
+pub fn parse_offset_table(
+    text: &str,
+) -> Result<serde_json::Map<String, serde_json::Value>, ContentError> {
+    let mut value: serde_json::Value = parse_json(text)?;
+    match value.get_mut("offsetTable").map(serde_json::Value::take) {
+        Some(serde_json::Value::Object(table)) => Ok(table),
+        _ => Err(ContentError::NoOffsetTable),
     }
+}
+
+/// One `"queue": offset` entry of table `key` of an offset file.
+pub fn queue_offset(
+    key: &str,
+    queue: &str,
+    offset: &serde_json::Value,
+) -> Result<(i32, i64), ContentError> {
+    let queue_id = queue.parse().map_err(|_| ContentError::BadQueueId {
+        key: key.to_string(),
+        queue: queue.to_string(),
+    })?;
+    let offset = offset
+        .as_i64()
+        .ok_or_else(|| ContentError::OffsetNotInteger {
+            key: key.to_string(),
+            queue: queue.to_string(),
+        })?;
+    Ok((queue_id, offset))
+}
+
+/// Parses a config file's JSON (after [`quote_bare_integer_keys`]) into `T`.
+pub fn parse_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, ContentError> {
+    Ok(serde_json::from_str(&quote_bare_integer_keys(text))?)
 }
 
 fn read_optional(path: &Path) -> Result<Option<String>, PersistError> {
@@ -155,14 +248,14 @@ pub fn quote_bare_integer_keys(text: &str) -> String {
 mod tests {
     use super::*;
 
-    fn parse_json(text: &str) -> Result<serde_json::Value, String> {
-        serde_json::from_str(&quote_bare_integer_keys(text)).map_err(|e| e.to_string())
+    fn parse_value(text: &str) -> Result<serde_json::Value, ContentError> {
+        parse_json(text)
     }
 
     #[test]
     fn quotes_java_style_integer_keys_only_outside_strings() {
         let java = r#"{"offsetTable":{"T@g":{0:120,1:98, -1 : 5},"x":"{0:1}"}}"#;
-        let v = parse_json(java).unwrap();
+        let v = parse_value(java).unwrap();
         assert_eq!(v["offsetTable"]["T@g"]["0"], 120);
         assert_eq!(v["offsetTable"]["T@g"]["1"], 98);
         assert_eq!(v["offsetTable"]["T@g"]["-1"], 5);
@@ -178,19 +271,22 @@ mod tests {
         write_atomically(&path, b"{\"v\":1}").unwrap();
         write_atomically(&path, b"{\"v\":2}").unwrap();
         assert_eq!(fs::read_to_string(backup_path(&path)).unwrap(), "{\"v\":1}");
-        let loaded = load_with_backup(&path, parse_json).unwrap();
-        assert_eq!(loaded, Loaded::Main(serde_json::json!({"v":2})));
+        let loaded = load_with_backup(&path, parse_value).unwrap();
+        assert!(
+            matches!(&loaded, Loaded::Main(v) if *v == serde_json::json!({"v":2})),
+            "{loaded:?}"
+        );
         fs::write(&path, b"{\"v\":").unwrap(); // torn main file
-        match load_with_backup(&path, parse_json).unwrap() {
-            Loaded::Backup(v, problem) => {
+        match load_with_backup(&path, parse_value).unwrap() {
+            Loaded::Backup(v, used) => {
                 assert_eq!(v, serde_json::json!({"v":1}));
-                assert!(!problem.is_empty());
+                assert!(matches!(used.problem, FileProblem::Content(_)), "{used}");
             }
             other => panic!("expected backup, got {other:?}"),
         }
         fs::write(backup_path(&path), b"garbage").unwrap();
         assert!(matches!(
-            load_with_backup(&path, parse_json),
+            load_with_backup(&path, parse_value),
             Err(PersistError::Corrupt { .. })
         ));
     }
@@ -199,9 +295,7 @@ mod tests {
     fn missing_files_are_a_fresh_start() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("none.json");
-        assert_eq!(
-            load_with_backup(&path, parse_json).unwrap(),
-            Loaded::Missing
-        );
+        let loaded = load_with_backup(&path, parse_value).unwrap();
+        assert!(matches!(loaded, Loaded::Missing), "{loaded:?}");
     }
 }

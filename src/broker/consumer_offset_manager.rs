@@ -38,7 +38,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use arc_swap::ArcSwap;
 use hashbrown::HashTable;
 
-use super::config_manager::{self as persist, Loaded, PersistError};
+use super::config_manager::{self as persist, BackupUsed, ContentError, Loaded, PersistError};
 
 /// Number of (topic, group) shards. Only a group's first commit locks a shard (to copy it), so
 /// this bounds how many first commits of different groups can run at once and how much each
@@ -302,22 +302,18 @@ impl ConsumerOffsetManager {
         Ok(true)
     }
 
-    /// Loads the file (or its backup) into the table. Returns a warning text when the backup
-    /// had to be used, so the caller can say so loudly.
-    pub fn load(&self) -> Result<Option<String>, PersistError> {
+    /// Loads the file (or its backup) into the table. Says whether the backup had to be used,
+    /// so the caller can say so loudly.
+    pub fn load(&self) -> Result<Option<BackupUsed>, PersistError> {
         match persist::load_with_backup(&self.path, parse_offset_file)? {
             Loaded::Missing => Ok(None),
             Loaded::Main(table) => {
                 self.install(table);
                 Ok(None)
             }
-            Loaded::Backup(table, problem) => {
+            Loaded::Backup(table, used) => {
                 self.install(table);
-                Ok(Some(format!(
-                    "{} unusable ({problem}); loaded consumer offsets from {}",
-                    self.path.display(),
-                    persist::backup_path(&self.path).display()
-                )))
+                Ok(Some(used))
             }
         }
     }
@@ -335,30 +331,20 @@ impl ConsumerOffsetManager {
 }
 
 /// Parses consumerOffset.json (ours or the Java broker's) into (topic, group, queue, offset).
-fn parse_offset_file(text: &str) -> Result<Vec<(String, String, i32, i64)>, String> {
-    let value: serde_json::Value = serde_json::from_str(&persist::quote_bare_integer_keys(text))
-        .map_err(|e| format!("not JSON: {e}"))?;
-    let table = value
-        .get("offsetTable")
-        .and_then(|t| t.as_object())
-        .ok_or("no offsetTable object")?;
+fn parse_offset_file(text: &str) -> Result<Vec<(String, String, i32, i64)>, ContentError> {
+    let table = persist::parse_offset_table(text)?;
     let mut out = Vec::new();
-    for (key, queues) in table {
+    for (key, queues) in &table {
         // topic@group: a group may not contain '@' but a topic cannot either, so split at the
         // first '@' like Java's `key.split("@")`.
         let (topic, group) = key
             .split_once('@')
-            .ok_or_else(|| format!("key `{key}` lacks @"))?;
+            .ok_or_else(|| ContentError::KeyWithoutAt { key: key.clone() })?;
         let queues = queues
             .as_object()
-            .ok_or_else(|| format!("`{key}` is not an object"))?;
+            .ok_or_else(|| ContentError::NotAnObject { key: key.clone() })?;
         for (queue, offset) in queues {
-            let queue_id: i32 = queue
-                .parse()
-                .map_err(|_| format!("`{key}` has a bad queue id `{queue}`"))?;
-            let offset = offset
-                .as_i64()
-                .ok_or_else(|| format!("`{key}` queue {queue} offset not integer"))?;
+            let (queue_id, offset) = persist::queue_offset(key, queue, offset)?;
             out.push((topic.to_string(), group.to_string(), queue_id, offset));
         }
     }
@@ -437,7 +423,8 @@ mod tests {
         let text = std::fs::read_to_string(m.path()).unwrap();
         assert!(text.contains(r#""T@g":{"0":10}"#), "{text}");
         let m2 = ConsumerOffsetManager::new(dir.path());
-        assert_eq!(m2.load().unwrap(), None);
+        let backup_used = m2.load().unwrap();
+        assert!(backup_used.is_none(), "{backup_used:?}");
         assert_eq!(m2.query_offset("g", "T", 0), Some(10));
         assert_eq!(m2.query_offset("g", "%RETRY%g", 0), Some(2));
     }
@@ -449,7 +436,8 @@ mod tests {
         std::fs::create_dir_all(m.path().parent().unwrap()).unwrap();
         let java = r#"{"offsetTable":{"TopicTest@please_rename_unique_group_name_4":{0:250,1:249,2:250,3:251}},"dataVersion":{"counter":3,"timestamp":1}}"#;
         std::fs::write(m.path(), java).unwrap();
-        assert_eq!(m.load().unwrap(), None);
+        let backup_used = m.load().unwrap();
+        assert!(backup_used.is_none(), "{backup_used:?}");
         assert_eq!(
             m.query_offset("please_rename_unique_group_name_4", "TopicTest", 3),
             Some(251)
@@ -470,7 +458,7 @@ mod tests {
             .load()
             .unwrap()
             .expect("must warn about using the backup");
-        assert!(warning.contains(".bak"), "{warning}");
+        assert!(warning.to_string().contains(".bak"), "{warning}");
         assert_eq!(m2.query_offset("g", "T", 0), Some(10));
         std::fs::write(persist::backup_path(m.path()), b"x").unwrap();
         let m3 = ConsumerOffsetManager::new(dir.path());

@@ -11,8 +11,7 @@ use crate::store::MessageStore;
 use super::client::{ConsumerManager, ProducerManager};
 use super::consumer_filter_manager::FilterCache;
 use super::consumer_offset_manager::ConsumerOffsetManager;
-use super::longpoll::hold_table::HoldTable;
-use super::processor::pull::ParkedPullRequest;
+use super::longpoll::pull_request_hold_service::PullRequestHoldService;
 use super::subscription_group_manager::SubscriptionGroupManager;
 use super::topic_config_manager::TopicConfigManager;
 
@@ -26,17 +25,15 @@ pub struct BrokerController {
     pub consumers: ConsumerManager,
     pub producers: ProducerManager,
     pub filters: FilterCache,
-    pub hold_table: HoldTable<ParkedPullRequest>,
-    /// Pulls woken by arrivals or the periodic check, executed by the wake threads.
-    pub wake_queue:
-        crossbeam::channel::Sender<super::longpoll::pull_request_hold_service::WakeItem>,
+    /// Long polling: parked pulls and the channel to the wake threads.
+    pub pull_hold: PullRequestHoldService,
     /// `ip:port` of the main listen port, as registered with the name server.
     pub broker_addr: String,
     pub store_host: SocketAddr,
     /// brokerPermission, changeable at run time (admin).
     pub permission: AtomicI32,
     /// Topics created at run time that the name server must learn about.
-    pub topic_changes: crossbeam::channel::Sender<()>,
+    pub topic_changes_tx: crossbeam::channel::Sender<()>,
     pub delay_levels_ms: Vec<u64>,
     pub boot_timestamp_ms: i64,
 }
@@ -53,6 +50,6 @@ impl BrokerController {
     /// Tell the registration thread that the topic table changed.
     pub fn notify_topics_changed(&self) {
         // A full channel already carries a pending notification; nothing is lost.
-        let _ = self.topic_changes.try_send(());
+        let _ = self.topic_changes_tx.try_send(());
     }
 }

@@ -1,14 +1,17 @@
-//! Request code → processor, in one `match` (Java registers processors per code in
-//! `BrokerController.registerProcessor`).
+//! Request code → processor, in one `match` of uniform calls: every processor is an
+//! `async fn(&RequestContext, &RemotingCommand) -> ProcessResult` (Java registers processors
+//! per code in `BrokerController.registerProcessor`).
 
 use std::sync::Arc;
 
 use crate::broker::controller::BrokerController;
+use crate::broker::error::BrokerError;
 use crate::broker::processor::{
-    admin, client_manage, consumer_manage, pull, query, send, ProcessError, ProcessResult,
+    admin, client_manage, consumer_manage, pull, query, send, Handled, ProcessResult,
+    RequestContext,
 };
 use crate::net::{ConnectionContext, RequestHandler};
-use crate::remoting::codes::{request_code as code, response_code as rc};
+use crate::remoting::codes::request_code as code;
 use crate::remoting::command::RemotingCommand;
 
 /// Listener index of the fast/VIP port (`listen_port - 2`) in the server config.
@@ -20,53 +23,51 @@ pub struct BrokerRequestHandler {
 }
 
 impl BrokerRequestHandler {
-    async fn dispatch(
-        &self,
-        conn: &ConnectionContext,
-        request: &RemotingCommand,
-    ) -> Option<ProcessResult> {
-        let ctrl = &self.ctrl;
+    async fn dispatch(&self, conn: &ConnectionContext, request: &RemotingCommand) -> ProcessResult {
+        let cx = RequestContext {
+            ctrl: &self.ctrl,
+            conn,
+        };
         let fast_port = conn.listener_index == FAST_LISTENER_INDEX;
-        let result = match request.code {
+        match request.code {
             code::SEND_MESSAGE | code::SEND_MESSAGE_V2 | code::SEND_BATCH_MESSAGE => {
-                send::process_send(ctrl, request, conn.remote_addr).await
+                send::send_message(&cx, request).await
             }
-            code::CONSUMER_SEND_MSG_BACK => {
-                send::process_send_msg_back(ctrl, request, conn.remote_addr).await
-            }
+            code::CONSUMER_SEND_MSG_BACK => send::consumer_send_msg_back(&cx, request).await,
             // Java's fast port serves everything but pulls.
             code::PULL_MESSAGE | code::LITE_PULL_MESSAGE if !fast_port => {
-                return match pull::process_request(ctrl, request, conn.remote_addr, conn.sender()) {
-                    pull::PullOutcome::Respond(r) => Some(Ok(r)),
-                    pull::PullOutcome::Parked => None,
-                };
+                pull::pull_message(&cx, request).await
             }
-            code::HEART_BEAT => client_manage::heart_beat(ctrl, conn, request),
-            code::UNREGISTER_CLIENT => client_manage::unregister_client(ctrl, conn, request),
-            code::CHECK_CLIENT_CONFIG => client_manage::check_client_config(ctrl, request),
+            code::HEART_BEAT => client_manage::heart_beat(&cx, request).await,
+            code::UNREGISTER_CLIENT => client_manage::unregister_client(&cx, request).await,
+            code::CHECK_CLIENT_CONFIG => client_manage::check_client_config(&cx, request).await,
             code::GET_CONSUMER_LIST_BY_GROUP => {
-                consumer_manage::get_consumer_list_by_group(ctrl, request)
+                consumer_manage::get_consumer_list_by_group(&cx, request).await
             }
-            code::QUERY_CONSUMER_OFFSET => consumer_manage::query_consumer_offset(ctrl, request),
-            code::UPDATE_CONSUMER_OFFSET => consumer_manage::update_consumer_offset(ctrl, request),
-            code::UPDATE_AND_CREATE_TOPIC => admin::update_and_create_topic(ctrl, request),
-            code::GET_ALL_TOPIC_CONFIG => admin::get_all_topic_config(ctrl, request),
-            code::GET_BROKER_RUNTIME_INFO => admin::get_broker_runtime_info(ctrl, request),
-            code::GET_ALL_CONSUMER_OFFSET => admin::get_all_consumer_offset(ctrl, request),
+            code::QUERY_CONSUMER_OFFSET => {
+                consumer_manage::query_consumer_offset(&cx, request).await
+            }
+            code::UPDATE_CONSUMER_OFFSET => {
+                consumer_manage::update_consumer_offset(&cx, request).await
+            }
+            code::UPDATE_AND_CREATE_TOPIC => admin::update_and_create_topic(&cx, request).await,
+            code::GET_ALL_TOPIC_CONFIG => admin::get_all_topic_config(&cx, request).await,
+            code::GET_BROKER_RUNTIME_INFO => admin::get_broker_runtime_info(&cx, request).await,
+            code::GET_ALL_CONSUMER_OFFSET => admin::get_all_consumer_offset(&cx, request).await,
             code::GET_ALL_SUBSCRIPTIONGROUP_CONFIG => {
-                admin::get_all_subscription_group_config(ctrl, request)
+                admin::get_all_subscription_group_config(&cx, request).await
             }
-            code::SEARCH_OFFSET_BY_TIMESTAMP => admin::search_offset_by_timestamp(ctrl, request),
-            code::GET_MAX_OFFSET => admin::get_max_offset(ctrl, request),
-            code::GET_MIN_OFFSET => admin::get_min_offset(ctrl, request),
-            code::GET_EARLIEST_MSG_STORETIME => admin::get_earliest_msg_storetime(ctrl, request),
-            code::VIEW_MESSAGE_BY_ID => query::view_message_by_id(ctrl, request),
-            other => Err(ProcessError::new(
-                rc::REQUEST_CODE_NOT_SUPPORTED,
-                format!(" request type {other} not supported"),
-            )),
-        };
-        Some(result)
+            code::SEARCH_OFFSET_BY_TIMESTAMP => {
+                admin::search_offset_by_timestamp(&cx, request).await
+            }
+            code::GET_MAX_OFFSET => admin::get_max_offset(&cx, request).await,
+            code::GET_MIN_OFFSET => admin::get_min_offset(&cx, request).await,
+            code::GET_EARLIEST_MSG_STORETIME => {
+                admin::get_earliest_msg_storetime(&cx, request).await
+            }
+            code::VIEW_MESSAGE_BY_ID => query::view_message_by_id(&cx, request).await,
+            code => Err(BrokerError::RequestCodeNotSupported { code }),
+        }
     }
 }
 
@@ -80,14 +81,14 @@ impl RequestHandler for BrokerRequestHandler {
             // Answers to broker-initiated requests (none expect one today).
             return None;
         }
-        let result = self.dispatch(&conn, &request).await?;
-        let response = match result {
-            Ok(r) => r,
+        let response = match self.dispatch(&conn, &request).await {
+            Ok(Handled::Response(response)) => response,
+            Ok(Handled::Queued | Handled::Parked) => return None,
             Err(e) => {
                 tracing::debug!(
                     code = request.code,
-                    response = e.code,
-                    remark = e.remark,
+                    response = e.response_code(),
+                    error = %e,
                     "request refused"
                 );
                 e.into_response(&request)

@@ -3,8 +3,10 @@
 //! engine and the name server; none of them imports it.
 //!
 //! - [`startup`] builds a [`controller::BrokerController`] and starts the threads and servers.
-//! - [`dispatch`] maps each request code to its processor in [`processor`].
-//! - [`longpoll`]: the hold table of parked pulls and the service that re-executes them.
+//! - [`dispatch`] maps each request code to its processor in [`processor`]; their failures are
+//!   [`error::BrokerError`]s, which name the response code.
+//! - [`longpoll`]: the hold table of parked pulls and the service that parks them and
+//!   re-executes the woken ones.
 //! - [`consumer_offset_manager`], [`topic_config_manager`], [`subscription_group_manager`] are
 //!   the persisted metadata tables; [`config_manager`] writes their JSON files.
 //! - [`client`]: the producer and consumer tables filled by heartbeats.
@@ -16,6 +18,7 @@ pub mod consumer_filter_manager;
 pub mod consumer_offset_manager;
 pub mod controller;
 pub mod dispatch;
+pub mod error;
 pub mod longpoll;
 pub mod msg_id;
 pub mod processor;
@@ -23,3 +26,6 @@ pub mod schedule_message_service;
 pub mod startup;
 pub mod subscription_group_manager;
 pub mod topic_config_manager;
+
+#[cfg(test)]
+mod tests;

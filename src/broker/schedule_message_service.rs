@@ -8,15 +8,13 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::broker::config_manager::{self as persist, Loaded};
+use crate::broker::config_manager::{self as persist, ContentError, Loaded};
 use crate::broker::controller::BrokerController;
 use crate::broker::processor::send::{property, remove_property};
-use crate::broker::startup::StartupError;
 use crate::broker::topic_config_manager::SCHEDULE_TOPIC;
 use crate::common::now_ms;
 use crate::common::StopFlag;
@@ -41,27 +39,10 @@ fn offset_file(ctrl: &BrokerController) -> PathBuf {
 }
 
 fn load_offsets(ctrl: &BrokerController) -> BTreeMap<i32, i64> {
-    let parse = |text: &str| -> Result<BTreeMap<i32, i64>, String> {
-        let v: serde_json::Value = serde_json::from_str(&persist::quote_bare_integer_keys(text))
-            .map_err(|e| e.to_string())?;
-        let table = v
-            .get("offsetTable")
-            .and_then(|t| t.as_object())
-            .ok_or("no offsetTable")?;
-        table
-            .iter()
-            .map(|(k, v)| {
-                Ok((
-                    k.parse::<i32>().map_err(|e| e.to_string())?,
-                    v.as_i64().ok_or("offset")?,
-                ))
-            })
-            .collect()
-    };
-    match persist::load_with_backup(&offset_file(ctrl), parse) {
+    match persist::load_with_backup(&offset_file(ctrl), parse_delay_offsets) {
         Ok(Loaded::Main(t)) => t,
-        Ok(Loaded::Backup(t, problem)) => {
-            tracing::error!(problem, "delayOffset.json unusable; loaded its backup");
+        Ok(Loaded::Backup(t, used)) => {
+            tracing::error!("{used}");
             t
         }
         Ok(Loaded::Missing) => BTreeMap::new(),
@@ -73,6 +54,15 @@ fn load_offsets(ctrl: &BrokerController) -> BTreeMap<i32, i64> {
     }
 }
 
+/// delayOffset.json: `{"offsetTable":{"<level>":<offset>,...}}`.
+fn parse_delay_offsets(text: &str) -> Result<BTreeMap<i32, i64>, ContentError> {
+    let table = persist::parse_offset_table(text)?;
+    table
+        .iter()
+        .map(|(level, offset)| persist::queue_offset("offsetTable", level, offset))
+        .collect()
+}
+
 fn persist_offsets(ctrl: &BrokerController, offsets: &BTreeMap<i32, i64>) {
     let table: BTreeMap<String, i64> = offsets.iter().map(|(k, v)| (k.to_string(), *v)).collect();
     let text = serde_json::json!({ "offsetTable": table }).to_string();
@@ -81,26 +71,13 @@ fn persist_offsets(ctrl: &BrokerController, offsets: &BTreeMap<i32, i64>) {
     }
 }
 
-pub fn start(
-    ctrl: &Arc<BrokerController>,
-    shutdown: &StopFlag,
-) -> Result<JoinHandle<()>, StartupError> {
-    let ctrl = ctrl.clone();
-    let shutdown = shutdown.clone();
-    std::thread::Builder::new()
-        .name("ringmq-schedule".into())
-        .spawn(move || run(&ctrl, &shutdown))
-        .map_err(|source| StartupError::Thread {
-            name: "ringmq-schedule".to_string(),
-            source,
-        })
-}
-
-fn run(ctrl: &Arc<BrokerController>, shutdown: &StopFlag) {
+/// The `ringmq-schedule` thread's loop (started by `startup`): every tick, moves each level's
+/// due messages; returns when `stop` is raised, after writing the progress once more.
+pub fn run(ctrl: &Arc<BrokerController>, stop: &StopFlag) {
     let mut offsets = load_offsets(ctrl);
     let mut dirty = false;
     let mut last_persist_ms = now_ms();
-    while !shutdown.wait_timeout(Duration::from_millis(SCHEDULE_TICK_MS)) {
+    while !stop.wait_timeout(Duration::from_millis(SCHEDULE_TICK_MS)) {
         if ctrl.is_slave() {
             continue;
         }

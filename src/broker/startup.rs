@@ -12,9 +12,8 @@ use crate::broker::consumer_filter_manager::FilterCache;
 use crate::broker::consumer_offset_manager::ConsumerOffsetManager;
 use crate::broker::controller::BrokerController;
 use crate::broker::dispatch::BrokerRequestHandler;
-use crate::broker::longpoll::hold_table::HoldTable;
 use crate::broker::longpoll::pull_request_hold_service::{
-    self as longpoll_service, ArrivalNotifier, WakeItem,
+    ArrivalNotifier, PullRequestHoldService, WakeItem, WakeService,
 };
 use crate::broker::schedule_message_service as schedule;
 use crate::broker::subscription_group_manager::SubscriptionGroupManager;
@@ -53,7 +52,9 @@ pub enum StartupError {
     #[error("broker metadata: {0}")]
     Persist(#[from] crate::broker::config_manager::PersistError),
     #[error("configuration: {0}")]
-    Config(String),
+    Config(crate::config::ConfigError),
+    #[error("configuration: {var}={text:?} is not an IP address")]
+    IpAddress { var: &'static str, text: String },
     #[error("cannot start thread {name}: {source}")]
     Thread {
         name: String,
@@ -73,9 +74,11 @@ fn spawn(
         .map_err(|source| StartupError::Thread { name, source })
 }
 
-fn ip(text: &str, var: &str) -> Result<IpAddr, StartupError> {
-    text.parse()
-        .map_err(|_| StartupError::Config(format!("{var}={text:?} is not an IP address")))
+fn ip(text: &str, var: &'static str) -> Result<IpAddr, StartupError> {
+    text.parse().map_err(|_| StartupError::IpAddress {
+        var,
+        text: text.to_string(),
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -154,9 +157,7 @@ pub struct ControllerParts {
 /// socket, so benches and tests can drive the processors and long polling directly (start the
 /// wake threads with [`start_pull_wake`]).
 pub fn build_controller(config: Config) -> Result<ControllerParts, StartupError> {
-    let delay_levels_ms = config
-        .delay_levels_ms()
-        .map_err(|e| StartupError::Config(e.to_string()))?;
+    let delay_levels_ms = config.delay_levels_ms().map_err(StartupError::Config)?;
     let io = Arc::new(io_engine(&config)?);
     tracing::info!(mode = ?io.mode(), "store read engine ready");
     let store_cfg = store_config(&config)?;
@@ -174,25 +175,26 @@ pub fn build_controller(config: Config) -> Result<ControllerParts, StartupError>
     let groups =
         SubscriptionGroupManager::new(&root, config.broker.auto_create_subscription_group_enabled);
     let offsets = ConsumerOffsetManager::new(&root);
-    for (what, warning) in [
+    for (what, backup_used) in [
         ("topics", topics.load()?),
         ("groups", groups.load()?),
         ("offsets", offsets.load()?),
     ] {
-        if let Some(w) = warning {
+        if let Some(w) = backup_used {
             tracing::error!(what, "{w}");
             eprintln!("ringmq: WARNING: {w}");
         }
     }
-    let (wake_tx, wake_rx) = crossbeam::channel::unbounded();
-    let (topic_tx, topic_changes_rx) = crossbeam::channel::bounded(1);
+    let (pull_hold, wake_rx) =
+        PullRequestHoldService::new(store.clone(), config.longpoll.parked_pulls_max as usize);
+    let (topic_changes_tx, topic_changes_rx) = crossbeam::channel::bounded(1);
     let broker_addr = format!(
         "{}:{}",
         config.broker.advertised_ip, config.broker.listen_port
     );
     let ctrl = Arc::new(BrokerController {
         store_host: store_cfg.store_host,
-        hold_table: HoldTable::new(config.longpoll.parked_pulls_max as usize),
+        pull_hold,
         permission: AtomicI32::new(config.broker.permission as i32),
         store,
         topics,
@@ -201,16 +203,14 @@ pub fn build_controller(config: Config) -> Result<ControllerParts, StartupError>
         consumers: ConsumerManager::new(),
         producers: ProducerManager::new(),
         filters: FilterCache::new(),
-        wake_queue: wake_tx,
         broker_addr,
-        topic_changes: topic_tx,
+        topic_changes_tx,
         delay_levels_ms,
         boot_timestamp_ms: now_ms(),
         config,
     });
-    ctrl.store.set_arrival_listener(Arc::new(ArrivalNotifier {
-        ctrl: Arc::downgrade(&ctrl),
-    }));
+    let notifier = ArrivalNotifier::new(Arc::downgrade(&ctrl));
+    ctrl.store.set_arrival_listener(Arc::new(notifier));
     Ok(ControllerParts {
         ctrl,
         wake_rx,
@@ -244,8 +244,8 @@ pub fn start_pull_wake(
     let threads = wake_threads(&ctrl.config);
     (0..threads)
         .map(|i| {
-            let service = longpoll_service::WakeService {
-                ctrl: Arc::downgrade(ctrl),
+            let service = WakeService {
+                host: Arc::downgrade(ctrl),
                 wake_rx: wake_rx.clone(),
                 check_interval_ms: (i == 0).then_some(check_ms),
                 share_fan_out: threads > 1,
@@ -259,9 +259,7 @@ pub fn start_pull_wake(
 /// Starts the broker (and, without RINGMQ_NAMESRV_ADDR, an embedded name server first).
 pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
     // Checked before anything starts; `build_controller` computes the levels again.
-    config
-        .delay_levels_ms()
-        .map_err(|e| StartupError::Config(e.to_string()))?;
+    config.delay_levels_ms().map_err(StartupError::Config)?;
     let namesrv = if config.namesrv.addr.trim().is_empty() {
         Some(start_namesrv(&config)?)
     } else {
@@ -281,7 +279,7 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
     let ControllerParts {
         ctrl,
         wake_rx,
-        topic_changes_rx: topic_rx,
+        topic_changes_rx,
     } = build_controller(config)?;
     let shutdown = ShutdownSignal::new();
     let stop = StopFlag::new();
@@ -289,7 +287,7 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
     threads.extend([
         start_offset_flusher(&ctrl, &stop)?,
         start_housekeeping(&ctrl, &stop)?,
-        schedule::start(&ctrl, &stop)?,
+        start_schedule(&ctrl, &stop)?,
     ]);
     let main_addr = SocketAddr::new(
         ip(&ctrl.config.broker.bind_ip, "RINGMQ_BROKER_BIND_IP")?,
@@ -313,7 +311,12 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
         shutdown.clone(),
     )
     .map_err(|e| listen_error(e, &ctrl.config))?;
-    threads.push(start_registration(&ctrl, namesrv_addrs, topic_rx, &stop)?);
+    threads.push(start_registration(
+        &ctrl,
+        namesrv_addrs,
+        topic_changes_rx,
+        &stop,
+    )?);
     let addrs: Vec<String> = server
         .local_addrs()
         .iter()
@@ -383,13 +386,13 @@ impl BrokerHandle {
 
 fn start_offset_flusher(
     ctrl: &Arc<BrokerController>,
-    shutdown: &StopFlag,
+    stop: &StopFlag,
 ) -> Result<JoinHandle<()>, StartupError> {
     let ctrl = ctrl.clone();
-    let shutdown = shutdown.clone();
+    let stop = stop.clone();
     let interval = Duration::from_millis(ctrl.config.broker.flush_consumer_offset_interval_ms);
     spawn("ringmq-offset-flush", move || {
-        while !shutdown.wait_timeout(interval) {
+        while !stop.wait_timeout(interval) {
             if let Err(e) = ctrl.offsets.persist() {
                 tracing::error!(error = %e, "flushing consumer offsets failed; will retry next period");
             }
@@ -397,24 +400,34 @@ fn start_offset_flusher(
     })
 }
 
+/// Delayed delivery ([`schedule::run`]).
+fn start_schedule(
+    ctrl: &Arc<BrokerController>,
+    stop: &StopFlag,
+) -> Result<JoinHandle<()>, StartupError> {
+    let ctrl = ctrl.clone();
+    let stop = stop.clone();
+    spawn("ringmq-schedule", move || schedule::run(&ctrl, &stop))
+}
+
 /// Expires silent client channels (Java `ClientHousekeepingService`, every 10 s).
 fn start_housekeeping(
     ctrl: &Arc<BrokerController>,
-    shutdown: &StopFlag,
+    stop: &StopFlag,
 ) -> Result<JoinHandle<()>, StartupError> {
     let ctrl = ctrl.clone();
-    let shutdown = shutdown.clone();
+    let stop = stop.clone();
     spawn("ringmq-client-housekeeping", move || {
-        let timeout = ctrl.config.broker.channel_expired_timeout_ms as i64;
-        while !shutdown.wait_timeout(Duration::from_secs(10)) {
+        let timeout_ms = ctrl.config.broker.channel_expired_timeout_ms as i64;
+        while !stop.wait_timeout(Duration::from_secs(10)) {
             let now = now_ms();
-            let expired = ctrl.consumers.scan_not_active_channels(now, timeout);
+            let expired = ctrl.consumers.scan_not_active_channels(now, timeout_ms);
             let mut groups: Vec<String> = expired.into_iter().map(|(g, _)| g).collect();
             groups.dedup();
             for g in groups {
                 crate::broker::processor::client_manage::notify_consumer_ids_changed(&ctrl, &g);
             }
-            ctrl.producers.scan_not_active_channels(now, timeout);
+            ctrl.producers.scan_not_active_channels(now, timeout_ms);
         }
     })
 }
@@ -424,22 +437,22 @@ fn start_housekeeping(
 fn start_registration(
     ctrl: &Arc<BrokerController>,
     namesrv_addrs: Vec<String>,
-    topic_changes: crossbeam::channel::Receiver<()>,
-    shutdown: &StopFlag,
+    topic_changes_rx: crossbeam::channel::Receiver<()>,
+    stop: &StopFlag,
 ) -> Result<JoinHandle<()>, StartupError> {
     let ctrl = ctrl.clone();
-    let shutdown = shutdown.clone();
+    let stop = stop.clone();
     let period = Duration::from_millis(ctrl.config.broker.register_name_server_period_ms);
     // Register once before returning so clients see the routes as soon as the broker is up.
     // The connections stay open: a name server drops a broker whose connection closes.
     let mut connections: HashMap<String, BlockingClient> = HashMap::new();
     register_all(&ctrl, &namesrv_addrs, &mut connections);
     spawn("ringmq-namesrv-register", move || loop {
-        match topic_changes.recv_timeout(period) {
+        match topic_changes_rx.recv_timeout(period) {
             Ok(()) | Err(crossbeam::channel::RecvTimeoutError::Timeout) => {}
             Err(crossbeam::channel::RecvTimeoutError::Disconnected) => return,
         }
-        if shutdown.is_raised() {
+        if stop.is_raised() {
             unregister_all(&ctrl, &namesrv_addrs, &mut connections);
             return;
         }

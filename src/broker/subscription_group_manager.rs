@@ -7,7 +7,7 @@ use std::sync::{Arc, RwLock};
 
 use serde::{Deserialize, Serialize};
 
-use super::config_manager::{self as persist, Loaded, PersistError};
+use super::config_manager::{self as persist, BackupUsed, Loaded, PersistError};
 
 /// Java `SubscriptionGroupConfig` with its defaults. Unknown members of files written by Java
 /// (groupRetryPolicy, attributes, ...) are ignored on load.
@@ -65,11 +65,6 @@ const SYSTEM_GROUPS: &[&str] = &[
     "CID_SYS_RMQ_TRANS",
 ];
 
-/// Java `ValidatorUtils`/`MixAll`: group names are at most 120 chars (CHARACTER_MAX_LENGTH 255 in
-/// 5.x checks; clients enforce 255). We check the broker-side limits that matter for topics
-/// built from the name.
-pub const GROUP_NAME_MAX_LENGTH: usize = 120;
-
 pub struct SubscriptionGroupManager {
     /// Shared (`Arc`) so every pull looks its group up without copying it.
     table: RwLock<HashMap<String, Arc<SubscriptionGroupConfig>>>,
@@ -96,20 +91,14 @@ impl SubscriptionGroupManager {
         }
     }
 
-    pub fn load(&self) -> Result<Option<String>, PersistError> {
-        let parse = |text: &str| -> Result<GroupFile, String> {
-            serde_json::from_str(&persist::quote_bare_integer_keys(text)).map_err(|e| e.to_string())
-        };
-        let (file, warning) = match persist::load_with_backup(&self.path, parse)? {
+    /// Loads `subscriptionGroup.json` (or its backup) over the system groups. Says whether the
+    /// backup was used.
+    pub fn load(&self) -> Result<Option<BackupUsed>, PersistError> {
+        let parse = persist::parse_json::<GroupFile>;
+        let (file, backup_used) = match persist::load_with_backup(&self.path, parse)? {
             Loaded::Missing => return Ok(None),
             Loaded::Main(f) => (f, None),
-            Loaded::Backup(f, problem) => (
-                f,
-                Some(format!(
-                    "{} unusable ({problem}); loaded groups from backup",
-                    self.path.display()
-                )),
-            ),
+            Loaded::Backup(f, used) => (f, Some(used)),
         };
         let mut table = self.table.write().unwrap_or_else(|p| p.into_inner());
         for (name, mut c) in file.subscription_group_table {
@@ -118,7 +107,7 @@ impl SubscriptionGroupManager {
             }
             table.insert(name, Arc::new(c));
         }
-        Ok(warning)
+        Ok(backup_used)
     }
 
     pub fn persist(&self) -> Result<(), PersistError> {

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
-use super::config_manager::{self as persist, Loaded, PersistError};
+use super::config_manager::{self as persist, BackupUsed, Loaded, PersistError};
 use crate::common::now_ms;
 use crate::remoting::body::{perm, DataVersion, TopicConfig, TopicConfigSerializeWrapper};
 
@@ -121,22 +121,14 @@ impl TopicConfigManager {
         }
     }
 
-    /// Loads `topics.json` (or its backup) over the built-ins. Returns a warning if the backup
-    /// was used.
-    pub fn load(&self) -> Result<Option<String>, PersistError> {
-        let parse = |text: &str| -> Result<TopicConfigSerializeWrapper, String> {
-            serde_json::from_str(&persist::quote_bare_integer_keys(text)).map_err(|e| e.to_string())
-        };
-        let (wrapper, warning) = match persist::load_with_backup(&self.path, parse)? {
+    /// Loads `topics.json` (or its backup) over the built-ins. Says whether the backup was
+    /// used.
+    pub fn load(&self) -> Result<Option<BackupUsed>, PersistError> {
+        let parse = persist::parse_json::<TopicConfigSerializeWrapper>;
+        let (wrapper, backup_used) = match persist::load_with_backup(&self.path, parse)? {
             Loaded::Missing => return Ok(None),
             Loaded::Main(w) => (w, None),
-            Loaded::Backup(w, problem) => (
-                w,
-                Some(format!(
-                    "{} unusable ({problem}); loaded topics from backup",
-                    self.path.display()
-                )),
-            ),
+            Loaded::Backup(w, used) => (w, Some(used)),
         };
         let mut table = self.table.write().unwrap_or_else(|p| p.into_inner());
         for (name, mut tc) in wrapper.topic_config_table {
@@ -146,7 +138,7 @@ impl TopicConfigManager {
             table.insert(name, Arc::new(tc));
         }
         *self.data_version.write().unwrap_or_else(|p| p.into_inner()) = wrapper.data_version;
-        Ok(warning)
+        Ok(backup_used)
     }
 
     /// Writes `topics.json`.

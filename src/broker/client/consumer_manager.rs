@@ -3,7 +3,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::RwLock;
 
-use super::ClientChannelInfo;
+use super::client_channel_info::ClientChannelInfo;
 use crate::remoting::body::heartbeat::{ConsumerData, SubscriptionData};
 
 /// A consumer group's members and subscriptions.

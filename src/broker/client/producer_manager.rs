@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::RwLock;
 
-use super::ClientChannelInfo;
+use super::client_channel_info::ClientChannelInfo;
 
 /// Producer groups by name (kept for admin queries and channel expiry).
 #[derive(Default)]

@@ -156,7 +156,7 @@ type SlotMap<P> = HashMap<String, HashMap<i32, Arc<QueueSlot<P>>>>;
 pub struct HoldTable<P> {
     shards: Box<[RwLock<SlotMap<P>>]>,
     hasher: std::collections::hash_map::RandomState,
-    parked_count: AtomicUsize,
+    parked_pulls: AtomicUsize,
     parked_pulls_max: usize,
 }
 
@@ -168,14 +168,14 @@ impl<P: ParkedPull> HoldTable<P> {
                 .map(|_| RwLock::new(HashMap::new()))
                 .collect(),
             hasher: std::collections::hash_map::RandomState::new(),
-            parked_count: AtomicUsize::new(0),
+            parked_pulls: AtomicUsize::new(0),
             parked_pulls_max,
         }
     }
 
     /// Pulls currently parked.
     pub fn len(&self) -> usize {
-        self.parked_count.load(Ordering::Acquire)
+        self.parked_pulls.load(Ordering::Acquire)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -227,23 +227,23 @@ impl<P: ParkedPull> HoldTable<P> {
         current_max_offset: impl FnOnce() -> i64,
     ) -> Result<Vec<(P, WakeReason)>, TableFull<P>> {
         // Reserve a place first so the bound holds under concurrency.
-        let prev = self.parked_count.fetch_add(1, Ordering::AcqRel);
+        let prev = self.parked_pulls.fetch_add(1, Ordering::AcqRel);
         if prev >= self.parked_pulls_max {
-            self.parked_count.fetch_sub(1, Ordering::AcqRel);
+            self.parked_pulls.fetch_sub(1, Ordering::AcqRel);
             return Err(TableFull(pull));
         }
         let slot = self.slot_or_insert(topic, queue_id);
         let offset = pull.request_offset();
         slot.push(pull);
         std::sync::atomic::fence(Ordering::SeqCst);
-        let store_max = current_max_offset();
-        let max = slot
+        let store_max_offset = current_max_offset();
+        let max_offset = slot
             .max_offset
-            .fetch_max(store_max, Ordering::SeqCst)
-            .max(store_max);
-        if max > offset {
-            return Ok(self.drain(&slot, max, |p| {
-                (p.request_offset() < max).then_some(WakeReason::Readable)
+            .fetch_max(store_max_offset, Ordering::SeqCst)
+            .max(store_max_offset);
+        if max_offset > offset {
+            return Ok(self.drain(&slot, max_offset, |p| {
+                (p.request_offset() < max_offset).then_some(WakeReason::Readable)
             }));
         }
         Ok(Vec::new())
@@ -319,12 +319,12 @@ impl<P: ParkedPull> HoldTable<P> {
     }
 
     /// Takes every parked pull out of `slot`, returns those `decide` picks (and drops cancelled
-    /// ones), and puts the rest back. `decided_max` is the max offset `decide` judged by. If the
+    /// ones), and puts the rest back. `decided_max_offset` is the max offset `decide` judged by. If the
     /// slot's max offset is past it, or moves while the pulls are out of the slot (an arrival
     /// that found the slot empty), kept pulls that became readable are taken too, so an
     /// overlapping arrival is never lost.
     ///
-    /// Starting from `decided_max` rather than the slot's max matters when two drains overlap:
+    /// Starting from `decided_max_offset` rather than the slot's max matters when two drains overlap:
     /// an arrival handled on another wake thread may raise the slot's max and find the slot
     /// empty (its pulls are out here) before this drain reads the max; had this drain started
     /// from that raised max, it would see no change and keep a pull only the newer message can
@@ -332,21 +332,21 @@ impl<P: ParkedPull> HoldTable<P> {
     fn drain(
         &self,
         slot: &QueueSlot<P>,
-        decided_max: i64,
+        decided_max_offset: i64,
         mut decide: impl FnMut(&P) -> Option<WakeReason>,
     ) -> Vec<(P, WakeReason)> {
         let mut woken = Vec::new();
-        let mut seen_max = decided_max;
+        let mut seen_max_offset = decided_max_offset;
         let mut kept = self.sift(slot, &mut decide, &mut woken);
         loop {
             std::sync::atomic::fence(Ordering::SeqCst);
-            let now_max = slot.max_offset.load(Ordering::SeqCst);
-            if kept == 0 || now_max <= seen_max {
+            let current_max_offset = slot.max_offset.load(Ordering::SeqCst);
+            if kept == 0 || current_max_offset <= seen_max_offset {
                 return woken;
             }
-            seen_max = now_max;
+            seen_max_offset = current_max_offset;
             let mut readable =
-                |p: &P| (p.request_offset() < now_max).then_some(WakeReason::Readable);
+                |p: &P| (p.request_offset() < current_max_offset).then_some(WakeReason::Readable);
             kept = self.sift(slot, &mut readable, &mut woken);
         }
     }
@@ -362,12 +362,12 @@ impl<P: ParkedPull> HoldTable<P> {
         let mut kept = 0;
         for p in slot.parked.take_all() {
             if p.is_cancelled() {
-                self.parked_count.fetch_sub(1, Ordering::AcqRel);
+                self.parked_pulls.fetch_sub(1, Ordering::AcqRel);
                 continue;
             }
             match decide(&p) {
                 Some(reason) => {
-                    self.parked_count.fetch_sub(1, Ordering::AcqRel);
+                    self.parked_pulls.fetch_sub(1, Ordering::AcqRel);
                     woken.push((p, reason));
                 }
                 None => {
@@ -386,12 +386,12 @@ mod tests {
     use std::sync::atomic::AtomicBool;
 
     #[derive(Debug)]
-    /// A test pull: wants `offset`, expires at `deadline`, matches tags codes in `codes`
+    /// A test pull: wants `offset`, expires at `deadline_ms`, matches tags codes in `codes`
     /// (empty = all).
     struct Pull {
         id: u32,
         offset: i64,
-        deadline: i64,
+        deadline_ms: i64,
         codes: Vec<i64>,
         cancelled: Arc<AtomicBool>,
     }
@@ -401,7 +401,7 @@ mod tests {
             self.offset
         }
         fn deadline_ms(&self) -> i64 {
-            self.deadline
+            self.deadline_ms
         }
         fn matches(&self, tags_code: i64, _properties: &[u8]) -> bool {
             self.codes.is_empty() || self.codes.contains(&tags_code)
@@ -411,11 +411,11 @@ mod tests {
         }
     }
 
-    fn pull(id: u32, offset: i64, deadline: i64, codes: &[i64]) -> Pull {
+    fn pull(id: u32, offset: i64, deadline_ms: i64, codes: &[i64]) -> Pull {
         Pull {
             id,
             offset,
-            deadline,
+            deadline_ms,
             codes: codes.to_vec(),
             cancelled: Arc::new(AtomicBool::new(false)),
         }
@@ -542,7 +542,7 @@ mod tests {
         let p = Pull {
             id: 9,
             offset: 0,
-            deadline: 0,
+            deadline_ms: 0,
             codes: vec![],
             cancelled: marker.clone(),
         };

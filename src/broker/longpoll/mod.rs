@@ -1,7 +1,13 @@
 //! Long polling (Java `broker.longpolling`): the hold table of parked pulls
-//! ([`hold_table`], Java `ManyPullRequest` per queue) and the service that re-executes woken
-//! pulls ([`pull_request_hold_service`], Java `PullRequestHoldService` and
+//! ([`hold_table`], Java `ManyPullRequest` per queue), the parked pull itself
+//! ([`pull_request`], Java `PullRequest`) and the service that parks them and re-executes the
+//! woken ones ([`pull_request_hold_service`], Java `PullRequestHoldService` and
 //! `NotifyMessageArrivingListener`).
+//!
+//! Long polling names no broker type: the processor that parks pulls reaches it through
+//! [`pull_request_hold_service::PullRequestHoldService`], and the wake threads reach the
+//! broker through [`pull_request_hold_service::PullWakeHost`].
 
 pub mod hold_table;
+pub mod pull_request;
 pub mod pull_request_hold_service;

@@ -1,6 +1,8 @@
-//! The pull-wake service (Java `PullRequestHoldService` thread + `pullMessageExecutor`):
-//! re-executes parked pulls that an arrival woke, and every `check_interval_ms` runs the hold
-//! table's check, which answers pulls whose time is up and catches missed wake-ups.
+//! Long polling's service (Java `PullRequestHoldService` thread + `pullMessageExecutor`):
+//! [`PullRequestHoldService`] parks pulls that found nothing in the hold table and queues the
+//! woken ones; the wake threads ([`WakeService`]) re-execute those through the broker's
+//! [`PullWakeHost`], and every `check_interval_ms` run the hold table's check, which answers
+//! pulls whose time is up and catches missed wake-ups.
 //!
 //! One thread by default; with more (`RINGMQ_LONGPOLL_WAKE_THREADS`) they share one wake
 //! channel, and the first also runs the periodic check. When one arrival wakes many pulls (many
@@ -15,15 +17,16 @@
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use crossbeam::channel::{Receiver, RecvTimeoutError};
+use crossbeam::channel::{Receiver, RecvTimeoutError, Sender};
 
-use crate::broker::controller::BrokerController;
-use crate::broker::longpoll::hold_table::WakeReason;
-use crate::broker::processor::pull::{self, ParkedPullRequest};
 use crate::common::now_ms;
 use crate::common::StopFlag;
 use crate::net::{ConnectionSender, Outbound, SendError};
-use crate::store::ArrivalListener;
+use crate::remoting::headers::PullMessageRequestHeader;
+use crate::store::{ArrivalListener, MessageStore};
+
+use super::hold_table::{HoldTable, TableFull, WakeReason};
+use super::pull_request::{ParkedPullRequest, RequestEnvelope};
 
 /// Work for the wake threads.
 pub enum WakeItem {
@@ -42,7 +45,72 @@ pub enum WakeItem {
     },
 }
 
-impl BrokerController {
+/// What [`PullRequestHoldService::suspend`] did with a pull.
+#[must_use]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Suspension {
+    /// Parked: it is answered later, through its connection's sender.
+    Parked,
+    /// The table is full; the pull was not parked.
+    TableFull,
+}
+
+/// Long polling's state: the hold table of parked pulls, the channel to the wake threads and
+/// the store whose queues it watches. The broker holds one; the wake threads reach it through
+/// their [`PullWakeHost`].
+pub struct PullRequestHoldService {
+    hold_table: HoldTable<ParkedPullRequest>,
+    /// Pulls woken by arrivals or the periodic check, executed by the wake threads.
+    wake_tx: Sender<WakeItem>,
+    store: Arc<MessageStore>,
+}
+
+impl PullRequestHoldService {
+    /// The service and the receiving end of its wake channel, for the wake threads
+    /// ([`WakeService`]).
+    pub fn new(store: Arc<MessageStore>, parked_pulls_max: usize) -> (Self, Receiver<WakeItem>) {
+        let (wake_tx, wake_rx) = crossbeam::channel::unbounded();
+        let service = PullRequestHoldService {
+            hold_table: HoldTable::new(parked_pulls_max),
+            wake_tx,
+            store,
+        };
+        (service, wake_rx)
+    }
+
+    /// Pulls currently parked.
+    pub fn parked_pulls(&self) -> usize {
+        self.hold_table.len()
+    }
+
+    /// Parks a pull that found nothing (Java `suspendPullRequest`). A message that arrived
+    /// between the pull's store lookup and now wakes it at once (queued for the wake threads).
+    /// A full table refuses it: the caller answers it now rather than grow memory.
+    pub fn suspend(&self, pull: ParkedPullRequest) -> Suspension {
+        let topic = pull.header.topic.clone();
+        let queue_id = pull.header.queue_id;
+        let store = &self.store;
+        let parked = self.hold_table.park(&topic, queue_id, pull, || {
+            store.max_offset_in_queue(&topic, queue_id)
+        });
+        match parked {
+            Ok(ready) => {
+                for (pull, reason) in ready {
+                    self.wake(pull, reason);
+                }
+                Suspension::Parked
+            }
+            Err(TableFull(_refused)) => {
+                tracing::debug!(
+                    topic,
+                    queue_id,
+                    "hold table full; answering the pull at once"
+                );
+                Suspension::TableFull
+            }
+        }
+    }
+
     /// Queues a woken pull for re-execution.
     pub fn wake(&self, pull: ParkedPullRequest, reason: WakeReason) {
         self.send_wake_item(WakeItem::Pull { pull, reason });
@@ -51,37 +119,70 @@ impl BrokerController {
     fn send_wake_item(&self, item: WakeItem) {
         // The channel is unbounded, but what enters it is bounded: pulls taken out of the
         // bounded hold table, and arrivals only for queues that have parked pulls.
-        if self.wake_queue.send(item).is_err() {
+        if self.wake_tx.send(item).is_err() {
             tracing::debug!("pull-wake service stopped; dropping a wake-up");
         }
     }
+
+    /// Pulls whose time is up, whose connection closed, or whose offset became readable
+    /// (the periodic check).
+    fn check_expired(&self) -> Vec<(ParkedPullRequest, WakeReason)> {
+        let store = &self.store;
+        self.hold_table.check_expired(now_ms(), |topic, queue_id| {
+            store.max_offset_in_queue(topic, queue_id)
+        })
+    }
+}
+
+/// The broker side of long polling: where the hold service lives and how a woken pull is
+/// answered. The broker's controller implements it (in `processor::pull`), so long polling
+/// names no broker type and the imports point one way (processor -> longpoll).
+pub trait PullWakeHost: Send + Sync + 'static {
+    fn pull_hold(&self) -> &PullRequestHoldService;
+
+    /// Re-executes a woken pull (Java `executeRequestWhenWakeup`: no second park, no second
+    /// offset commit) and returns what to queue on its connection. None only if the pull
+    /// parked, which a re-execution never does.
+    fn execute_woken(
+        &self,
+        header: PullMessageRequestHeader,
+        envelope: RequestEnvelope,
+    ) -> Option<Outbound>;
 }
 
 /// Feeds store arrivals into the hold table.
-pub struct ArrivalNotifier {
-    pub ctrl: Weak<BrokerController>,
+pub struct ArrivalNotifier<H> {
+    host: Weak<H>,
 }
 
-impl ArrivalListener for ArrivalNotifier {
+impl<H> ArrivalNotifier<H> {
+    pub fn new(host: Weak<H>) -> Self {
+        ArrivalNotifier { host }
+    }
+}
+
+impl<H: PullWakeHost> ArrivalListener for ArrivalNotifier<H> {
     fn arriving(
         &self,
         topic: &str,
         queue_id: i32,
-        logic_offset_max_next: i64,
+        max_offset: i64,
         tags_code: i64,
         _store_timestamp_ms: i64,
         properties: &[u8],
     ) {
-        let Some(ctrl) = self.ctrl.upgrade() else {
+        let Some(host) = self.host.upgrade() else {
             return;
         };
-        if ctrl.hold_table.is_empty() || !ctrl.hold_table.has_parked(topic, queue_id) {
+        let service = host.pull_hold();
+        let table = &service.hold_table;
+        if table.is_empty() || !table.has_parked(topic, queue_id) {
             return;
         }
-        ctrl.send_wake_item(WakeItem::Arrival {
+        service.send_wake_item(WakeItem::Arrival {
             topic: topic.to_string(),
             queue_id,
-            max_offset: logic_offset_max_next,
+            max_offset,
             tags_code,
             properties: properties.to_vec(),
         });
@@ -89,9 +190,9 @@ impl ArrivalListener for ArrivalNotifier {
 }
 
 /// Runs one wake item on a wake thread.
-fn handle(ctrl: &Arc<BrokerController>, item: WakeItem, share_fan_out: bool, unsent: &mut Unsent) {
+fn handle<H: PullWakeHost>(host: &H, item: WakeItem, share_fan_out: bool, unsent: &mut Unsent) {
     match item {
-        WakeItem::Pull { pull, reason } => execute_when_wakeup(ctrl, pull, reason, unsent),
+        WakeItem::Pull { pull, reason } => execute_when_wakeup(host, pull, reason, unsent),
         WakeItem::Arrival {
             topic,
             queue_id,
@@ -99,22 +200,22 @@ fn handle(ctrl: &Arc<BrokerController>, item: WakeItem, share_fan_out: bool, uns
             tags_code,
             properties,
         } => {
-            let woken = ctrl.hold_table.notify_message_arriving(
+            let woken = host.pull_hold().hold_table.notify_message_arriving(
                 &topic,
                 queue_id,
                 max_offset,
                 tags_code,
                 &properties,
             );
-            run_woken(ctrl, woken, share_fan_out, unsent);
+            run_woken(host, woken, share_fan_out, unsent);
         }
     }
 }
 
 /// Re-executes the pulls one drain woke. With `share_fan_out` this thread runs the first and
 /// queues the rest on the wake channel, where every wake thread (this one too) takes a share.
-fn run_woken(
-    ctrl: &Arc<BrokerController>,
+fn run_woken<H: PullWakeHost>(
+    host: &H,
     woken: Vec<(ParkedPullRequest, WakeReason)>,
     share_fan_out: bool,
     unsent: &mut Unsent,
@@ -126,12 +227,12 @@ fn run_woken(
     if share_fan_out {
         // Queued before running the first, so idle threads start on them at once.
         for (pull, reason) in woken.by_ref() {
-            ctrl.wake(pull, reason);
+            host.pull_hold().wake(pull, reason);
         }
     }
-    execute_when_wakeup(ctrl, first, first_reason, unsent);
+    execute_when_wakeup(host, first, first_reason, unsent);
     for (pull, reason) in woken {
-        execute_when_wakeup(ctrl, pull, reason, unsent);
+        execute_when_wakeup(host, pull, reason, unsent);
     }
 }
 
@@ -168,15 +269,15 @@ impl Unsent {
 }
 
 /// Re-executes one woken pull and sends its response on the pull's connection.
-pub fn execute_when_wakeup(
-    ctrl: &Arc<BrokerController>,
+fn execute_when_wakeup<H: PullWakeHost>(
+    host: &H,
     pull: ParkedPullRequest,
     reason: WakeReason,
     unsent: &mut Unsent,
 ) {
     let ParkedPullRequest {
         header,
-        context,
+        envelope,
         sender,
         ..
     } = pull;
@@ -189,7 +290,7 @@ pub fn execute_when_wakeup(
         queue_id = header.queue_id,
         "re-executing parked pull"
     );
-    match pull::process_woken(ctrl, header, context) {
+    match host.execute_woken(header, envelope) {
         Some(outbound) => unsent.send_or_keep(sender, outbound),
         None => debug_assert!(false, "a re-executed pull is never parked"),
     }
@@ -203,8 +304,8 @@ const WAKE_ITEMS_PER_BATCH: usize = 256;
 const UNSENT_RETRY_INTERVAL_MS: u64 = 1;
 
 /// One pull-wake thread.
-pub struct WakeService {
-    pub ctrl: Weak<BrokerController>,
+pub struct WakeService<H> {
+    pub host: Weak<H>,
     pub wake_rx: Receiver<WakeItem>,
     /// Run the hold table's periodic check at this period (on one thread only).
     pub check_interval_ms: Option<u64>,
@@ -213,12 +314,12 @@ pub struct WakeService {
     pub stop: StopFlag,
 }
 
-impl WakeService {
-    /// The service loop; returns when `stop` is raised, the controller is dropped or the
-    /// channel closes.
+impl<H: PullWakeHost> WakeService<H> {
+    /// The service loop; returns when `stop` is raised, the host is dropped or the channel
+    /// closes.
     pub fn run(self) {
         let WakeService {
-            ctrl,
+            host,
             wake_rx,
             check_interval_ms,
             share_fan_out,
@@ -240,14 +341,14 @@ impl WakeService {
             }
             match wake_rx.recv_timeout(timeout) {
                 Ok(item) => {
-                    let Some(ctrl) = ctrl.upgrade() else { return };
-                    handle(&ctrl, item, share_fan_out, &mut unsent);
+                    let Some(host) = host.upgrade() else { return };
+                    handle(&*host, item, share_fan_out, &mut unsent);
                     // Drain what is already queued without re-checking the clock each time,
                     // but in bounded batches, so a steady stream of wake items cannot keep
                     // this thread from the periodic check, the unsent retries or the stop flag.
                     for _ in 0..WAKE_ITEMS_PER_BATCH {
                         let Ok(item) = wake_rx.try_recv() else { break };
-                        handle(&ctrl, item, share_fan_out, &mut unsent);
+                        handle(&*host, item, share_fan_out, &mut unsent);
                     }
                 }
                 Err(RecvTimeoutError::Timeout) => {}
@@ -255,12 +356,9 @@ impl WakeService {
             }
             if let (Some(next), Some(interval)) = (next_check, interval) {
                 if Instant::now() >= next {
-                    let Some(ctrl) = ctrl.upgrade() else { return };
-                    let store = ctrl.store.clone();
-                    let due = ctrl.hold_table.check_expired(now_ms(), |topic, queue_id| {
-                        store.max_offset_in_queue(topic, queue_id)
-                    });
-                    run_woken(&ctrl, due, share_fan_out, &mut unsent);
+                    let Some(host) = host.upgrade() else { return };
+                    let due = host.pull_hold().check_expired();
+                    run_woken(&*host, due, share_fan_out, &mut unsent);
                     next_check = Some(Instant::now() + interval);
                 }
             }
@@ -304,119 +402,5 @@ mod tests {
         drop(rx);
         unsent.retry();
         assert!(unsent.is_empty());
-    }
-
-    /// One arrival waking many pulls on one queue: with several wake threads sharing the
-    /// fan-out, every parked pull is answered exactly once, with the message.
-    #[test]
-    fn a_fan_out_shared_by_several_wake_threads_answers_every_pull_once() {
-        use crate::broker::processor::pull::{pull_sys_flag, PullOutcome};
-        use crate::broker::startup::{build_controller, start_pull_wake};
-        use crate::config::Config;
-        use crate::remoting::codes::{request_code, response_code};
-        use crate::remoting::headers::PullMessageRequestHeader;
-        use crate::store::format::encode_properties;
-        use crate::store::MessageToStore;
-
-        const CONNECTIONS: usize = 6;
-        const PULLS_PER_CONNECTION: usize = 20;
-        let dir = tempfile::tempdir().unwrap();
-        let mut config = Config::default();
-        config.store.root_dir = dir.path().join("store");
-        config.longpoll.wake_threads = 3;
-        let parts = build_controller(config).unwrap();
-        let ctrl = parts.ctrl;
-        let stop = StopFlag::new();
-        let threads = start_pull_wake(&ctrl, parts.wake_rx, &stop).unwrap();
-        assert_eq!(threads.len(), 3);
-        ctrl.topics
-            .create_topic_if_absent("FanOut", 1, 6, 0)
-            .unwrap();
-        let addr: std::net::SocketAddr = "127.0.0.1:10911".parse().unwrap();
-        let mut receivers = Vec::new();
-        let mut opaque = 0;
-        for c in 0..CONNECTIONS {
-            let remote = std::net::SocketAddr::new(addr.ip(), 20_000 + c as u16);
-            let (ctx, rx) = ConnectionContext::detached(c as u64, remote, addr, 64);
-            for _ in 0..PULLS_PER_CONNECTION {
-                opaque += 1;
-                let header = PullMessageRequestHeader {
-                    // Each pull its own group, as many groups reading one queue.
-                    consumer_group: format!("g{opaque}"),
-                    topic: "FanOut".to_string(),
-                    queue_id: 0,
-                    queue_offset: 0,
-                    max_msg_nums: 32,
-                    sys_flag: pull_sys_flag::SUSPEND | pull_sys_flag::SUBSCRIPTION,
-                    commit_offset: 0,
-                    suspend_timeout_millis: 20_000,
-                    subscription: Some("*".to_string()),
-                    sub_version: 0,
-                    expression_type: Some("TAG".to_string()),
-                    max_msg_bytes: None,
-                    request_source: None,
-                    proxy_froward_client_id: None,
-                };
-                let mut request =
-                    RemotingCommand::request(request_code::PULL_MESSAGE).with_opaque(opaque);
-                header.encode(&mut request);
-                let outcome = pull::process_request(&ctrl, &request, remote, ctx.sender());
-                assert!(
-                    matches!(outcome, PullOutcome::Parked),
-                    "pull {opaque} must park"
-                );
-            }
-            receivers.push((ctx, rx));
-        }
-        ctrl.store
-            .put_message(&MessageToStore {
-                topic: "FanOut".to_string(),
-                queue_id: 0,
-                flag: 0,
-                body: bytes::Bytes::from_static(b"hello"),
-                properties: encode_properties([("TAGS", "TagA")]),
-                sys_flag: 0,
-                born_timestamp_ms: 1_700_000_000_000,
-                born_host: addr,
-                reconsume_times: 0,
-                prepared_transaction_offset: 0,
-            })
-            .unwrap();
-        let mut answered = std::collections::BTreeMap::new();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while answered.len() < CONNECTIONS * PULLS_PER_CONNECTION && Instant::now() < deadline {
-            for (_, rx) in receivers.iter_mut() {
-                while let Ok(outbound) = rx.try_recv() {
-                    let Outbound::Command(response) = outbound else {
-                        panic!("a 5-byte message is sent by copy");
-                    };
-                    assert_eq!(
-                        response.code,
-                        response_code::SUCCESS,
-                        "{:?}",
-                        response.remark
-                    );
-                    *answered.entry(response.opaque).or_insert(0) += 1;
-                }
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        // Nothing more may come after everyone got an answer.
-        std::thread::sleep(Duration::from_millis(100));
-        for (_, rx) in receivers.iter_mut() {
-            while let Ok(Outbound::Command(response)) = rx.try_recv() {
-                *answered.entry(response.opaque).or_insert(0) += 1;
-            }
-        }
-        let expected: std::collections::BTreeMap<i32, i32> = (1..=opaque).map(|o| (o, 1)).collect();
-        assert_eq!(
-            answered, expected,
-            "every parked pull answered exactly once"
-        );
-        stop.raise();
-        for t in threads {
-            t.join().unwrap();
-        }
-        ctrl.store.shutdown().unwrap();
     }
 }

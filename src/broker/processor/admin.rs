@@ -4,11 +4,9 @@
 //! GET_ALL_CONSUMER_OFFSET (43), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::broker::controller::BrokerController;
 use crate::common::topic_validator::validate_topic;
 use crate::remoting::body::{TopicConfig, TopicFilterType};
 use crate::remoting::codes::response_code as rc;
@@ -21,7 +19,8 @@ use crate::remoting::headers::{
 };
 use crate::store;
 
-use super::{ProcessError, ProcessResult};
+use super::{respond, ProcessResult, RequestContext};
+use crate::broker::error::BrokerError;
 use crate::common::now_ms;
 
 /// Java `MQVersion.CURRENT_VERSION` name, reported as brokerVersionDesc.
@@ -29,86 +28,88 @@ const BROKER_VERSION_DESC: &str = "V5_3_3";
 /// Most queues a topic may have through UPDATE_AND_CREATE_TOPIC (bounds per-topic state).
 pub const TOPIC_QUEUE_NUMS_MAX: i32 = 1024;
 
-pub fn update_and_create_topic(
-    ctrl: &Arc<BrokerController>,
+pub async fn update_and_create_topic(
+    cx: &RequestContext<'_>,
     request: &RemotingCommand,
 ) -> ProcessResult {
-    let h = CreateTopicRequestHeader::decode(request)?;
-    validate_topic(&h.topic, true)
-        .map_err(|e| ProcessError::new(rc::INVALID_PARAMETER, e.to_string()))?;
-    if h.topic == ctrl.config.broker.cluster_name || h.topic == ctrl.config.broker.name {
-        return Err(ProcessError::new(
-            rc::INVALID_PARAMETER,
-            format!(
-                "The specified topic[{}] is conflict with a cluster or broker name.",
-                h.topic
-            ),
-        ));
+    let ctrl = cx.ctrl;
+    let header = CreateTopicRequestHeader::decode(request)?;
+    validate_topic(&header.topic, true)?;
+    if header.topic == ctrl.config.broker.cluster_name || header.topic == ctrl.config.broker.name {
+        return Err(BrokerError::TopicNameConflict {
+            topic: header.topic,
+        });
     }
-    for (name, n) in [
-        ("readQueueNums", h.read_queue_nums),
-        ("writeQueueNums", h.write_queue_nums),
+    for (field, value) in [
+        ("readQueueNums", header.read_queue_nums),
+        ("writeQueueNums", header.write_queue_nums),
     ] {
-        if !(1..=TOPIC_QUEUE_NUMS_MAX).contains(&n) {
-            return Err(ProcessError::new(
-                rc::INVALID_PARAMETER,
-                format!("{name} {n} is out of range 1..={TOPIC_QUEUE_NUMS_MAX}"),
-            ));
+        if !(1..=TOPIC_QUEUE_NUMS_MAX).contains(&value) {
+            return Err(BrokerError::QueueNumsOutOfRange {
+                field,
+                value,
+                max: TOPIC_QUEUE_NUMS_MAX,
+            });
         }
     }
-    let filter_type = match h.topic_filter_type.as_str() {
+    let filter_type = match header.topic_filter_type.as_str() {
         "MULTI_TAG" => TopicFilterType::MultiTag,
         _ => TopicFilterType::SingleTag,
     };
     let tc = TopicConfig {
-        topic_name: h.topic.clone(),
-        read_queue_nums: h.read_queue_nums,
-        write_queue_nums: h.write_queue_nums,
-        perm: h.perm,
+        topic_name: header.topic.clone(),
+        read_queue_nums: header.read_queue_nums,
+        write_queue_nums: header.write_queue_nums,
+        perm: header.perm,
         topic_filter_type: filter_type,
-        topic_sys_flag: h.topic_sys_flag.unwrap_or(0),
-        order: h.order,
+        topic_sys_flag: header.topic_sys_flag.unwrap_or(0),
+        order: header.order,
         ..TopicConfig::default()
     };
     ctrl.topics.update_topic_config(tc)?;
     ctrl.notify_topics_changed();
-    Ok(RemotingCommand::response_to(request, rc::SUCCESS, None))
+    respond(RemotingCommand::response_to(request, rc::SUCCESS, None))
 }
 
-pub fn get_all_topic_config(
-    ctrl: &Arc<BrokerController>,
+pub async fn get_all_topic_config(
+    cx: &RequestContext<'_>,
     request: &RemotingCommand,
 ) -> ProcessResult {
-    let body = serde_json::to_vec(&ctrl.topics.wrapper())
-        .map_err(|e| ProcessError::system(format!("encoding topics failed: {e}")))?;
-    Ok(RemotingCommand::response_to(request, rc::SUCCESS, None).with_body(Bytes::from(body)))
+    let ctrl = cx.ctrl;
+    let body = serde_json::to_vec(&ctrl.topics.wrapper()).map_err(BrokerError::TopicTableEncode)?;
+    respond(RemotingCommand::response_to(request, rc::SUCCESS, None).with_body(Bytes::from(body)))
 }
 
-pub fn get_all_consumer_offset(
-    ctrl: &Arc<BrokerController>,
+pub async fn get_all_consumer_offset(
+    cx: &RequestContext<'_>,
     request: &RemotingCommand,
 ) -> ProcessResult {
+    let ctrl = cx.ctrl;
     let body = ctrl.offsets.encode();
-    Ok(RemotingCommand::response_to(request, rc::SUCCESS, None).with_body(Bytes::from(body)))
+    respond(RemotingCommand::response_to(request, rc::SUCCESS, None).with_body(Bytes::from(body)))
 }
 
-pub fn get_all_subscription_group_config(
-    ctrl: &Arc<BrokerController>,
+pub async fn get_all_subscription_group_config(
+    cx: &RequestContext<'_>,
     request: &RemotingCommand,
 ) -> ProcessResult {
+    let ctrl = cx.ctrl;
     let body = serde_json::json!({
         "subscriptionGroupTable": ctrl.groups.all(),
         "forbiddenTable": {},
         "dataVersion": {"counter": 0, "stateVersion": 0, "timestamp": now_ms()},
     });
-    Ok(RemotingCommand::response_to(request, rc::SUCCESS, None)
-        .with_body(Bytes::from(body.to_string())))
+    respond(
+        RemotingCommand::response_to(request, rc::SUCCESS, None)
+            .with_body(Bytes::from(body.to_string())),
+    )
 }
 
-pub fn get_broker_runtime_info(
-    ctrl: &Arc<BrokerController>,
+pub async fn get_broker_runtime_info(
+    cx: &RequestContext<'_>,
     request: &RemotingCommand,
 ) -> ProcessResult {
+    let ctrl = cx.ctrl;
     let mut table = BTreeMap::new();
     let store = &ctrl.store;
     table.insert("brokerVersionDesc", BROKER_VERSION_DESC.to_string());
@@ -120,57 +121,73 @@ pub fn get_broker_runtime_info(
     table.insert("commitLogMinOffset", store.min_phy_offset().to_string());
     table.insert("bootTimestamp", ctrl.boot_timestamp_ms.to_string());
     table.insert("brokerActive", "true".to_string());
-    table.insert("pullThreadPoolQueueSize", ctrl.hold_table.len().to_string());
+    table.insert(
+        "pullThreadPoolQueueSize",
+        ctrl.pull_hold.parked_pulls().to_string(),
+    );
     table.insert("storeReadOnly", store.is_read_only().unwrap_or_default());
     let body = serde_json::json!({ "table": table });
-    Ok(RemotingCommand::response_to(request, rc::SUCCESS, None)
-        .with_body(Bytes::from(body.to_string())))
+    respond(
+        RemotingCommand::response_to(request, rc::SUCCESS, None)
+            .with_body(Bytes::from(body.to_string())),
+    )
 }
 
-pub fn get_max_offset(ctrl: &Arc<BrokerController>, request: &RemotingCommand) -> ProcessResult {
-    let h = GetMaxOffsetRequestHeader::decode(request)?;
-    let offset = ctrl.store.max_offset_in_queue(&h.topic, h.queue_id);
+pub async fn get_max_offset(cx: &RequestContext<'_>, request: &RemotingCommand) -> ProcessResult {
+    let ctrl = cx.ctrl;
+    let header = GetMaxOffsetRequestHeader::decode(request)?;
+    let offset = ctrl
+        .store
+        .max_offset_in_queue(&header.topic, header.queue_id);
     let mut response = RemotingCommand::response_to(request, rc::SUCCESS, None);
     GetMaxOffsetResponseHeader { offset }.encode(&mut response);
-    Ok(response)
+    respond(response)
 }
 
-pub fn get_min_offset(ctrl: &Arc<BrokerController>, request: &RemotingCommand) -> ProcessResult {
-    let h = GetMinOffsetRequestHeader::decode(request)?;
-    let offset = ctrl.store.min_offset_in_queue(&h.topic, h.queue_id);
+pub async fn get_min_offset(cx: &RequestContext<'_>, request: &RemotingCommand) -> ProcessResult {
+    let ctrl = cx.ctrl;
+    let header = GetMinOffsetRequestHeader::decode(request)?;
+    let offset = ctrl
+        .store
+        .min_offset_in_queue(&header.topic, header.queue_id);
     let mut response = RemotingCommand::response_to(request, rc::SUCCESS, None);
     GetMinOffsetResponseHeader { offset }.encode(&mut response);
-    Ok(response)
+    respond(response)
 }
 
-pub fn search_offset_by_timestamp(
-    ctrl: &Arc<BrokerController>,
+pub async fn search_offset_by_timestamp(
+    cx: &RequestContext<'_>,
     request: &RemotingCommand,
 ) -> ProcessResult {
-    let h = SearchOffsetRequestHeader::decode(request)?;
-    let boundary = match h.boundary_type {
+    let ctrl = cx.ctrl;
+    let header = SearchOffsetRequestHeader::decode(request)?;
+    let boundary = match header.boundary_type {
         BoundaryType::Lower => store::BoundaryType::Lower,
         BoundaryType::Upper => store::BoundaryType::Upper,
     };
-    let offset = ctrl
-        .store
-        .offset_by_timestamp(&h.topic, h.queue_id, h.timestamp, boundary)?;
+    let offset = ctrl.store.offset_by_timestamp(
+        &header.topic,
+        header.queue_id,
+        header.timestamp,
+        boundary,
+    )?;
     let mut response = RemotingCommand::response_to(request, rc::SUCCESS, None);
     SearchOffsetResponseHeader { offset }.encode(&mut response);
-    Ok(response)
+    respond(response)
 }
 
-pub fn get_earliest_msg_storetime(
-    ctrl: &Arc<BrokerController>,
+pub async fn get_earliest_msg_storetime(
+    cx: &RequestContext<'_>,
     request: &RemotingCommand,
 ) -> ProcessResult {
-    let h = GetEarliestMsgStoretimeRequestHeader::decode(request)?;
+    let ctrl = cx.ctrl;
+    let header = GetEarliestMsgStoretimeRequestHeader::decode(request)?;
     // Java answers -1 when the queue has no message.
     let timestamp = ctrl
         .store
-        .earliest_message_store_time(&h.topic, h.queue_id)?
+        .earliest_message_store_time(&header.topic, header.queue_id)?
         .unwrap_or(-1);
     let mut response = RemotingCommand::response_to(request, rc::SUCCESS, None);
     GetEarliestMsgStoretimeResponseHeader { timestamp }.encode(&mut response);
-    Ok(response)
+    respond(response)
 }

@@ -1,8 +1,6 @@
 //! HEART_BEAT (34), UNREGISTER_CLIENT (35), CHECK_CLIENT_CONFIG (46): Java
 //! `ClientManageProcessor`, plus NOTIFY_CONSUMER_IDS_CHANGED (40) sent to a group's members.
 
-use std::sync::Arc;
-
 use crate::broker::client::ClientChannelInfo;
 use crate::broker::controller::BrokerController;
 use crate::broker::topic_config_manager::retry_topic;
@@ -15,7 +13,8 @@ use crate::remoting::headers::{
     NotifyConsumerIdsChangedRequestHeader, UnregisterClientRequestHeader,
 };
 
-use super::{ProcessError, ProcessResult};
+use super::{respond, ProcessResult, RequestContext};
+use crate::broker::error::BrokerError;
 use crate::common::now_ms;
 
 fn channel_info(
@@ -33,14 +32,10 @@ fn channel_info(
     }
 }
 
-pub fn heart_beat(
-    ctrl: &Arc<BrokerController>,
-    conn: &ConnectionContext,
-    request: &RemotingCommand,
-) -> ProcessResult {
-    let data: HeartbeatData = serde_json::from_slice(&request.body).map_err(|e| {
-        ProcessError::system(format!("heartbeat body is not HeartbeatData JSON: {e}"))
-    })?;
+pub async fn heart_beat(cx: &RequestContext<'_>, request: &RemotingCommand) -> ProcessResult {
+    let (ctrl, conn) = (cx.ctrl, cx.conn);
+    let data: HeartbeatData =
+        serde_json::from_slice(&request.body).map_err(BrokerError::HeartbeatBody)?;
     for consumer in &data.consumer_data_set {
         let Some(group) = ctrl.groups.find_or_auto_create(&consumer.group_name)? else {
             // Java skips unknown groups when auto-creation is off.
@@ -75,19 +70,19 @@ pub fn heart_beat(
     // 5.x extras; older clients ignore them.
     response.set_ext("IS_SUPPORT_HEART_BEAT_V2", "true");
     response.set_ext("IS_SUB_CHANGE", "true");
-    Ok(response)
+    respond(response)
 }
 
-pub fn unregister_client(
-    ctrl: &Arc<BrokerController>,
-    conn: &ConnectionContext,
+pub async fn unregister_client(
+    cx: &RequestContext<'_>,
     request: &RemotingCommand,
 ) -> ProcessResult {
-    let h = UnregisterClientRequestHeader::decode(request)?;
-    if let Some(group) = h.producer_group.as_deref().filter(|g| !g.is_empty()) {
+    let (ctrl, conn) = (cx.ctrl, cx.conn);
+    let header = UnregisterClientRequestHeader::decode(request)?;
+    if let Some(group) = header.producer_group.as_deref().filter(|g| !g.is_empty()) {
         ctrl.producers.unregister_producer(group, conn.id);
     }
-    if let Some(group) = h.consumer_group.as_deref().filter(|g| !g.is_empty()) {
+    if let Some(group) = header.consumer_group.as_deref().filter(|g| !g.is_empty()) {
         if ctrl.consumers.unregister_consumer(group, conn.id) {
             let notify = ctrl
                 .groups
@@ -98,15 +93,16 @@ pub fn unregister_client(
             }
         }
     }
-    Ok(RemotingCommand::response_to(request, rc::SUCCESS, None))
+    respond(RemotingCommand::response_to(request, rc::SUCCESS, None))
 }
 
 /// CHECK_CLIENT_CONFIG: a Java consumer with an SQL92 subscription asks whether the broker can
 /// serve it before it starts.
-pub fn check_client_config(
-    ctrl: &Arc<BrokerController>,
+pub async fn check_client_config(
+    cx: &RequestContext<'_>,
     request: &RemotingCommand,
 ) -> ProcessResult {
+    let ctrl = cx.ctrl;
     #[derive(serde::Deserialize)]
     #[serde(rename_all = "camelCase")]
     struct Body {
@@ -114,37 +110,34 @@ pub fn check_client_config(
         group: String,
         subscription_data: Option<SubscriptionData>,
     }
-    let body: Body = serde_json::from_slice(&request.body)
-        .map_err(|e| ProcessError::system(format!("CHECK_CLIENT_CONFIG body is not JSON: {e}")))?;
+    let body: Body =
+        serde_json::from_slice(&request.body).map_err(BrokerError::ClientConfigBody)?;
     let Some(sub) = body.subscription_data else {
-        return Ok(RemotingCommand::response_to(request, rc::SUCCESS, None));
+        return respond(RemotingCommand::response_to(request, rc::SUCCESS, None));
     };
     if sub.expression_type().eq_ignore_ascii_case("TAG") {
-        return Ok(RemotingCommand::response_to(request, rc::SUCCESS, None));
+        return respond(RemotingCommand::response_to(request, rc::SUCCESS, None));
     }
     if !ctrl.config.broker.property_filter_enabled {
-        return Err(ProcessError::system(format!(
-            "The broker does not support consumer to filter message by {}",
-            sub.expression_type()
-        )));
+        return Err(BrokerError::ExpressionTypeUnsupported {
+            expression_type: sub.expression_type().to_string(),
+        });
     }
-    crate::filter::ExpressionMessageFilter::new(sub.expression_type(), &sub.sub_string).map_err(
-        |e| {
-            ProcessError::new(
-                rc::SUBSCRIPTION_PARSE_FAILED,
-                format!(
-                    "Parse the consumer's subscription[{}] failed, group: {}: {e}",
-                    sub.sub_string, body.group
-                ),
-            )
-        },
-    )?;
-    Ok(RemotingCommand::response_to(request, rc::SUCCESS, None))
+    if let Err(source) =
+        crate::filter::ExpressionMessageFilter::new(sub.expression_type(), &sub.sub_string)
+    {
+        return Err(BrokerError::ClientSubscriptionParse {
+            subscription: sub.sub_string,
+            group: body.group,
+            source,
+        });
+    }
+    respond(RemotingCommand::response_to(request, rc::SUCCESS, None))
 }
 
 /// Sends NOTIFY_CONSUMER_IDS_CHANGED (oneway) to every member of `group`, on each member's own
 /// connection, so they rebalance at once.
-pub fn notify_consumer_ids_changed(ctrl: &Arc<BrokerController>, group: &str) {
+pub fn notify_consumer_ids_changed(ctrl: &BrokerController, group: &str) {
     let Some(info) = ctrl.consumers.group(group) else {
         return;
     };

@@ -1,8 +1,6 @@
 //! GET_CONSUMER_LIST_BY_GROUP (38), QUERY_CONSUMER_OFFSET (14), UPDATE_CONSUMER_OFFSET (15):
 //! Java `ConsumerManageProcessor`.
 
-use std::sync::Arc;
-
 use bytes::Bytes;
 
 use crate::broker::controller::BrokerController;
@@ -15,65 +13,66 @@ use crate::remoting::headers::{
 use crate::store::filter::AcceptAll;
 use crate::store::GetMessageRequest;
 
-use super::{ProcessError, ProcessResult};
+use super::{respond, ProcessResult, RequestContext};
+use crate::broker::error::BrokerError;
 
-pub fn get_consumer_list_by_group(
-    ctrl: &Arc<BrokerController>,
+pub async fn get_consumer_list_by_group(
+    cx: &RequestContext<'_>,
     request: &RemotingCommand,
 ) -> ProcessResult {
-    let h = GetConsumerListByGroupRequestHeader::decode(request)?;
+    let ctrl = cx.ctrl;
+    let header = GetConsumerListByGroupRequestHeader::decode(request)?;
     let ids = ctrl
         .consumers
-        .group(&h.consumer_group)
+        .group(&header.consumer_group)
         .map(|g| g.client_ids())
         .unwrap_or_default();
     if ids.is_empty() {
-        return Err(ProcessError::system(format!(
-            "no consumer for this group, {}",
-            h.consumer_group
-        )));
+        return Err(BrokerError::NoConsumerInGroup {
+            group: header.consumer_group,
+        });
     }
     let body = serde_json::json!({ "consumerIdList": ids }).to_string();
-    Ok(RemotingCommand::response_to(request, rc::SUCCESS, None).with_body(Bytes::from(body)))
+    respond(RemotingCommand::response_to(request, rc::SUCCESS, None).with_body(Bytes::from(body)))
 }
 
 /// Java semantics: a stored offset answers SUCCESS; otherwise, unless the client asked not to,
 /// offset 0 is answered when the queue still holds its first message in memory (a brand-new
 /// queue), else QUERY_NOT_FOUND (the client then applies its consume-from-where policy).
-pub fn query_consumer_offset(
-    ctrl: &Arc<BrokerController>,
+pub async fn query_consumer_offset(
+    cx: &RequestContext<'_>,
     request: &RemotingCommand,
 ) -> ProcessResult {
-    let h = QueryConsumerOffsetRequestHeader::decode(request)?;
-    if let Some(offset) = ctrl
-        .offsets
-        .query_offset(&h.consumer_group, &h.topic, h.queue_id)
+    let ctrl = cx.ctrl;
+    let header = QueryConsumerOffsetRequestHeader::decode(request)?;
+    if let Some(offset) =
+        ctrl.offsets
+            .query_offset(&header.consumer_group, &header.topic, header.queue_id)
     {
         if offset >= 0 {
-            return Ok(offset_response(request, offset));
+            return respond(offset_response(request, offset));
         }
     }
-    let set_zero = h.set_zero_if_not_found.unwrap_or(true);
+    let set_zero = header.set_zero_if_not_found.unwrap_or(true);
     if set_zero {
-        let min = ctrl.store.min_offset_in_queue(&h.topic, h.queue_id);
-        if min <= 0 && !check_in_disk_by_consume_offset(ctrl, &h.topic, h.queue_id, 0)? {
-            return Ok(offset_response(request, 0));
+        let min = ctrl
+            .store
+            .min_offset_in_queue(&header.topic, header.queue_id);
+        if min <= 0 && !check_in_disk_by_consume_offset(ctrl, &header.topic, header.queue_id, 0)? {
+            return respond(offset_response(request, 0));
         }
     }
-    Err(ProcessError::new(
-        rc::QUERY_NOT_FOUND,
-        "Not found, maybe this group consumer boot first",
-    ))
+    Err(BrokerError::ConsumerOffsetNotFound)
 }
 
 /// Java `checkInDiskByConsumeOffset`: true only when the queue has a message at `offset` and
 /// that message lies outside the in-memory window behind the CommitLog head.
 fn check_in_disk_by_consume_offset(
-    ctrl: &Arc<BrokerController>,
+    ctrl: &BrokerController,
     topic: &str,
     queue_id: i32,
     offset: i64,
-) -> Result<bool, ProcessError> {
+) -> Result<bool, BrokerError> {
     let result = ctrl.store.get_message(&GetMessageRequest {
         group: "",
         topic,
@@ -95,24 +94,27 @@ fn offset_response(request: &RemotingCommand, offset: i64) -> RemotingCommand {
     response
 }
 
-pub fn update_consumer_offset(
-    ctrl: &Arc<BrokerController>,
+pub async fn update_consumer_offset(
+    cx: &RequestContext<'_>,
     request: &RemotingCommand,
 ) -> ProcessResult {
-    let h = UpdateConsumerOffsetRequestHeader::decode(request)?;
-    if ctrl.groups.find(&h.consumer_group).is_none() {
-        return Err(ProcessError::new(
-            rc::SUBSCRIPTION_GROUP_NOT_EXIST,
-            format!("subscription group [{}] does not exist", h.consumer_group),
-        ));
+    let ctrl = cx.ctrl;
+    let header = UpdateConsumerOffsetRequestHeader::decode(request)?;
+    if ctrl.groups.find(&header.consumer_group).is_none() {
+        return Err(BrokerError::SubscriptionGroupNotExist {
+            group: header.consumer_group,
+        });
     }
-    if ctrl.topics.select(&h.topic).is_none() {
-        return Err(ProcessError::new(
-            rc::TOPIC_NOT_EXIST,
-            format!("topic[{}] not exist, apply first please!", h.topic),
-        ));
+    if ctrl.topics.select(&header.topic).is_none() {
+        return Err(BrokerError::TopicNotExist {
+            topic: header.topic,
+        });
     }
-    ctrl.offsets
-        .commit_offset(&h.consumer_group, &h.topic, h.queue_id, h.commit_offset);
-    Ok(RemotingCommand::response_to(request, rc::SUCCESS, None))
+    ctrl.offsets.commit_offset(
+        &header.consumer_group,
+        &header.topic,
+        header.queue_id,
+        header.commit_offset,
+    );
+    respond(RemotingCommand::response_to(request, rc::SUCCESS, None))
 }

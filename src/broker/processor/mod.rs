@@ -10,7 +10,9 @@
 //! | `AdminBrokerProcessor` (topics, offsets by time, runtime info) | `admin.rs` |
 //! | `QueryMessageProcessor` (view by id) | `query.rs` |
 //!
-//! [`ProcessError`] is the one place where failures become response codes.
+//! Every handler has one signature, `async fn(&RequestContext, &RemotingCommand) ->
+//! ProcessResult`, so `dispatch` calls them all alike. Failures are [`BrokerError`]s; [`BrokerError::response_code`] is the one place where they
+//! become response codes.
 
 pub mod admin;
 pub mod client_manage;
@@ -19,53 +21,42 @@ pub mod pull;
 pub mod query;
 pub mod send;
 
-use crate::remoting::codes::response_code;
-use crate::remoting::command::{HeaderError, RemotingCommand};
+use super::controller::BrokerController;
+use super::error::BrokerError;
+use crate::net::ConnectionContext;
+use crate::remoting::command::RemotingCommand;
 
-/// A request that cannot be served: the response code Java gives and a remark.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProcessError {
-    pub code: i32,
-    pub remark: String,
+/// What every processor is given besides the request: the broker and the connection the
+/// request came on.
+#[derive(Clone, Copy)]
+pub struct RequestContext<'a> {
+    pub ctrl: &'a BrokerController,
+    pub conn: &'a ConnectionContext,
 }
 
-impl ProcessError {
-    pub fn new(code: i32, remark: impl Into<String>) -> Self {
-        ProcessError {
-            code,
-            remark: remark.into(),
-        }
-    }
-
-    pub fn system(remark: impl Into<String>) -> Self {
-        Self::new(response_code::SYSTEM_ERROR, remark)
-    }
-
-    /// The response carrying this error.
-    pub fn into_response(self, request: &RemotingCommand) -> RemotingCommand {
-        RemotingCommand::response_to(request, self.code, Some(self.remark))
-    }
+/// What a processor did with a request it could serve.
+#[derive(Debug)]
+pub enum Handled {
+    /// Send this response back (nothing is sent for a oneway request).
+    Response(RemotingCommand),
+    /// The answer is already queued on the connection (a zero-copy pull response), or the
+    /// connection closed: nothing to send back.
+    Queued,
+    /// The request waits in the hold table (long polling); its answer goes out later through
+    /// the connection.
+    Parked,
 }
 
-/// Java answers a header it cannot decode (a missing or non-numeric field) with SYSTEM_ERROR and
-/// the exception text, which names the field.
-impl From<HeaderError> for ProcessError {
-    fn from(e: HeaderError) -> Self {
-        ProcessError::system(e.to_string())
+impl From<RemotingCommand> for Handled {
+    fn from(response: RemotingCommand) -> Self {
+        Handled::Response(response)
     }
 }
 
-impl From<crate::broker::config_manager::PersistError> for ProcessError {
-    fn from(e: crate::broker::config_manager::PersistError) -> Self {
-        ProcessError::system(format!("persisting broker metadata failed: {e}"))
-    }
-}
+/// The result of every processor: what it did, or why it could not serve the request.
+pub type ProcessResult = Result<Handled, BrokerError>;
 
-impl From<crate::store::StoreError> for ProcessError {
-    fn from(e: crate::store::StoreError) -> Self {
-        ProcessError::system(format!("store error: {e}"))
-    }
+/// The result of a processor that answers with `response`.
+pub fn respond(response: RemotingCommand) -> ProcessResult {
+    Ok(Handled::Response(response))
 }
-
-/// A result of a processor: the response, or an error turned into one.
-pub type ProcessResult = Result<RemotingCommand, ProcessError>;

@@ -3,33 +3,44 @@
 //!
 //! Order of work, as in Java: broker permission → subscription group → topic → queue id →
 //! subscription (from the header or the heartbeat) → filter → store lookup → status to response
-//! code → long polling (park on PULL_NOT_FOUND) → commit of the consumer offset (first
-//! execution only, master only). A parked pull is re-executed by the pull-wake service with
-//! `broker_allow_suspend = false`: no second park and no second commit, exactly as Java's
-//! `executeRequestWhenWakeup`.
+//! code → commit of the consumer offset (first execution only, master only) → long polling
+//! (park on PULL_NOT_FOUND). [`execute`] runs it, for a request as it arrives
+//! ([`PullExecution::FirstTime`], from [`pull_message`]) and for a parked pull the pull-wake
+//! service re-executes ([`PullExecution::Woken`]: no second park and no second commit, exactly
+//! as Java's `executeRequestWhenWakeup` with `brokerAllowSuspend = false`).
+//!
+//! Transfer: whether a body goes by copy or zero-copy is decided in one place,
+//! `look_up_messages` (the store asks `choose_zero_copy` once it planned the records); a
+//! zero-copy answer is a [`PullOutcome::RespondFile`] value, which the caller queues on the
+//! connection.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 
 use crate::broker::controller::BrokerController;
-use crate::broker::longpoll::hold_table::ParkedPull;
+use crate::broker::error::{Access, BrokerError};
+use crate::broker::longpoll::pull_request::{ParkedPullRequest, RequestEnvelope};
+use crate::broker::longpoll::pull_request_hold_service::{
+    PullRequestHoldService, PullWakeHost, Suspension,
+};
+use crate::broker::subscription_group_manager::SubscriptionGroupConfig;
 use crate::broker::topic_config_manager::OFFSET_MOVED_EVENT;
+use crate::common::now_ms;
 use crate::config::{TransferMode, TransferSection};
 use crate::filter::{ExpressionMessageFilter, SubscriptionExpression};
 use crate::net::{ConnectionSender, FileFrame, FileRange, Outbound, SendError};
 use crate::remoting::body::perm;
 use crate::remoting::codes::response_code as rc;
-use crate::remoting::command::{RemotingCommand, SerializeType};
+use crate::remoting::command::RemotingCommand;
 use crate::remoting::frame::encode_frame_header;
 use crate::remoting::headers::{PullMessageRequestHeader, PullMessageResponseHeader};
 use crate::store::{
-    FileRegion, GetMessageRequest, GetMessageResult, GetMessageStatus, MessageToStore, RegionShape,
+    FileRegion, GetMessageRequest, GetMessageResult, GetMessageStatus, MessageStore,
+    MessageToStore, RegionShape,
 };
 
-use super::ProcessError;
-use crate::common::now_ms;
+use super::{respond, Handled, ProcessResult, RequestContext};
 
 /// PullSysFlag bits (Java `PullSysFlag`).
 pub mod pull_sys_flag {
@@ -43,151 +54,178 @@ pub mod pull_sys_flag {
 /// Java `MixAll.MASTER_ID`.
 pub const MASTER_ID: i64 = 0;
 
-/// What the request carried besides its header: enough to answer it later.
-#[derive(Debug, Clone)]
-pub struct PullContext {
-    pub code: i32,
-    pub opaque: i32,
-    pub version: i32,
-    pub serialize_type: SerializeType,
-    pub remote_addr: SocketAddr,
+/// How a pull is executed.
+#[derive(Debug, Clone, Copy)]
+pub enum PullExecution<'a> {
+    /// As the request arrives (Java `brokerAllowSuspend = true`): it may park, to be answered
+    /// later through `sender`, and it commits the consumer offset it carries.
+    FirstTime {
+        sender: &'a ConnectionSender,
+        /// False for a oneway request: its response is dropped, so its body is not located for
+        /// a frame that is never sent.
+        zero_copy_allowed: bool,
+    },
+    /// Re-executed after a wake-up: never parks, never commits again.
+    Woken,
 }
 
-impl PullContext {
-    pub fn of(request: &RemotingCommand, remote_addr: SocketAddr) -> Self {
-        PullContext {
-            code: request.code,
-            opaque: request.opaque,
-            version: request.version,
-            serialize_type: request.serialize_type,
-            remote_addr,
+impl PullExecution<'_> {
+    fn zero_copy_allowed(&self) -> bool {
+        match self {
+            PullExecution::FirstTime {
+                zero_copy_allowed, ..
+            } => *zero_copy_allowed,
+            PullExecution::Woken => true,
         }
-    }
-
-    /// An empty response with this request's opaque and encoding.
-    pub fn response(&self, code: i32, remark: Option<String>) -> RemotingCommand {
-        let mut shell = RemotingCommand::request(self.code);
-        shell.opaque = self.opaque;
-        shell.serialize_type = self.serialize_type;
-        RemotingCommand::response_to(&shell, code, remark)
-    }
-}
-
-/// A pull parked in the hold table. Owns everything needed to re-execute and answer it
-/// (no borrow of any queue or connection state).
-pub struct ParkedPullRequest {
-    pub header: PullMessageRequestHeader,
-    pub context: PullContext,
-    pub filter: Arc<ExpressionMessageFilter>,
-    pub sender: ConnectionSender,
-    pub deadline_ms: i64,
-}
-
-impl std::fmt::Debug for ParkedPullRequest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ParkedPullRequest")
-            .field("topic", &self.header.topic)
-            .field("queue_id", &self.header.queue_id)
-            .field("queue_offset", &self.header.queue_offset)
-            .field("deadline_ms", &self.deadline_ms)
-            .finish()
-    }
-}
-
-impl ParkedPull for ParkedPullRequest {
-    fn request_offset(&self) -> i64 {
-        self.header.queue_offset
-    }
-    fn deadline_ms(&self) -> i64 {
-        self.deadline_ms
-    }
-    fn matches(&self, tags_code: i64, properties: &[u8]) -> bool {
-        self.filter.matches_arrival(tags_code, properties)
-    }
-    fn is_cancelled(&self) -> bool {
-        self.sender.is_closed()
     }
 }
 
 /// What a pull led to.
 #[derive(Debug)]
 pub enum PullOutcome {
-    /// Answer now.
+    /// Answer with this command; its body, if any, is in memory.
     Respond(RemotingCommand),
-    /// Nothing to answer now: the pull is parked in the hold table (answered later through the
-    /// connection's sender), or its zero-copy response is already queued on the connection.
+    /// Answer with a frame whose body the connection's writer splices from the CommitLog files.
+    RespondFile(FileResponse),
+    /// Parked in the hold table: answered later, through the connection's sender.
     Parked,
 }
 
-/// What the pull proper led to, before the response leaves: a zero-copy response carries the
-/// file regions of its body besides the (bodiless) command.
-enum Answer {
-    Respond(RemotingCommand, Option<Vec<FileRegion>>),
-    Parked,
+/// A response whose body is CommitLog file regions: the frame to queue, plus the bodiless
+/// command and the regions it was made of, so it can still go by copy ([`read_body`]).
+#[derive(Debug)]
+pub struct FileResponse {
+    pub frame: FileFrame,
+    pub command: RemotingCommand,
+    pub regions: Vec<FileRegion>,
 }
 
-/// Handles a PULL_MESSAGE / LITE_PULL_MESSAGE request as it arrives.
-pub fn process_request(
-    ctrl: &Arc<BrokerController>,
-    request: &RemotingCommand,
-    remote_addr: SocketAddr,
-    sender: &ConnectionSender,
-) -> PullOutcome {
-    let context = PullContext::of(request, remote_addr);
-    let header = match PullMessageRequestHeader::decode(request) {
-        Ok(h) => h,
-        Err(e) => return PullOutcome::Respond(ProcessError::from(e).into_response(request)),
+/// PULL_MESSAGE / LITE_PULL_MESSAGE as it arrives. Never waits: the future is ready at its
+/// first poll.
+pub async fn pull_message(cx: &RequestContext<'_>, request: &RemotingCommand) -> ProcessResult {
+    let header = PullMessageRequestHeader::decode(request)?;
+    let envelope = RequestEnvelope::of(request, cx.conn.remote_addr);
+    let sender = cx.conn.sender();
+    let execution = PullExecution::FirstTime {
+        sender,
+        zero_copy_allowed: !request.is_oneway(),
     };
-    // A zero-copy response is queued on the connection here, so only requests that are
-    // answered (not oneway) can have one.
-    let zero_copy = !request.is_oneway();
-    match process_inner(ctrl, header, context, Some(sender), true, zero_copy) {
-        Answer::Parked => PullOutcome::Parked,
-        Answer::Respond(response, None) => PullOutcome::Respond(response),
-        Answer::Respond(response, Some(regions)) => send_zero_copy(ctrl, response, regions, sender),
+    match execute(cx.ctrl, header, envelope, execution)? {
+        PullOutcome::Respond(response) => respond(response),
+        PullOutcome::RespondFile(file) => queue_file_response(&cx.ctrl.store, file, sender),
+        PullOutcome::Parked => Ok(Handled::Parked),
     }
 }
 
-/// The pull proper. `sender` is None when the pull cannot be parked; with `zero_copy_allowed`
-/// the transfer mode may answer with the body's file regions instead of its bytes.
-fn process_inner(
-    ctrl: &Arc<BrokerController>,
-    header: PullMessageRequestHeader,
-    context: PullContext,
-    sender: Option<&ConnectionSender>,
-    broker_allow_suspend: bool,
-    zero_copy_allowed: bool,
-) -> Answer {
-    match pull(ctrl, &header, &context, zero_copy_allowed) {
-        Err(e) => Answer::Respond(context.response(e.code, Some(e.remark)), None),
-        Ok(done) => finish(ctrl, header, context, sender, broker_allow_suspend, done),
-    }
-}
-
-/// Queues a zero-copy response: the frame head (length, header) followed by the regions, which
-/// the connection's writer splices from the CommitLog files. Falls back to reading the regions
-/// into the response (copy) when the head cannot be encoded or the write queue is full.
-fn send_zero_copy(
-    ctrl: &Arc<BrokerController>,
-    response: RemotingCommand,
-    regions: Vec<FileRegion>,
+/// Queues a zero-copy response on the connection: the frame head (length, header), then the
+/// regions, which the connection's writer splices from the CommitLog files. When the write
+/// queue is full the response goes by copy instead, through the handler's path, which waits
+/// for room.
+fn queue_file_response(
+    store: &MessageStore,
+    file: FileResponse,
     sender: &ConnectionSender,
-) -> PullOutcome {
-    let frame = match file_frame(&response, &regions) {
-        Some(frame) => frame,
-        None => return copy_fallback(ctrl, response, &regions),
-    };
+) -> ProcessResult {
+    let FileResponse {
+        frame,
+        command,
+        regions,
+    } = file;
     match sender.send(Outbound::File(frame)) {
-        Ok(()) => PullOutcome::Parked,
+        Ok(()) => Ok(Handled::Queued),
         // The peer is gone: nothing to answer.
-        Err(SendError::Closed(_)) => PullOutcome::Parked,
-        // The peer reads slowly: answer through the handler's path, which waits for room.
-        Err(SendError::Full(_)) => copy_fallback(ctrl, response, &regions),
+        Err(SendError::Closed(_)) => Ok(Handled::Queued),
+        Err(SendError::Full(_)) => respond(read_body(store, command, &regions)?),
+    }
+}
+
+/// The one pull entry: checks, store lookup, offset commit, long polling.
+pub fn execute(
+    ctrl: &BrokerController,
+    header: PullMessageRequestHeader,
+    envelope: RequestEnvelope,
+    execution: PullExecution<'_>,
+) -> Result<PullOutcome, BrokerError> {
+    let looked = look_up(ctrl, &header, &envelope, execution.zero_copy_allowed())?;
+    if let PullExecution::FirstTime { .. } = execution {
+        // Java stores the offset whatever the pull found.
+        commit_offset(ctrl, &header);
+    }
+    if looked.response.code == rc::PULL_OFFSET_MOVED && !ctrl.is_slave() {
+        store_offset_moved_event(ctrl, &header, looked.next_begin_offset);
+    }
+    let Looked {
+        response,
+        filter,
+        regions,
+        ..
+    } = looked;
+    if let PullExecution::FirstTime { sender, .. } = execution {
+        if response.code == rc::PULL_NOT_FOUND && header.sys_flag & pull_sys_flag::SUSPEND != 0 {
+            let deadline_ms = now_ms() + hold_time_ms(ctrl, &header) as i64;
+            let parked = ParkedPullRequest {
+                header,
+                envelope,
+                filter,
+                sender: sender.clone(),
+                deadline_ms,
+            };
+            match ctrl.pull_hold.suspend(parked) {
+                Suspension::Parked => return Ok(PullOutcome::Parked),
+                // Answered now rather than grow memory.
+                Suspension::TableFull => {}
+            }
+        }
+    }
+    answer(&ctrl.store, response, regions)
+}
+
+/// How long a pull may stay parked: its suspend timeout, capped, with long polling on; the
+/// short-polling time with it off.
+fn hold_time_ms(ctrl: &BrokerController, header: &PullMessageRequestHeader) -> u64 {
+    let lp = &ctrl.config.longpoll;
+    if lp.enabled {
+        (header.suspend_timeout_millis.max(0) as u64).min(lp.suspend_timeout_max_ms)
+    } else {
+        lp.short_polling_time_ms
+    }
+}
+
+/// Commits the offset the pull carries, when it asks to and this broker is the master.
+fn commit_offset(ctrl: &BrokerController, header: &PullMessageRequestHeader) {
+    if header.sys_flag & pull_sys_flag::COMMIT_OFFSET != 0 && !ctrl.is_slave() {
+        ctrl.offsets.commit_offset(
+            &header.consumer_group,
+            &header.topic,
+            header.queue_id,
+            header.commit_offset,
+        );
+    }
+}
+
+/// The answer to a looked-up pull: the response as it is, or, with regions, a zero-copy
+/// frame. A head that cannot be encoded goes by copy (the copy path's writer then answers
+/// SYSTEM_ERROR, as for any unencodable frame).
+fn answer(
+    store: &MessageStore,
+    response: RemotingCommand,
+    regions: Option<Vec<FileRegion>>,
+) -> Result<PullOutcome, BrokerError> {
+    let Some(regions) = regions else {
+        return Ok(PullOutcome::Respond(response));
+    };
+    match file_frame(&response, &regions) {
+        Some(frame) => Ok(PullOutcome::RespondFile(FileResponse {
+            frame,
+            command: response,
+            regions,
+        })),
+        None => Ok(PullOutcome::Respond(read_body(store, response, &regions)?)),
     }
 }
 
 /// The zero-copy frame of a response whose body is `regions`, or None when its head cannot be
-/// encoded (the copy path's writer then answers SYSTEM_ERROR, as for any unencodable frame).
+/// encoded.
 fn file_frame(response: &RemotingCommand, regions: &[FileRegion]) -> Option<FileFrame> {
     let body_len_bytes: usize = regions.iter().map(|r| r.len_bytes).sum();
     let mut head = BytesMut::new();
@@ -208,45 +246,37 @@ fn file_frame(response: &RemotingCommand, regions: &[FileRegion]) -> Option<File
     })
 }
 
-/// Re-executes a pull woken from the hold table (Java `executeRequestWhenWakeup`: no second
-/// park, no second offset commit) and returns what to queue on its connection: the response, or
-/// a zero-copy frame when the transfer mode picks zero-copy for it, as for a pull answered at
-/// once. None only if the pull parked, which a re-execution never does.
-pub fn process_woken(
-    ctrl: &Arc<BrokerController>,
-    header: PullMessageRequestHeader,
-    context: PullContext,
-) -> Option<Outbound> {
-    match process_inner(ctrl, header, context, None, false, true) {
-        Answer::Parked => None,
-        Answer::Respond(response, None) => Some(Outbound::Command(response)),
-        Answer::Respond(response, Some(regions)) => match file_frame(&response, &regions) {
-            Some(frame) => Some(Outbound::File(frame)),
-            None => match copy_fallback(ctrl, response, &regions) {
-                PullOutcome::Respond(r) => Some(Outbound::Command(r)),
-                PullOutcome::Parked => None,
-            },
-        },
-    }
-}
-
-/// The response with the regions' bytes read into its body.
-fn copy_fallback(
-    ctrl: &Arc<BrokerController>,
+/// The response with the regions' bytes read into its body (the copy fallback).
+pub fn read_body(
+    store: &MessageStore,
     mut response: RemotingCommand,
     regions: &[FileRegion],
-) -> PullOutcome {
+) -> Result<RemotingCommand, BrokerError> {
     let mut body = BytesMut::new();
-    match ctrl.store.read_regions(regions, &mut body) {
-        Ok(()) => {
-            response.body = body.freeze();
-            PullOutcome::Respond(response)
-        }
-        Err(e) => {
-            let e = ProcessError::from(e);
-            let mut error = RemotingCommand::response_to(&response, e.code, Some(e.remark));
-            error.serialize_type = response.serialize_type;
-            PullOutcome::Respond(error)
+    store.read_regions(regions, &mut body)?;
+    response.body = body.freeze();
+    Ok(response)
+}
+
+/// How the wake threads re-execute a woken pull on this broker.
+impl PullWakeHost for BrokerController {
+    fn pull_hold(&self) -> &PullRequestHoldService {
+        &self.pull_hold
+    }
+
+    fn execute_woken(
+        &self,
+        header: PullMessageRequestHeader,
+        envelope: RequestEnvelope,
+    ) -> Option<Outbound> {
+        match execute(self, header, envelope, PullExecution::Woken) {
+            Ok(PullOutcome::Respond(response)) => Some(Outbound::Command(response)),
+            Ok(PullOutcome::RespondFile(file)) => Some(Outbound::File(file.frame)),
+            Ok(PullOutcome::Parked) => None,
+            Err(e) => {
+                let response = envelope.response(e.response_code(), Some(e.to_string()));
+                Some(Outbound::Command(response))
+            }
         }
     }
 }
@@ -271,167 +301,166 @@ fn filter_reads_records(filter: &ExpressionMessageFilter) -> bool {
     !matches!(filter.expression(), SubscriptionExpression::Tag(tags) if tags.is_sub_all())
 }
 
-/// The result of the checks and the store lookup, before long polling and offset commit.
+/// The result of the checks and the store lookup, before the offset commit and long polling.
 struct Looked {
     response: RemotingCommand,
     filter: Arc<ExpressionMessageFilter>,
-    /// The body as file regions (zero-copy); `None`: the body is in `response`.
+    /// The body as file regions (zero-copy); `None`: the body, if any, is in `response`.
     regions: Option<Vec<FileRegion>>,
+    /// Where the consumer goes on from (also in the response header).
+    next_begin_offset: i64,
 }
 
-fn pull(
-    ctrl: &Arc<BrokerController>,
-    h: &PullMessageRequestHeader,
-    context: &PullContext,
+/// Java's checks in Java's order, then the store lookup.
+fn look_up(
+    ctrl: &BrokerController,
+    header: &PullMessageRequestHeader,
+    envelope: &RequestEnvelope,
     zero_copy_allowed: bool,
-) -> Result<Looked, ProcessError> {
-    if ctrl.broker_permission() & perm::PERM_READ == 0 {
-        return Err(ProcessError::new(
-            rc::NO_PERMISSION,
-            format!(
-                "the broker[{}] pulling message is forbidden",
-                ctrl.broker_addr
-            ),
-        ));
-    }
-    let group = ctrl
-        .groups
-        .find_or_auto_create(&h.consumer_group)?
-        .ok_or_else(|| {
-            ProcessError::new(
-                rc::SUBSCRIPTION_GROUP_NOT_EXIST,
-                format!("subscription group [{}] does not exist", h.consumer_group),
-            )
-        })?;
-    if !group.consume_enable {
-        return Err(ProcessError::new(
-            rc::NO_PERMISSION,
-            format!("subscription group no permission, {}", h.consumer_group),
-        ));
-    }
-    let topic = ctrl.topics.select(&h.topic).ok_or_else(|| {
-        ProcessError::new(
-            rc::TOPIC_NOT_EXIST,
-            format!("topic[{}] not exist, apply first please!", h.topic),
-        )
-    })?;
-    if topic.perm & perm::PERM_READ == 0 {
-        return Err(ProcessError::new(
-            rc::NO_PERMISSION,
-            format!("the topic[{}] pulling message is forbidden", h.topic),
-        ));
-    }
-    if h.queue_id < 0 || h.queue_id >= topic.read_queue_nums {
-        return Err(ProcessError::new(
-            rc::INVALID_PARAMETER,
-            format!(
-                "queueId[{}] is illegal, topic:[{}] topicConfig.readQueueNums:[{}] consumer:[{}]",
-                h.queue_id, h.topic, topic.read_queue_nums, context.remote_addr
-            ),
-        ));
-    }
-    let filter = subscription_filter(ctrl, h, group.consume_broadcast_enable)?;
-    let transfer = &ctrl.config.transfer;
-    let zero_copy_possible = zero_copy_allowed
-        && transfer.effective_mode() != TransferMode::Copy
-        && !filter_reads_records(&filter);
-    if !zero_copy_possible {
-        let result = ctrl.store.get_message(&GetMessageRequest {
-            group: &h.consumer_group,
-            topic: &h.topic,
-            queue_id: h.queue_id,
-            queue_offset: h.queue_offset,
-            max_msg_nums: h.max_msg_nums.max(1),
-            filter: filter.as_ref(),
-        })?;
-        let response = map_result(ctrl, h, context, &group, result);
-        return Ok(Looked {
-            response,
-            filter,
-            regions: None,
-        });
-    }
-    let located = ctrl.store.get_message_regions(
-        &GetMessageRequest {
-            group: &h.consumer_group,
-            topic: &h.topic,
-            queue_id: h.queue_id,
-            queue_offset: h.queue_offset,
-            max_msg_nums: h.max_msg_nums.max(1),
-            filter: filter.as_ref(),
-        },
-        crate::store::PULL_MSG_SIZE_MAX_BYTES,
-        &|shape| choose_zero_copy(transfer, shape),
-    )?;
-    let response = map_result(ctrl, h, context, &group, located.result);
+) -> Result<Looked, BrokerError> {
+    let group = check_access(ctrl, header, envelope)?;
+    let filter = subscription_filter(ctrl, header, group.consume_broadcast_enable)?;
+    let (result, regions) = look_up_messages(ctrl, header, &filter, zero_copy_allowed)?;
+    let next_begin_offset = result.next_begin_offset;
+    let response = map_result(ctrl, header, envelope, &group, result);
     // Only a SUCCESS response carries a body.
-    let regions = located
-        .regions
-        .filter(|regions| response.code == rc::SUCCESS && !regions.is_empty());
+    let regions = regions.filter(|regions| response.code == rc::SUCCESS && !regions.is_empty());
     Ok(Looked {
         response,
         filter,
         regions,
+        next_begin_offset,
     })
+}
+
+/// Broker permission, subscription group, topic and queue id; the group's config.
+fn check_access(
+    ctrl: &BrokerController,
+    header: &PullMessageRequestHeader,
+    envelope: &RequestEnvelope,
+) -> Result<Arc<SubscriptionGroupConfig>, BrokerError> {
+    if ctrl.broker_permission() & perm::PERM_READ == 0 {
+        return Err(BrokerError::BrokerForbidden {
+            broker_addr: ctrl.broker_addr.clone(),
+            access: Access::Pull,
+        });
+    }
+    let group = ctrl
+        .groups
+        .find_or_auto_create(&header.consumer_group)?
+        .ok_or_else(|| BrokerError::SubscriptionGroupNotExist {
+            group: header.consumer_group.clone(),
+        })?;
+    if !group.consume_enable {
+        return Err(BrokerError::GroupConsumeDisabled {
+            group: header.consumer_group.clone(),
+        });
+    }
+    let topic = ctrl
+        .topics
+        .select(&header.topic)
+        .ok_or_else(|| BrokerError::TopicNotExist {
+            topic: header.topic.clone(),
+        })?;
+    if topic.perm & perm::PERM_READ == 0 {
+        return Err(BrokerError::TopicForbidden {
+            topic: header.topic.clone(),
+            access: Access::Pull,
+        });
+    }
+    if header.queue_id < 0 || header.queue_id >= topic.read_queue_nums {
+        return Err(BrokerError::PullQueueIdIllegal {
+            queue_id: header.queue_id,
+            topic: header.topic.clone(),
+            read_queue_nums: topic.read_queue_nums,
+            consumer: envelope.remote_addr,
+        });
+    }
+    Ok(group)
+}
+
+/// The store lookup, and the one place the transfer is chosen: the body's file regions are
+/// asked for only when the execution allows zero-copy, the mode is not `copy` and the filter
+/// never reads records; the store then lets [`choose_zero_copy`] judge the planned shape.
+/// Returns the result and, when zero-copy was chosen, the regions.
+fn look_up_messages(
+    ctrl: &BrokerController,
+    header: &PullMessageRequestHeader,
+    filter: &ExpressionMessageFilter,
+    zero_copy_allowed: bool,
+) -> Result<(GetMessageResult, Option<Vec<FileRegion>>), BrokerError> {
+    let transfer = &ctrl.config.transfer;
+    let regions_wanted = zero_copy_allowed
+        && transfer.effective_mode() != TransferMode::Copy
+        && !filter_reads_records(filter);
+    let request = GetMessageRequest {
+        group: &header.consumer_group,
+        topic: &header.topic,
+        queue_id: header.queue_id,
+        queue_offset: header.queue_offset,
+        max_msg_nums: header.max_msg_nums.max(1),
+        filter,
+    };
+    if !regions_wanted {
+        return Ok((ctrl.store.get_message(&request)?, None));
+    }
+    let located = ctrl.store.get_message_regions(
+        &request,
+        crate::store::PULL_MSG_SIZE_MAX_BYTES,
+        &|shape| choose_zero_copy(transfer, shape),
+    )?;
+    Ok((located.result, located.regions))
 }
 
 /// The subscription of this pull, compiled: from the header when FLAG_SUBSCRIPTION is set,
 /// else the one registered by heartbeat (Java's order of checks and codes).
 fn subscription_filter(
-    ctrl: &Arc<BrokerController>,
-    h: &PullMessageRequestHeader,
+    ctrl: &BrokerController,
+    header: &PullMessageRequestHeader,
     consume_broadcast_enable: bool,
-) -> Result<Arc<ExpressionMessageFilter>, ProcessError> {
-    if h.sys_flag & pull_sys_flag::SUBSCRIPTION != 0 {
-        let expression_type = match h.expression_type.as_deref() {
+) -> Result<Arc<ExpressionMessageFilter>, BrokerError> {
+    if header.sys_flag & pull_sys_flag::SUBSCRIPTION != 0 {
+        let expression_type = match header.expression_type.as_deref() {
             None | Some("") => "TAG",
             Some(t) => t,
         };
-        let sub_string = h.subscription.as_deref().unwrap_or_default();
-        return compile_filter(ctrl, h, expression_type, sub_string, h.sub_version);
+        let sub_string = header.subscription.as_deref().unwrap_or_default();
+        return compile_filter(
+            ctrl,
+            header,
+            expression_type,
+            sub_string,
+            header.sub_version,
+        );
     }
     // The subscription registered by heartbeat, read in place under the consumer table's read
     // lock: the common push-consumer pull copies nothing here.
-    ctrl.consumers.with_group(&h.consumer_group, |group| {
+    ctrl.consumers.with_group(&header.consumer_group, |group| {
         let Some(group) = group else {
-            return Err(ProcessError::new(
-                rc::SUBSCRIPTION_NOT_EXIST,
-                format!(
-                    "the consumer's group info not exist, group: {}",
-                    h.consumer_group
-                ),
-            ));
+            return Err(BrokerError::ConsumerGroupInfoNotExist {
+                group: header.consumer_group.clone(),
+            });
         };
         if !consume_broadcast_enable && group.message_model == "BROADCASTING" {
-            return Err(ProcessError::new(
-                rc::NO_PERMISSION,
-                format!(
-                    "the consumer group[{}] can not consume by broadcast way",
-                    h.consumer_group
-                ),
-            ));
+            return Err(BrokerError::BroadcastForbidden {
+                group: header.consumer_group.clone(),
+            });
         }
-        let sub = group.subscriptions.get(&h.topic).ok_or_else(|| {
-            ProcessError::new(
-                rc::SUBSCRIPTION_NOT_EXIST,
-                format!(
-                    "the consumer's subscription not exist, group: {}, topic: {}",
-                    h.consumer_group, h.topic
-                ),
-            )
+        let sub = group.subscriptions.get(&header.topic).ok_or_else(|| {
+            BrokerError::SubscriptionNotExist {
+                group: header.consumer_group.clone(),
+                topic: header.topic.clone(),
+            }
         })?;
-        if sub.sub_version < h.sub_version {
-            return Err(ProcessError::new(
-                rc::SUBSCRIPTION_NOT_LATEST,
-                format!(
-                    "the consumer's subscription not latest, group: {} topic: {}",
-                    h.consumer_group, h.topic
-                ),
-            ));
+        if sub.sub_version < header.sub_version {
+            return Err(BrokerError::SubscriptionNotLatest {
+                group: header.consumer_group.clone(),
+                topic: header.topic.clone(),
+            });
         }
         compile_filter(
             ctrl,
-            h,
+            header,
             sub.expression_type(),
             &sub.sub_string,
             sub.sub_version,
@@ -441,42 +470,38 @@ fn subscription_filter(
 
 /// The compiled filter of a subscription (cached per subscription version).
 fn compile_filter(
-    ctrl: &Arc<BrokerController>,
-    h: &PullMessageRequestHeader,
+    ctrl: &BrokerController,
+    header: &PullMessageRequestHeader,
     expression_type: &str,
     sub_string: &str,
     sub_version: i64,
-) -> Result<Arc<ExpressionMessageFilter>, ProcessError> {
+) -> Result<Arc<ExpressionMessageFilter>, BrokerError> {
     if !expression_type.eq_ignore_ascii_case("TAG") && !ctrl.config.broker.property_filter_enabled {
-        return Err(ProcessError::system(
-            "The broker does not support consumer to filter message by SQL92 (RINGMQ_BROKER_PROPERTY_FILTER_ENABLED=false)",
-        ));
+        return Err(BrokerError::PropertyFilterDisabled);
     }
     ctrl.filters
         .get_or_compile(
-            &h.consumer_group,
-            &h.topic,
+            &header.consumer_group,
+            &header.topic,
             expression_type,
             sub_string,
             sub_version,
         )
-        .map_err(|e| {
-            ProcessError::new(
-                rc::SUBSCRIPTION_PARSE_FAILED,
-                format!("parse the consumer's subscription[{sub_string}] failed: {e}"),
-            )
+        .map_err(|source| BrokerError::SubscriptionParse {
+            subscription: sub_string.to_string(),
+            source,
         })
 }
 
 /// GetMessageStatus → response code and header (Java `DefaultPullMessageResultHandler`), and the suggested broker.
 fn map_result(
-    ctrl: &Arc<BrokerController>,
-    h: &PullMessageRequestHeader,
-    context: &PullContext,
-    group: &crate::broker::subscription_group_manager::SubscriptionGroupConfig,
+    ctrl: &BrokerController,
+    header: &PullMessageRequestHeader,
+    envelope: &RequestEnvelope,
+    group: &SubscriptionGroupConfig,
     result: GetMessageResult,
 ) -> RemotingCommand {
-    let code = status_to_code(result.status, h.queue_offset);
+    let code = status_to_code(result.status, header.queue_offset);
     let mut suggest = if ctrl.config.broker.slave_read_enabled {
         if result.suggest_pulling_from_slave {
             group.which_broker_when_consume_slowly
@@ -493,7 +518,7 @@ fn map_result(
         suggest = group.broker_id;
         code = rc::PULL_RETRY_IMMEDIATELY;
     }
-    let mut response = context.response(code, Some(status_name(result.status).to_string()));
+    let mut response = envelope.response(code, Some(status_name(result.status).to_string()));
     PullMessageResponseHeader {
         suggest_which_broker_id: suggest,
         next_begin_offset: result.next_begin_offset,
@@ -545,103 +570,22 @@ pub fn status_name(status: GetMessageStatus) -> &'static str {
     }
 }
 
-/// Long polling, offset-moved events and the offset commit.
-fn finish(
-    ctrl: &Arc<BrokerController>,
-    header: PullMessageRequestHeader,
-    context: PullContext,
-    sender: Option<&ConnectionSender>,
-    broker_allow_suspend: bool,
-    looked: Looked,
-) -> Answer {
-    let Looked {
-        response,
-        filter,
-        regions,
-    } = looked;
-    let code = response.code;
-    // Commit first: Java stores the offset whatever the pull found (first execution only).
-    let commit = broker_allow_suspend
-        && header.sys_flag & pull_sys_flag::COMMIT_OFFSET != 0
-        && !ctrl.is_slave();
-    if commit {
-        ctrl.offsets.commit_offset(
-            &header.consumer_group,
-            &header.topic,
-            header.queue_id,
-            header.commit_offset,
-        );
-    }
-    if code == rc::PULL_OFFSET_MOVED && !ctrl.is_slave() {
-        let next = response
-            .ext_opt_str("nextBeginOffset")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
-        store_offset_moved_event(ctrl, &header, next);
-    }
-    if code != rc::PULL_NOT_FOUND
-        || !broker_allow_suspend
-        || header.sys_flag & pull_sys_flag::SUSPEND == 0
-    {
-        return Answer::Respond(response, regions);
-    }
-    let Some(sender) = sender else {
-        return Answer::Respond(response, regions);
-    };
-    let lp = &ctrl.config.longpoll;
-    let hold_ms = if lp.enabled {
-        (header.suspend_timeout_millis.max(0) as u64).min(lp.suspend_timeout_max_ms)
-    } else {
-        lp.short_polling_time_ms
-    };
-    let topic = header.topic.clone();
-    let queue_id = header.queue_id;
-    let parked = ParkedPullRequest {
-        header,
-        context,
-        filter,
-        sender: sender.clone(),
-        deadline_ms: now_ms() + hold_ms as i64,
-    };
-    let store = &ctrl.store;
-    match ctrl.hold_table.park(&topic, queue_id, parked, || {
-        store.max_offset_in_queue(&topic, queue_id)
-    }) {
-        Ok(ready) => {
-            for (pull, reason) in ready {
-                ctrl.wake(pull, reason);
-            }
-            Answer::Parked
-        }
-        // Table full: answer now rather than grow memory.
-        Err(full) => {
-            tracing::debug!(
-                topic,
-                queue_id,
-                "hold table full; answering the pull at once"
-            );
-            drop(full);
-            Answer::Respond(response, regions)
-        }
-    }
-}
-
 /// Java 4.9 `generateOffsetMovedEvent`: a JSON message in OFFSET_MOVED_EVENT, tags and keys =
 /// the group, so operators see which consumer was moved and from where.
 fn store_offset_moved_event(
-    ctrl: &Arc<BrokerController>,
-    h: &PullMessageRequestHeader,
+    ctrl: &BrokerController,
+    header: &PullMessageRequestHeader,
     offset_new: i64,
 ) {
     let event = serde_json::json!({
-        "consumerGroup": h.consumer_group,
-        "messageQueue": {"brokerName": ctrl.config.broker.name, "queueId": h.queue_id, "topic": h.topic},
-        "offsetRequest": h.queue_offset,
+        "consumerGroup": header.consumer_group,
+        "messageQueue": {"brokerName": ctrl.config.broker.name, "queueId": header.queue_id, "topic": header.topic},
+        "offsetRequest": header.queue_offset,
         "offsetNew": offset_new,
     });
     let properties = crate::store::format::encode_properties([
-        ("TAGS", h.consumer_group.as_str()),
-        ("KEYS", h.consumer_group.as_str()),
+        ("TAGS", header.consumer_group.as_str()),
+        ("KEYS", header.consumer_group.as_str()),
     ]);
     let msg = MessageToStore {
         topic: OFFSET_MOVED_EVENT.to_string(),
@@ -656,7 +600,7 @@ fn store_offset_moved_event(
         prepared_transaction_offset: 0,
     };
     if let Err(e) = ctrl.store.put_message(&msg) {
-        tracing::warn!(error = %e, group = h.consumer_group, "storing the OffsetMovedEvent failed");
+        tracing::warn!(error = %e, group = header.consumer_group, "storing the OffsetMovedEvent failed");
     }
 }
 

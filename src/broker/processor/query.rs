@@ -1,27 +1,25 @@
 //! VIEW_MESSAGE_BY_ID (33): Java `QueryMessageProcessor.viewMessageById`. The client decodes an
 //! offset msgId into (store host, CommitLog offset) and asks that broker for the record.
 
-use std::sync::Arc;
-
-use crate::broker::controller::BrokerController;
 use crate::remoting::codes::response_code as rc;
 use crate::remoting::command::RemotingCommand;
 use crate::remoting::headers::ViewMessageRequestHeader;
 
-use super::{ProcessError, ProcessResult};
+use super::{respond, ProcessResult, RequestContext};
+use crate::broker::error::BrokerError;
 
-pub fn view_message_by_id(
-    ctrl: &Arc<BrokerController>,
+pub async fn view_message_by_id(
+    cx: &RequestContext<'_>,
     request: &RemotingCommand,
 ) -> ProcessResult {
-    let h = ViewMessageRequestHeader::decode(request)?;
-    match ctrl.store.look_message_by_offset(h.offset)? {
+    let ctrl = cx.ctrl;
+    let header = ViewMessageRequestHeader::decode(request)?;
+    match ctrl.store.look_message_by_offset(header.offset)? {
         Some(record) => {
-            Ok(RemotingCommand::response_to(request, rc::SUCCESS, None).with_body(record))
+            respond(RemotingCommand::response_to(request, rc::SUCCESS, None).with_body(record))
         }
-        None => Err(ProcessError::system(format!(
-            "can not find message by the offset, {}",
-            h.offset
-        ))),
+        None => Err(BrokerError::MessageNotFound {
+            offset: header.offset,
+        }),
     }
 }

@@ -22,7 +22,8 @@ use crate::remoting::headers::{
 use crate::store::format::{self, property_value};
 use crate::store::{BatchToStore, MessageToStore, PutMessageResult, PutMessageStatus, StoreError};
 
-use super::{ProcessError, ProcessResult};
+use super::{respond, ProcessResult, RequestContext};
+use crate::broker::error::{put_status_code, Access, BrokerError};
 
 /// Java `MQVersion.Version.V3_4_9`: from this client version on, the header's
 /// maxReconsumeTimes is honoured.
@@ -58,138 +59,128 @@ fn pick_queue(queue_nums: i32) -> i32 {
 }
 
 /// SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE.
-pub async fn process_send(
-    ctrl: &Arc<BrokerController>,
-    request: &RemotingCommand,
-    remote_addr: SocketAddr,
-) -> ProcessResult {
-    let h = SendMessageRequestHeader::decode(request)?;
-    let topic_config = msg_check(ctrl, &h, remote_addr)?;
-    let queue_id = if h.queue_id < 0 {
+pub async fn send_message(cx: &RequestContext<'_>, request: &RemotingCommand) -> ProcessResult {
+    let (ctrl, remote_addr) = (cx.ctrl, cx.conn.remote_addr);
+    let header = SendMessageRequestHeader::decode(request)?;
+    let topic_config = msg_check(ctrl, &header, remote_addr)?;
+    let queue_id = if header.queue_id < 0 {
         pick_queue(topic_config.write_queue_nums)
     } else {
-        h.queue_id
+        header.queue_id
     };
-    let stored = if h.batch {
-        send_batch(ctrl, request, &h, queue_id, remote_addr)?
+    let stored = if header.batch {
+        send_batch(ctrl, request, &header, queue_id, remote_addr)?
     } else {
-        send_single(ctrl, request, &h, &topic_config, queue_id, remote_addr)?
+        send_single(ctrl, request, &header, &topic_config, queue_id, remote_addr)?
     };
     let (put, uniq_key) = stored;
     // Java `isWaitStoreMsgOK`: wait unless the message says WAIT=false.
-    let wait_store_msg_ok = h
+    let wait_store_msg_ok = header
         .properties
         .as_deref()
         .and_then(|p| property_value(p.as_bytes(), property::WAIT.as_bytes()))
         .is_none_or(|v| !v.eq_ignore_ascii_case(b"false"));
     let put = wait_for_flush(ctrl, put, wait_store_msg_ok).await;
-    Ok(send_response(ctrl, request, put, queue_id, uniq_key))
+    respond(send_response(ctrl, request, put, queue_id, uniq_key))
 }
 
 /// Java `msgCheck` plus topic auto-creation.
 fn msg_check(
-    ctrl: &Arc<BrokerController>,
-    h: &SendMessageRequestHeader,
+    ctrl: &BrokerController,
+    header: &SendMessageRequestHeader,
     remote_addr: SocketAddr,
-) -> Result<Arc<TopicConfig>, ProcessError> {
+) -> Result<Arc<TopicConfig>, BrokerError> {
     if ctrl.broker_permission() & perm::PERM_WRITE == 0 {
-        return Err(ProcessError::new(
-            rc::NO_PERMISSION,
-            format!(
-                "the broker[{}] sending message is forbidden",
-                ctrl.broker_addr
-            ),
-        ));
+        return Err(BrokerError::BrokerForbidden {
+            broker_addr: ctrl.broker_addr.clone(),
+            access: Access::Send,
+        });
     }
-    validate_topic(&h.topic, true)
-        .map_err(|e| ProcessError::new(rc::INVALID_PARAMETER, e.to_string()))?;
-    if !topic::is_send_allowed(&h.topic) {
-        return Err(ProcessError::new(
-            rc::NO_PERMISSION,
-            format!("Sending message to topic[{}] is forbidden.", h.topic),
-        ));
+    validate_topic(&header.topic, true)?;
+    if !topic::is_send_allowed(&header.topic) {
+        return Err(BrokerError::SystemTopicSendForbidden {
+            topic: header.topic.clone(),
+        });
     }
-    let tc = match ctrl.topics.select(&h.topic) {
+    let tc = match ctrl.topics.select(&header.topic) {
         Some(tc) => tc,
-        None => Arc::new(create_topic_for_send(ctrl, h, remote_addr)?),
+        None => Arc::new(create_topic_for_send(ctrl, header, remote_addr)?),
     };
     let queue_nums = tc.write_queue_nums.max(tc.read_queue_nums);
-    if h.queue_id >= queue_nums {
-        return Err(ProcessError::new(
-            rc::INVALID_PARAMETER,
-            format!(
-                "request queueId[{}] is illegal, topicConfig.writeQueueNums: {} readQueueNums: {} producer: {}",
-                h.queue_id, tc.write_queue_nums, tc.read_queue_nums, remote_addr
-            ),
-        ));
+    if header.queue_id >= queue_nums {
+        return Err(BrokerError::SendQueueIdIllegal {
+            queue_id: header.queue_id,
+            write_queue_nums: tc.write_queue_nums,
+            read_queue_nums: tc.read_queue_nums,
+            producer: remote_addr,
+        });
     }
     if tc.perm & perm::PERM_WRITE == 0 {
-        return Err(ProcessError::new(
-            rc::NO_PERMISSION,
-            format!("the topic[{}] sending message is forbidden", h.topic),
-        ));
+        return Err(BrokerError::TopicForbidden {
+            topic: header.topic.clone(),
+            access: Access::Send,
+        });
     }
     Ok(tc)
 }
 
 fn create_topic_for_send(
-    ctrl: &Arc<BrokerController>,
-    h: &SendMessageRequestHeader,
+    ctrl: &BrokerController,
+    header: &SendMessageRequestHeader,
     remote_addr: SocketAddr,
-) -> Result<TopicConfig, ProcessError> {
-    let created = if h.topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) {
+) -> Result<TopicConfig, BrokerError> {
+    let created = if header.topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) {
         Some(ctrl.topics.create_topic_if_absent(
-            &h.topic,
+            &header.topic,
             1,
             perm::PERM_READ | perm::PERM_WRITE,
             0,
         )?)
     } else {
         ctrl.topics.create_topic_in_send_message_method(
-            &h.topic,
-            &h.default_topic,
-            h.default_topic_queue_nums,
+            &header.topic,
+            &header.default_topic,
+            header.default_topic_queue_nums,
             0,
         )?
     };
     match created {
         Some((tc, new)) => {
             if new {
-                tracing::info!(topic = h.topic, queues = tc.write_queue_nums, client = %remote_addr, "auto-created topic");
+                tracing::info!(topic = header.topic, queues = tc.write_queue_nums, client = %remote_addr, "auto-created topic");
                 ctrl.notify_topics_changed();
             }
             Ok(tc)
         }
-        None => Err(ProcessError::new(
-            rc::TOPIC_NOT_EXIST,
-            format!("topic[{}] not exist, apply first please!", h.topic),
-        )),
+        None => Err(BrokerError::TopicNotExist {
+            topic: header.topic.clone(),
+        }),
     }
 }
 
 type Stored = (PutMessageResult, Option<String>);
 
 fn send_single(
-    ctrl: &Arc<BrokerController>,
+    ctrl: &BrokerController,
     request: &RemotingCommand,
-    h: &SendMessageRequestHeader,
+    header: &SendMessageRequestHeader,
     tc: &TopicConfig,
     queue_id: i32,
     remote_addr: SocketAddr,
-) -> Result<Stored, ProcessError> {
-    let mut properties = h.properties.clone().unwrap_or_default();
-    let mut topic = h.topic.clone();
+) -> Result<Stored, BrokerError> {
+    let mut properties = header.properties.clone().unwrap_or_default();
+    let mut topic = header.topic.clone();
     let mut queue_id = queue_id;
-    let reconsume_times = h.reconsume_times.unwrap_or(0);
+    let reconsume_times = header.reconsume_times.unwrap_or(0);
     if topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) {
         let group = &topic[RETRY_GROUP_TOPIC_PREFIX.len()..];
-        let gc = ctrl.groups.find(group).ok_or_else(|| {
-            ProcessError::new(
-                rc::SUBSCRIPTION_GROUP_NOT_EXIST,
-                format!("subscription group not exist, {group}"),
-            )
-        })?;
-        let max = match h.max_reconsume_times {
+        let gc = ctrl
+            .groups
+            .find(group)
+            .ok_or_else(|| BrokerError::RetryGroupNotExist {
+                group: group.to_string(),
+            })?;
+        let max = match header.max_reconsume_times {
             Some(m) if request.version >= VERSION_V3_4_9 => m,
             _ => gc.retry_max_times,
         };
@@ -202,9 +193,9 @@ fn send_single(
         }
     }
     let sys_flag = if tc.topic_filter_type == crate::remoting::body::TopicFilterType::MultiTag {
-        h.sys_flag | MULTI_TAGS_FLAG
+        header.sys_flag | MULTI_TAGS_FLAG
     } else {
-        h.sys_flag
+        header.sys_flag
     };
     complete_properties(ctrl, &mut properties);
     let uniq_key = property_value(properties.as_bytes(), property::UNIQ_KEY.as_bytes())
@@ -212,49 +203,54 @@ fn send_single(
     let mut msg = MessageToStore {
         topic,
         queue_id,
-        flag: h.flag,
+        flag: header.flag,
         body: request.body.clone(),
         properties,
         sys_flag,
-        born_timestamp_ms: h.born_timestamp,
+        born_timestamp_ms: header.born_timestamp,
         born_host: remote_addr,
         reconsume_times,
         prepared_transaction_offset: 0,
     };
     apply_delay_level(ctrl, &mut msg);
-    let put = ctrl.store.put_message(&msg).map_err(put_error)?;
+    let put = ctrl
+        .store
+        .put_message(&msg)
+        .map_err(BrokerError::PutMessage)?;
     Ok((put, uniq_key))
 }
 
 fn send_batch(
-    ctrl: &Arc<BrokerController>,
+    ctrl: &BrokerController,
     request: &RemotingCommand,
-    h: &SendMessageRequestHeader,
+    header: &SendMessageRequestHeader,
     queue_id: i32,
     remote_addr: SocketAddr,
-) -> Result<Stored, ProcessError> {
-    if h.topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) {
-        return Err(ProcessError::new(
-            rc::MESSAGE_ILLEGAL,
-            format!("batch request does not support retry group {}", h.topic),
-        ));
+) -> Result<Stored, BrokerError> {
+    if header.topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) {
+        return Err(BrokerError::BatchToRetryTopic {
+            topic: header.topic.clone(),
+        });
     }
     let batch = BatchToStore {
-        topic: h.topic.clone(),
+        topic: header.topic.clone(),
         queue_id,
-        sys_flag: h.sys_flag,
-        born_timestamp_ms: h.born_timestamp,
+        sys_flag: header.sys_flag,
+        born_timestamp_ms: header.born_timestamp,
         born_host: remote_addr,
-        reconsume_times: h.reconsume_times.unwrap_or(0),
+        reconsume_times: header.reconsume_times.unwrap_or(0),
         encoded_messages: request.body.clone(),
     };
-    let put = ctrl.store.put_messages(&batch).map_err(put_error)?;
+    let put = ctrl
+        .store
+        .put_messages(&batch)
+        .map_err(BrokerError::PutMessage)?;
     Ok((put, None))
 }
 
 /// Properties the broker adds: CLUSTER (Java 5.x `SendMessageProcessor`), and a UNIQ_KEY when
 /// the client sent none (5.x), so every message has a client-style id.
-fn complete_properties(ctrl: &Arc<BrokerController>, properties: &mut String) {
+fn complete_properties(ctrl: &BrokerController, properties: &mut String) {
     let bytes = properties.as_bytes();
     let has_cluster = property_value(bytes, property::CLUSTER.as_bytes()).is_some();
     let has_uniq = property_value(bytes, property::UNIQ_KEY.as_bytes()).is_some();
@@ -278,7 +274,7 @@ fn complete_properties(ctrl: &Arc<BrokerController>, properties: &mut String) {
 
 /// Java `HookUtils.handleScheduleMessage`: a message with DELAY > 0 goes to
 /// SCHEDULE_TOPIC_XXXX queue `level - 1`, remembering its real topic and queue.
-pub fn apply_delay_level(ctrl: &Arc<BrokerController>, msg: &mut MessageToStore) {
+pub fn apply_delay_level(ctrl: &BrokerController, msg: &mut MessageToStore) {
     let tx = msg.sys_flag & TRANSACTION_MASK;
     if tx == TRANSACTION_PREPARED_TYPE || tx == TRANSACTION_ROLLBACK_TYPE {
         return;
@@ -292,8 +288,8 @@ pub fn apply_delay_level(ctrl: &Arc<BrokerController>, msg: &mut MessageToStore)
     if level <= 0 {
         return;
     }
-    let max_level = ctrl.delay_levels_ms.len() as i32;
-    let level = level.min(max_level);
+    let level_max = ctrl.delay_levels_ms.len() as i32;
+    let level = level.min(level_max);
     let real_qid = msg.queue_id.to_string();
     let extra = format::encode_properties([
         (property::REAL_TOPIC, msg.topic.as_str()),
@@ -319,29 +315,10 @@ pub fn remove_property(properties: &str, name: &str) -> String {
     format::encode_properties(pairs)
 }
 
-fn put_error(e: StoreError) -> ProcessError {
-    ProcessError::new(put_status_code(e.put_status()), e.to_string())
-}
-
-/// Java `handlePutMessageResult`: store status → response code.
-pub fn put_status_code(status: PutMessageStatus) -> i32 {
-    use PutMessageStatus as S;
-    match status {
-        S::PutOk => rc::SUCCESS,
-        S::FlushDiskTimeout => rc::FLUSH_DISK_TIMEOUT,
-        S::FlushSlaveTimeout => rc::FLUSH_SLAVE_TIMEOUT,
-        S::SlaveNotAvailable => rc::SLAVE_NOT_AVAILABLE,
-        S::MessageIllegal | S::PropertiesSizeExceeded => rc::MESSAGE_ILLEGAL,
-        S::ServiceNotAvailable => rc::SERVICE_NOT_AVAILABLE,
-        S::OsPageCacheBusy => rc::SYSTEM_BUSY,
-        _ => rc::SYSTEM_ERROR,
-    }
-}
-
 /// With `sync` flush, a send is acknowledged only after the fsync covering it (unless the
 /// message says WAIT=false). A timeout answers FLUSH_DISK_TIMEOUT; the message is stored.
 async fn wait_for_flush(
-    ctrl: &Arc<BrokerController>,
+    ctrl: &BrokerController,
     mut put: PutMessageResult,
     wait_store_msg_ok: bool,
 ) -> PutMessageResult {
@@ -363,7 +340,7 @@ async fn wait_for_flush(
 }
 
 fn send_response(
-    ctrl: &Arc<BrokerController>,
+    ctrl: &BrokerController,
     request: &RemotingCommand,
     put: PutMessageResult,
     queue_id: i32,
@@ -395,31 +372,28 @@ fn send_response(
 
 /// CONSUMER_SEND_MSG_BACK: a consumer could not process a message; store it again in the
 /// group's retry topic with a delay, or in its DLQ after too many attempts.
-pub async fn process_send_msg_back(
-    ctrl: &Arc<BrokerController>,
+pub async fn consumer_send_msg_back(
+    cx: &RequestContext<'_>,
     request: &RemotingCommand,
-    remote_addr: SocketAddr,
 ) -> ProcessResult {
-    let h = ConsumerSendMsgBackRequestHeader::decode(request)?;
-    let gc = ctrl.groups.find_or_auto_create(&h.group)?.ok_or_else(|| {
-        ProcessError::new(
-            rc::SUBSCRIPTION_GROUP_NOT_EXIST,
-            format!("subscription group not exist, {}", h.group),
-        )
-    })?;
+    let (ctrl, remote_addr) = (cx.ctrl, cx.conn.remote_addr);
+    let header = ConsumerSendMsgBackRequestHeader::decode(request)?;
+    let gc = ctrl
+        .groups
+        .find_or_auto_create(&header.group)?
+        .ok_or_else(|| BrokerError::RetryGroupNotExist {
+            group: header.group.clone(),
+        })?;
     if ctrl.broker_permission() & perm::PERM_WRITE == 0 {
-        return Err(ProcessError::new(
-            rc::NO_PERMISSION,
-            format!(
-                "the broker[{}] sending message is forbidden",
-                ctrl.broker_addr
-            ),
-        ));
+        return Err(BrokerError::BrokerForbidden {
+            broker_addr: ctrl.broker_addr.clone(),
+            access: Access::Send,
+        });
     }
     if gc.retry_queue_nums <= 0 {
-        return Ok(RemotingCommand::response_to(request, rc::SUCCESS, None));
+        return respond(RemotingCommand::response_to(request, rc::SUCCESS, None));
     }
-    let retry = retry_topic(&h.group);
+    let retry = retry_topic(&header.group);
     let (retry_tc, created) = ctrl.topics.create_topic_if_absent(
         &retry,
         gc.retry_queue_nums,
@@ -429,57 +403,35 @@ pub async fn process_send_msg_back(
     if created {
         ctrl.notify_topics_changed();
     }
-    let record = ctrl
-        .store
-        .look_message_by_offset(h.offset)?
-        .ok_or_else(|| {
-            ProcessError::system(format!("look message by offset failed, {}", h.offset))
+    let record = ctrl.store.look_message_by_offset(header.offset)?.ok_or(
+        BrokerError::SendBackMessageNotFound {
+            offset: header.offset,
+        },
+    )?;
+    let decoded =
+        format::decode_record(&record).map_err(|source| BrokerError::StoredMessageUnreadable {
+            offset: header.offset,
+            source,
         })?;
-    let decoded = format::decode_record(&record).map_err(|e| {
-        ProcessError::system(format!("stored message at {} is unreadable: {e}", h.offset))
-    })?;
-    let max_reconsume = match h.max_reconsume_times {
+    let reconsume_times_max = match header.max_reconsume_times {
         Some(m) if request.version >= VERSION_V3_4_9 => m,
         _ => gc.retry_max_times,
     };
     let reconsume_times = decoded.reconsume_times;
-    let props_str = String::from_utf8_lossy(decoded.properties).into_owned();
-    let mut properties = remove_property(&props_str, property::DELAY);
-    if property_value(decoded.properties, property::RETRY_TOPIC.as_bytes()).is_none() {
-        properties.push_str(&format::encode_properties([(
-            property::RETRY_TOPIC,
-            decoded.topic,
-        )]));
-    }
-    let origin_id = match h.origin_msg_id.as_deref() {
-        Some(id) if !id.trim().is_empty() => id.to_string(),
-        _ => format::encode_offset_msg_id(&decoded.store_host, decoded.phy_offset),
-    };
-    properties = remove_property(&properties, property::ORIGIN_MESSAGE_ID);
-    properties.push_str(&format::encode_properties([(
-        property::ORIGIN_MESSAGE_ID,
-        origin_id.as_str(),
-    )]));
-    let (topic, queue_id) = if reconsume_times >= max_reconsume || h.delay_level < 0 {
-        let dlq = dlq_topic(&h.group);
-        let (_, created) =
-            ctrl.topics
-                .create_topic_if_absent(&dlq, 1, perm::PERM_READ | perm::PERM_WRITE, 0)?;
-        if created {
-            ctrl.notify_topics_changed();
-        }
-        (dlq, 0)
+    let mut properties = send_back_properties(&decoded, header.origin_msg_id.as_deref());
+    let (topic, queue_id) = if reconsume_times >= reconsume_times_max || header.delay_level < 0 {
+        (dead_letter_topic(ctrl, &header.group)?, 0)
     } else {
-        let level = if h.delay_level == 0 {
+        let level = if header.delay_level == 0 {
             3 + reconsume_times
         } else {
-            h.delay_level
+            header.delay_level
         };
         properties.push_str(&format::encode_properties([(
             property::DELAY,
             level.to_string().as_str(),
         )]));
-        (retry.clone(), pick_queue(retry_tc.write_queue_nums))
+        (retry, pick_queue(retry_tc.write_queue_nums))
     };
     let mut msg = MessageToStore {
         topic,
@@ -494,10 +446,52 @@ pub async fn process_send_msg_back(
         prepared_transaction_offset: 0,
     };
     apply_delay_level(ctrl, &mut msg);
-    let put = ctrl.store.put_message(&msg).map_err(put_error)?;
+    let put = ctrl
+        .store
+        .put_message(&msg)
+        .map_err(BrokerError::PutMessage)?;
     let code = put_status_code(put.status);
     let remark = (code != rc::SUCCESS).then(|| format!("{:?}", put.status));
-    Ok(RemotingCommand::response_to(request, code, remark))
+    respond(RemotingCommand::response_to(request, code, remark))
+}
+
+/// The properties of a sent-back message: the original ones without DELAY, plus RETRY_TOPIC
+/// (the topic it was first consumed from) and ORIGIN_MESSAGE_ID (the client's, else the
+/// stored record's offset msgId).
+fn send_back_properties(
+    decoded: &format::DecodedRecord<'_>,
+    origin_msg_id: Option<&str>,
+) -> String {
+    let props_str = String::from_utf8_lossy(decoded.properties).into_owned();
+    let mut properties = remove_property(&props_str, property::DELAY);
+    if property_value(decoded.properties, property::RETRY_TOPIC.as_bytes()).is_none() {
+        properties.push_str(&format::encode_properties([(
+            property::RETRY_TOPIC,
+            decoded.topic,
+        )]));
+    }
+    let origin_id = match origin_msg_id {
+        Some(id) if !id.trim().is_empty() => id.to_string(),
+        _ => format::encode_offset_msg_id(&decoded.store_host, decoded.phy_offset),
+    };
+    properties = remove_property(&properties, property::ORIGIN_MESSAGE_ID);
+    properties.push_str(&format::encode_properties([(
+        property::ORIGIN_MESSAGE_ID,
+        origin_id.as_str(),
+    )]));
+    properties
+}
+
+/// The group's dead-letter topic, created (one queue) if it is new.
+fn dead_letter_topic(ctrl: &BrokerController, group: &str) -> Result<String, BrokerError> {
+    let dlq = dlq_topic(group);
+    let (_, created) =
+        ctrl.topics
+            .create_topic_if_absent(&dlq, 1, perm::PERM_READ | perm::PERM_WRITE, 0)?;
+    if created {
+        ctrl.notify_topics_changed();
+    }
+    Ok(dlq)
 }
 
 #[cfg(test)]
@@ -511,27 +505,6 @@ mod tests {
         assert_eq!(
             remove_property(&props, "DELAY"),
             format::encode_properties([("A", "1"), ("B", "2")])
-        );
-    }
-
-    #[test]
-    fn put_status_maps_like_java() {
-        assert_eq!(put_status_code(PutMessageStatus::PutOk), rc::SUCCESS);
-        assert_eq!(
-            put_status_code(PutMessageStatus::FlushDiskTimeout),
-            rc::FLUSH_DISK_TIMEOUT
-        );
-        assert_eq!(
-            put_status_code(PutMessageStatus::PropertiesSizeExceeded),
-            rc::MESSAGE_ILLEGAL
-        );
-        assert_eq!(
-            put_status_code(PutMessageStatus::OsPageCacheBusy),
-            rc::SYSTEM_BUSY
-        );
-        assert_eq!(
-            put_status_code(PutMessageStatus::UnknownError),
-            rc::SYSTEM_ERROR
         );
     }
 }

@@ -1,0 +1,14 @@
+//! One client connection of a group (Java `ClientChannelInfo`).
+
+use crate::net::ConnectionSender;
+
+/// One client connection of a group.
+#[derive(Debug, Clone)]
+pub struct ClientChannelInfo {
+    pub client_id: String,
+    pub connection_id: u64,
+    pub sender: ConnectionSender,
+    pub language: String,
+    pub version: i32,
+    pub last_update_ms: i64,
+}

@@ -1,0 +1,297 @@
+//! Why a request cannot be served: [`BrokerError`], and the one map from a failure to the
+//! response code a Java client expects ([`BrokerError::response_code`]). The remark of an
+//! error response is the error's text (`Display`); clients and tests read some of them, so each
+//! text is Java's where Java has one.
+
+use std::net::SocketAddr;
+
+use crate::common::topic_validator::TopicNameError;
+use crate::filter::FilterError;
+use crate::remoting::codes::response_code as rc;
+use crate::remoting::command::{HeaderError, RemotingCommand};
+use crate::store::{FormatError, PutMessageStatus, StoreError};
+
+use super::config_manager::PersistError;
+
+/// What a refused request wanted to do with messages (the remarks name it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Pull,
+    Send,
+}
+
+impl Access {
+    fn verb(self) -> &'static str {
+        match self {
+            Access::Pull => "pulling",
+            Access::Send => "sending",
+        }
+    }
+}
+
+/// A request the broker cannot serve.
+#[derive(Debug, thiserror::Error)]
+pub enum BrokerError {
+    // ---- The request itself.
+    /// Java answers a header it cannot decode (a missing or non-numeric field) with
+    /// SYSTEM_ERROR and the exception text, which names the field.
+    #[error("{0}")]
+    Header(#[from] HeaderError),
+    #[error("heartbeat body is not HeartbeatData JSON: {0}")]
+    HeartbeatBody(#[source] serde_json::Error),
+    #[error("CHECK_CLIENT_CONFIG body is not JSON: {0}")]
+    ClientConfigBody(#[source] serde_json::Error),
+    #[error(" request type {code} not supported")]
+    RequestCodeNotSupported { code: i32 },
+
+    // ---- Permissions.
+    #[error("the broker[{broker_addr}] {} message is forbidden", access.verb())]
+    BrokerForbidden { broker_addr: String, access: Access },
+    #[error("the topic[{topic}] {} message is forbidden", access.verb())]
+    TopicForbidden { topic: String, access: Access },
+    /// A system topic producers may not send to.
+    #[error("Sending message to topic[{topic}] is forbidden.")]
+    SystemTopicSendForbidden { topic: String },
+    #[error("subscription group no permission, {group}")]
+    GroupConsumeDisabled { group: String },
+    #[error("the consumer group[{group}] can not consume by broadcast way")]
+    BroadcastForbidden { group: String },
+
+    // ---- Unknown topics, groups and subscriptions.
+    #[error("topic[{topic}] not exist, apply first please!")]
+    TopicNotExist { topic: String },
+    #[error("subscription group [{group}] does not exist")]
+    SubscriptionGroupNotExist { group: String },
+    /// The group of a retry (a send to its retry topic, or a send-back) is unknown; Java's send
+    /// processor words it differently from the pull processor.
+    #[error("subscription group not exist, {group}")]
+    RetryGroupNotExist { group: String },
+    /// No member of the group sent a heartbeat.
+    #[error("the consumer's group info not exist, group: {group}")]
+    ConsumerGroupInfoNotExist { group: String },
+    #[error("the consumer's subscription not exist, group: {group}, topic: {topic}")]
+    SubscriptionNotExist { group: String, topic: String },
+    #[error("the consumer's subscription not latest, group: {group} topic: {topic}")]
+    SubscriptionNotLatest { group: String, topic: String },
+    #[error("no consumer for this group, {group}")]
+    NoConsumerInGroup { group: String },
+    /// QUERY_CONSUMER_OFFSET: no committed offset, and the queue is not brand new.
+    #[error("Not found, maybe this group consumer boot first")]
+    ConsumerOffsetNotFound,
+
+    // ---- Filters.
+    /// A pull with a non-TAG subscription on a broker with property filtering off.
+    #[error("The broker does not support consumer to filter message by SQL92 (RINGMQ_BROKER_PROPERTY_FILTER_ENABLED=false)")]
+    PropertyFilterDisabled,
+    /// CHECK_CLIENT_CONFIG of a non-TAG subscription on a broker with property filtering off.
+    #[error("The broker does not support consumer to filter message by {expression_type}")]
+    ExpressionTypeUnsupported { expression_type: String },
+    #[error("parse the consumer's subscription[{subscription}] failed: {source}")]
+    SubscriptionParse {
+        subscription: String,
+        source: FilterError,
+    },
+    /// CHECK_CLIENT_CONFIG's own wording of a subscription that does not compile.
+    #[error("Parse the consumer's subscription[{subscription}] failed, group: {group}: {source}")]
+    ClientSubscriptionParse {
+        subscription: String,
+        group: String,
+        source: FilterError,
+    },
+
+    // ---- Parameters.
+    #[error("{0}")]
+    TopicName(#[from] TopicNameError),
+    #[error("The specified topic[{topic}] is conflict with a cluster or broker name.")]
+    TopicNameConflict { topic: String },
+    #[error("{field} {value} is out of range 1..={max}")]
+    QueueNumsOutOfRange {
+        field: &'static str,
+        value: i32,
+        max: i32,
+    },
+    #[error("queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:[{read_queue_nums}] consumer:[{consumer}]")]
+    PullQueueIdIllegal {
+        queue_id: i32,
+        topic: String,
+        read_queue_nums: i32,
+        consumer: SocketAddr,
+    },
+    #[error("request queueId[{queue_id}] is illegal, topicConfig.writeQueueNums: {write_queue_nums} readQueueNums: {read_queue_nums} producer: {producer}")]
+    SendQueueIdIllegal {
+        queue_id: i32,
+        write_queue_nums: i32,
+        read_queue_nums: i32,
+        producer: SocketAddr,
+    },
+    #[error("batch request does not support retry group {topic}")]
+    BatchToRetryTopic { topic: String },
+
+    // ---- Stored messages.
+    /// VIEW_MESSAGE_BY_ID of an offset that holds no record.
+    #[error("can not find message by the offset, {offset}")]
+    MessageNotFound { offset: i64 },
+    /// CONSUMER_SEND_MSG_BACK of an offset that holds no record.
+    #[error("look message by offset failed, {offset}")]
+    SendBackMessageNotFound { offset: i64 },
+    #[error("stored message at {offset} is unreadable: {source}")]
+    StoredMessageUnreadable { offset: i64, source: FormatError },
+
+    // ---- The store and the metadata files.
+    /// A put the store refused: the remark is the store's own text, the code Java's for the
+    /// put status this error stands for.
+    #[error("{0}")]
+    PutMessage(#[source] StoreError),
+    /// Any other store call that failed.
+    #[error("store error: {0}")]
+    Store(#[from] StoreError),
+    #[error("persisting broker metadata failed: {0}")]
+    Persist(#[from] PersistError),
+    #[error("encoding topics failed: {0}")]
+    TopicTableEncode(#[source] serde_json::Error),
+}
+
+impl BrokerError {
+    /// The response code of this error: Java's for the same case.
+    pub fn response_code(&self) -> i32 {
+        use BrokerError as E;
+        match self {
+            E::RequestCodeNotSupported { .. } => rc::REQUEST_CODE_NOT_SUPPORTED,
+            E::BrokerForbidden { .. }
+            | E::TopicForbidden { .. }
+            | E::SystemTopicSendForbidden { .. }
+            | E::GroupConsumeDisabled { .. }
+            | E::BroadcastForbidden { .. } => rc::NO_PERMISSION,
+            E::TopicNotExist { .. } => rc::TOPIC_NOT_EXIST,
+            E::SubscriptionGroupNotExist { .. } | E::RetryGroupNotExist { .. } => {
+                rc::SUBSCRIPTION_GROUP_NOT_EXIST
+            }
+            E::ConsumerGroupInfoNotExist { .. } | E::SubscriptionNotExist { .. } => {
+                rc::SUBSCRIPTION_NOT_EXIST
+            }
+            E::SubscriptionNotLatest { .. } => rc::SUBSCRIPTION_NOT_LATEST,
+            E::ConsumerOffsetNotFound => rc::QUERY_NOT_FOUND,
+            E::SubscriptionParse { .. } | E::ClientSubscriptionParse { .. } => {
+                rc::SUBSCRIPTION_PARSE_FAILED
+            }
+            E::TopicName(_)
+            | E::TopicNameConflict { .. }
+            | E::QueueNumsOutOfRange { .. }
+            | E::PullQueueIdIllegal { .. }
+            | E::SendQueueIdIllegal { .. } => rc::INVALID_PARAMETER,
+            E::BatchToRetryTopic { .. } => rc::MESSAGE_ILLEGAL,
+            E::PutMessage(e) | E::Store(e) => put_status_code(e.put_status()),
+            E::Header(_)
+            | E::HeartbeatBody(_)
+            | E::ClientConfigBody(_)
+            | E::NoConsumerInGroup { .. }
+            | E::PropertyFilterDisabled
+            | E::ExpressionTypeUnsupported { .. }
+            | E::MessageNotFound { .. }
+            | E::SendBackMessageNotFound { .. }
+            | E::StoredMessageUnreadable { .. }
+            | E::Persist(_)
+            | E::TopicTableEncode(_) => rc::SYSTEM_ERROR,
+        }
+    }
+
+    /// The response to `request` carrying this error.
+    pub fn into_response(self, request: &RemotingCommand) -> RemotingCommand {
+        RemotingCommand::response_to(request, self.response_code(), Some(self.to_string()))
+    }
+}
+
+/// Java `handlePutMessageResult`: store status → response code. Every store failure reaches a
+/// response through here, as the status it stands for ([`StoreError::put_status`]).
+pub fn put_status_code(status: PutMessageStatus) -> i32 {
+    use PutMessageStatus as S;
+    match status {
+        S::PutOk => rc::SUCCESS,
+        S::FlushDiskTimeout => rc::FLUSH_DISK_TIMEOUT,
+        S::FlushSlaveTimeout => rc::FLUSH_SLAVE_TIMEOUT,
+        S::SlaveNotAvailable => rc::SLAVE_NOT_AVAILABLE,
+        S::MessageIllegal | S::PropertiesSizeExceeded => rc::MESSAGE_ILLEGAL,
+        S::ServiceNotAvailable => rc::SERVICE_NOT_AVAILABLE,
+        S::OsPageCacheBusy => rc::SYSTEM_BUSY,
+        _ => rc::SYSTEM_ERROR,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn put_status_maps_like_java() {
+        assert_eq!(put_status_code(PutMessageStatus::PutOk), rc::SUCCESS);
+        assert_eq!(
+            put_status_code(PutMessageStatus::FlushDiskTimeout),
+            rc::FLUSH_DISK_TIMEOUT
+        );
+        assert_eq!(
+            put_status_code(PutMessageStatus::PropertiesSizeExceeded),
+            rc::MESSAGE_ILLEGAL
+        );
+        assert_eq!(
+            put_status_code(PutMessageStatus::OsPageCacheBusy),
+            rc::SYSTEM_BUSY
+        );
+        assert_eq!(
+            put_status_code(PutMessageStatus::UnknownError),
+            rc::SYSTEM_ERROR
+        );
+    }
+
+    #[test]
+    fn store_errors_keep_their_kind_up_to_the_response_code() {
+        let code = |e: StoreError| BrokerError::Store(e).response_code();
+        assert_eq!(code(StoreError::FlushTimeout), rc::FLUSH_DISK_TIMEOUT);
+        assert_eq!(code(StoreError::ShutDown), rc::SERVICE_NOT_AVAILABLE);
+        assert_eq!(
+            code(StoreError::Poisoned {
+                reason: "fsync".into()
+            }),
+            rc::SERVICE_NOT_AVAILABLE
+        );
+        assert_eq!(
+            code(StoreError::MessageTooLarge {
+                size_bytes: 2,
+                max_bytes: 1
+            }),
+            rc::MESSAGE_ILLEGAL
+        );
+        assert_eq!(
+            code(StoreError::PropertiesTooLarge {
+                size_bytes: 2,
+                max_bytes: 1
+            }),
+            rc::MESSAGE_ILLEGAL
+        );
+        let io = StoreError::Io {
+            op: "read",
+            path: "x".into(),
+            source: std::io::Error::other("disk"),
+        };
+        assert_eq!(code(io), rc::SYSTEM_ERROR);
+    }
+
+    #[test]
+    fn remarks_are_the_texts_clients_know() {
+        let e = BrokerError::BrokerForbidden {
+            broker_addr: "10.0.0.1:10911".into(),
+            access: Access::Pull,
+        };
+        assert_eq!(
+            e.to_string(),
+            "the broker[10.0.0.1:10911] pulling message is forbidden"
+        );
+        let e = BrokerError::TopicForbidden {
+            topic: "T".into(),
+            access: Access::Send,
+        };
+        assert_eq!(e.to_string(), "the topic[T] sending message is forbidden");
+        let e = BrokerError::RequestCodeNotSupported { code: 9999 };
+        assert_eq!(e.to_string(), " request type 9999 not supported");
+        assert_eq!(e.response_code(), rc::REQUEST_CODE_NOT_SUPPORTED);
+    }
+}
