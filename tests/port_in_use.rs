@@ -10,7 +10,7 @@ use std::net::TcpListener;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{free_broker_port, free_port, invoke, Broker};
+use common::{broker_ports, free_broker_port, free_port, free_port_except, invoke, Broker};
 use ringmq::net::remoting_client::BlockingClient;
 use ringmq::remoting::codes::{request_code, response_code};
 use ringmq::remoting::command::RemotingCommand;
@@ -104,7 +104,10 @@ fn broker_env(dir: &tempfile::TempDir, listen_port: u16) -> Vec<(&'static str, S
             dir.path().join("store").display().to_string(),
         ),
         ("RINGMQ_BROKER_LISTEN_PORT", listen_port.to_string()),
-        ("RINGMQ_NAMESRV_LISTEN_PORT", free_port().to_string()),
+        (
+            "RINGMQ_NAMESRV_LISTEN_PORT",
+            free_port_except(&[listen_port, listen_port.saturating_sub(2)]).to_string(),
+        ),
     ]
 }
 
@@ -227,13 +230,14 @@ fn a_port_held_by_another_program_fails_the_name_server() {
 #[test]
 fn a_second_broker_on_the_same_data_dir_names_the_lock() {
     let first = Broker::start(&[("RINGMQ_BROKER_BIND_IP", "127.0.0.1")]);
+    let (broker_port, namesrv_port) = broker_ports();
     let env = [
         (
             "RINGMQ_STORE_ROOT_DIR",
             first.store_dir().display().to_string(),
         ),
-        ("RINGMQ_BROKER_LISTEN_PORT", free_broker_port().to_string()),
-        ("RINGMQ_NAMESRV_LISTEN_PORT", free_port().to_string()),
+        ("RINGMQ_BROKER_LISTEN_PORT", broker_port.to_string()),
+        ("RINGMQ_NAMESRV_LISTEN_PORT", namesrv_port.to_string()),
     ];
     let (status, stderr) = run_to_exit(ringmq(&["broker"], &env));
     let lock = first.store_dir().join("lock");

@@ -7,11 +7,11 @@ use crate::store::error::StoreError;
 use crate::store::format::{CQ_UNIT_SIZE_BYTES, END_FILE_BLANK_SIZE_MIN_BYTES};
 
 /// `mappedFileSizeCommitLog`.
-pub const DEFAULT_COMMIT_LOG_FILE_SIZE_BYTES: u64 = 1024 * 1024 * 1024;
+pub const COMMIT_LOG_FILE_SIZE_DEFAULT_BYTES: u64 = 1024 * 1024 * 1024;
 /// `mappedFileSizeConsumeQueue` / 20.
-pub const DEFAULT_CONSUME_QUEUE_FILE_UNITS: u64 = 300_000;
+pub const CONSUME_QUEUE_FILE_UNITS_DEFAULT: u64 = 300_000;
 /// `maxMessageSize` (applies to the body).
-pub const DEFAULT_MESSAGE_SIZE_MAX_BYTES: usize = 4 * 1024 * 1024;
+pub const MESSAGE_SIZE_MAX_DEFAULT_BYTES: usize = 4 * 1024 * 1024;
 /// `StoreUtil.TOTAL_PHYSICAL_MEMORY_SIZE` fallback when the OS does not say.
 pub const FALLBACK_TOTAL_PHYSICAL_MEMORY_BYTES: u64 = 24 * 1024 * 1024 * 1024;
 /// Smallest CommitLog file we accept: room for a few records and the BLANK filler.
@@ -97,13 +97,13 @@ impl Default for StoreConfig {
     fn default() -> Self {
         StoreConfig {
             root_dir: PathBuf::from("store"),
-            commit_log_file_size_bytes: DEFAULT_COMMIT_LOG_FILE_SIZE_BYTES,
-            consume_queue_file_units: DEFAULT_CONSUME_QUEUE_FILE_UNITS,
+            commit_log_file_size_bytes: COMMIT_LOG_FILE_SIZE_DEFAULT_BYTES,
+            consume_queue_file_units: CONSUME_QUEUE_FILE_UNITS_DEFAULT,
             flush_policy: FlushPolicy::Async,
             flush_interval_ms: 500,
             flush_consume_queue_interval_ms: 1000,
             sync_flush_timeout_ms: 5000,
-            max_message_size_bytes: DEFAULT_MESSAGE_SIZE_MAX_BYTES,
+            max_message_size_bytes: MESSAGE_SIZE_MAX_DEFAULT_BYTES,
             file_reserved_time_hours: 72,
             delete_check_interval_ms: 10_000,
             delete_files_batch_max: 10,

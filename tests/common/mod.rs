@@ -14,14 +14,38 @@ use ringmq::remoting::command::RemotingCommand;
 
 /// A free loopback port `p` whose `p - 2` (the broker's fast port) is free too.
 pub fn free_broker_port() -> u16 {
+    broker_ports().0
+}
+
+/// A broker port (with its fast port `p - 2` free) and a name server port, all distinct. The
+/// probe sockets stay bound until all are chosen: a port dropped and picked again would hand
+/// the same number to both, and a second listener on an address fails the start.
+pub fn broker_ports() -> (u16, u16) {
     for _ in 0..200 {
-        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let p = l.local_addr().unwrap().port();
-        if p > 3 && TcpListener::bind(("127.0.0.1", p - 2)).is_ok() {
-            return p;
+        let broker = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let p = broker.local_addr().unwrap().port();
+        let Ok(fast) = TcpListener::bind(("127.0.0.1", p.saturating_sub(2))) else {
+            continue;
+        };
+        if p <= 3 {
+            continue;
+        }
+        let namesrv = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let n = namesrv.local_addr().unwrap().port();
+        drop((broker, fast, namesrv));
+        return (p, n);
+    }
+    panic!("no free port triple found");
+}
+
+/// A free port that is none of `taken` (ports chosen earlier and not bound yet).
+pub fn free_port_except(taken: &[u16]) -> u16 {
+    loop {
+        let port = free_port();
+        if !taken.contains(&port) {
+            return port;
         }
     }
-    panic!("no free port pair found");
 }
 
 pub fn free_port() -> u16 {
@@ -46,13 +70,14 @@ impl Broker {
     pub fn start(env: &[(&str, &str)]) -> Broker {
         let tmp = tempfile::tempdir().expect("tempdir");
         let dir = tmp.path().to_path_buf();
+        let (port, namesrv_port) = broker_ports();
         let mut b = Broker {
             child: None,
             log_path: dir.join("broker.log"),
             dir,
             _tmp: Some(tmp),
-            port: free_broker_port(),
-            namesrv_port: free_port(),
+            port,
+            namesrv_port,
             env: env
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))

@@ -14,9 +14,9 @@ pub enum IoMode {
 /// One pull in RocketMQ reads at most `maxTransferCountOnMessageInMemory` = 32 messages and
 /// `maxTransferBytesOnMessageInMemory` = 256 KiB (Java `MessageStoreConfig`). One read op is
 /// usually one message, so:
-/// - [`DEFAULT_FIXED_BUFFER_COUNT`] = 32 lets a whole pull batch go to the kernel in one
+/// - [`FIXED_BUFFER_COUNT_DEFAULT`] = 32 lets a whole pull batch go to the kernel in one
 ///   `io_uring_enter` as long as each message fits one buffer;
-/// - [`DEFAULT_FIXED_BUFFER_SIZE_BYTES`] = 32 KiB covers typical messages in one SQE; a bigger
+/// - [`FIXED_BUFFER_SIZE_DEFAULT_BYTES`] = 32 KiB covers typical messages in one SQE; a bigger
 ///   op is split over consecutive buffers (the buffers are adjacent in memory, so the op's bytes
 ///   stay contiguous), and a 256 KiB pull of small messages fits in one round;
 /// - total registered memory per ring = 32 x 32 KiB = 1 MiB. The kernel counts registered
@@ -25,7 +25,7 @@ pub enum IoMode {
 ///   1 MiB leaves room for several threads (and for tests running many engines) where 4 MiB would
 ///   allow two. The buffer sizing sweep in `docs/ARCHITECTURE.md` (section "Store file reads")
 ///   shows 32 KiB buffers lose nothing against bigger ones on a hot page cache.
-/// - [`DEFAULT_RING_ENTRIES`]: a round never has more SQEs in flight than there are buffers
+/// - [`RING_ENTRIES_DEFAULT`]: a round never has more SQEs in flight than there are buffers
 ///   (each SQE fills its own buffer), so the ring needs `fixed_buffer_count` entries; the
 ///   completion queue is twice that (kernel default), so it cannot overflow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,12 +46,12 @@ pub struct IoConfig {
     pub thread_rings_max: usize,
 }
 
-pub const DEFAULT_RING_ENTRIES: u32 = 32;
-pub const DEFAULT_FIXED_BUFFER_COUNT: usize = 32;
-pub const DEFAULT_FIXED_BUFFER_SIZE_BYTES: usize = 32 * 1024;
+pub const RING_ENTRIES_DEFAULT: u32 = 32;
+pub const FIXED_BUFFER_COUNT_DEFAULT: usize = 32;
+pub const FIXED_BUFFER_SIZE_DEFAULT_BYTES: usize = 32 * 1024;
 /// Enough for one ring per core of a typical broker host plus a few helper threads; at the
 /// default 1 MiB per ring that is 16 MiB of locked memory at most.
-pub const DEFAULT_THREAD_RINGS_MAX: usize = 16;
+pub const THREAD_RINGS_MAX_DEFAULT: usize = 16;
 
 /// Registered buffers start on page boundaries, so `O_DIRECT` reads into them are aligned too.
 pub const FIXED_BUFFER_ALIGN_BYTES: usize = 4096;
@@ -64,18 +64,18 @@ pub const FIXED_BUFFER_TOTAL_MAX_BYTES: usize = 1 << 30;
 /// Kernel limit on submission queue entries (`IORING_MAX_ENTRIES`).
 pub const RING_ENTRIES_MAX: u32 = 32 * 1024;
 
-const _: () = assert!(DEFAULT_RING_ENTRIES as usize >= DEFAULT_FIXED_BUFFER_COUNT);
-const _: () = assert!(DEFAULT_FIXED_BUFFER_SIZE_BYTES.is_multiple_of(FIXED_BUFFER_ALIGN_BYTES));
+const _: () = assert!(RING_ENTRIES_DEFAULT as usize >= FIXED_BUFFER_COUNT_DEFAULT);
+const _: () = assert!(FIXED_BUFFER_SIZE_DEFAULT_BYTES.is_multiple_of(FIXED_BUFFER_ALIGN_BYTES));
 
 impl Default for IoConfig {
     fn default() -> Self {
         IoConfig {
             mode: IoMode::Uring,
             allow_pread_fallback: false,
-            ring_entries: DEFAULT_RING_ENTRIES,
-            fixed_buffer_count: DEFAULT_FIXED_BUFFER_COUNT,
-            fixed_buffer_size_bytes: DEFAULT_FIXED_BUFFER_SIZE_BYTES,
-            thread_rings_max: DEFAULT_THREAD_RINGS_MAX,
+            ring_entries: RING_ENTRIES_DEFAULT,
+            fixed_buffer_count: FIXED_BUFFER_COUNT_DEFAULT,
+            fixed_buffer_size_bytes: FIXED_BUFFER_SIZE_DEFAULT_BYTES,
+            thread_rings_max: THREAD_RINGS_MAX_DEFAULT,
         }
     }
 }

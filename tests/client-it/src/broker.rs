@@ -45,7 +45,7 @@ pub const ENV_EXTERNAL_NAMESRV: &str = "RINGMQ_IT_EXTERNAL_NAMESRV";
 /// Env var passed to the broker: tracing filter. Taken from the test's environment if set.
 pub const ENV_LOG: &str = "RINGMQ_LOG_LEVEL";
 /// Default tracing filter for the broker under test.
-pub const DEFAULT_BROKER_LOG_FILTER: &str = "info";
+pub const BROKER_LOG_FILTER_DEFAULT: &str = "info";
 
 /// Errors of the broker harness. `Debug` shows the `Display` text so that `expect()` in tests
 /// prints the broker log tail readably.
@@ -442,7 +442,7 @@ impl BrokerProcess {
             .try_clone()
             .map_err(io_err("duplicating the log handle"))?;
         let log_filter =
-            std::env::var(ENV_LOG).unwrap_or_else(|_| DEFAULT_BROKER_LOG_FILTER.to_string());
+            std::env::var(ENV_LOG).unwrap_or_else(|_| BROKER_LOG_FILTER_DEFAULT.to_string());
         let mut command = Command::new(&self.binary);
         command
             .arg("broker")

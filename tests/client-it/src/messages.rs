@@ -17,8 +17,8 @@ pub const PROP_SEQ: &str = "it_seq";
 pub const PROP_TEXT: &str = "it_text";
 /// Distinct tags used (`Tag0`..`Tag3`).
 pub const TAG_COUNT: u64 = 4;
-/// Bodies are the header plus 0..MAX_FILLER_BYTES filler bytes.
-pub const MAX_FILLER_BYTES: u64 = 300;
+/// Bodies are the header plus 0..FILLER_MAX_BYTES filler bytes.
+pub const FILLER_MAX_BYTES: u64 = 300;
 
 pub fn expected_tag(seq: u64) -> String {
     format!("Tag{}", seq % TAG_COUNT)
@@ -34,7 +34,7 @@ pub fn expected_text(seq: u64) -> String {
 
 pub fn expected_body(run: &str, seq: u64) -> Vec<u8> {
     let mut body = format!("{run}:{seq}:").into_bytes();
-    let filler = (seq.wrapping_mul(7919)) % MAX_FILLER_BYTES;
+    let filler = (seq.wrapping_mul(7919)) % FILLER_MAX_BYTES;
     body.extend((0..filler).map(|i| (seq.wrapping_add(i * 31) % 256) as u8));
     body
 }
@@ -126,13 +126,13 @@ pub struct DeliveryState {
     pub deliveries: BTreeMap<u64, u32>,
     /// Queue ids the messages came from.
     pub queues: HashSet<i32>,
-    /// Content mismatches and foreign messages (first [`MAX_RECORDED_PROBLEMS`]).
+    /// Content mismatches and foreign messages (first [`RECORDED_PROBLEMS_MAX`]).
     pub problems: Vec<String>,
     pub problem_count: usize,
 }
 
 /// Only this many problem descriptions are kept (all are counted).
-pub const MAX_RECORDED_PROBLEMS: usize = 20;
+pub const RECORDED_PROBLEMS_MAX: usize = 20;
 
 impl DeliveryLog {
     /// Records one delivered message of run `run`.
@@ -144,7 +144,7 @@ impl DeliveryLog {
             Ok(seq) => *state.deliveries.entry(seq).or_insert(0) += 1,
             Err(problem) => {
                 state.problem_count += 1;
-                if state.problems.len() < MAX_RECORDED_PROBLEMS {
+                if state.problems.len() < RECORDED_PROBLEMS_MAX {
                     state.problems.push(problem);
                 }
             }

@@ -28,9 +28,9 @@ use rocketmq_model::common::message::message_ext::MessageExt;
 const IDLE_BEFORE_MEASURING: Duration = Duration::from_secs(10);
 const MEASURED_MESSAGES: u64 = 20;
 const SEND_INTERVAL: Duration = Duration::from_millis(200);
-const MAX_MEDIAN_LATENCY: Duration = Duration::from_millis(50);
+const MEDIAN_LATENCY_MAX: Duration = Duration::from_millis(50);
 /// Without long polling a message waits for the next pull (seconds); with it, milliseconds.
-const MAX_SINGLE_LATENCY: Duration = Duration::from_millis(1000);
+const SINGLE_LATENCY_MAX: Duration = Duration::from_millis(1000);
 const WARMUP_TIMEOUT: Duration = Duration::from_secs(60);
 const DELIVERY_TIMEOUT: Duration = Duration::from_secs(30);
 const TEST_TIMEOUT: Duration = Duration::from_secs(180);
@@ -141,7 +141,7 @@ async fn send_measured_messages(
 }
 
 /// Asserts the median send-return -> consume latency of the measured messages is at most
-/// [`MAX_MEDIAN_LATENCY`] and none reached [`MAX_SINGLE_LATENCY`].
+/// [`MEDIAN_LATENCY_MAX`] and none reached [`SINGLE_LATENCY_MAX`].
 fn assert_latencies(received: &HashMap<u64, Instant>, returned_at: &HashMap<u64, Instant>) {
     let mut latencies: Vec<Duration> = (1..=MEASURED_MESSAGES)
         .map(|seq| received[&seq].saturating_duration_since(returned_at[&seq]))
@@ -152,8 +152,8 @@ fn assert_latencies(received: &HashMap<u64, Instant>, returned_at: &HashMap<u64,
     let max = latencies[latencies.len() - 1];
     eprintln!("[client-it] median {median:?}, max {max:?}");
     assert!(
-        median <= MAX_MEDIAN_LATENCY,
-        "median latency {median:?} > {MAX_MEDIAN_LATENCY:?} (long polling missing?)"
+        median <= MEDIAN_LATENCY_MAX,
+        "median latency {median:?} > {MEDIAN_LATENCY_MAX:?} (long polling missing?)"
     );
-    assert!(max < MAX_SINGLE_LATENCY, "a message waited {max:?}");
+    assert!(max < SINGLE_LATENCY_MAX, "a message waited {max:?}");
 }

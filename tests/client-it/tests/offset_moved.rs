@@ -62,7 +62,7 @@ const OFFSET_MOVED_EVENT: &str = "OFFSET_MOVED_EVENT";
 /// Messages per classic pull.
 const PULL_BATCH: i32 = 32;
 /// Bound on the pulls reading one queue to its end (events are few; this is a runaway guard).
-const MAX_READ_PULLS: usize = 1000;
+const READ_PULLS_MAX: usize = 1000;
 /// After the first push consumer's shutdown: its offset upload is one-way (as in Java), so it
 /// gets this long to reach the broker before the admin overwrites the offsets.
 const SHUTDOWN_UPLOAD_SETTLE: Duration = Duration::from_millis(500);
@@ -142,7 +142,7 @@ async fn read_queue(
 ) -> Vec<rocketmq_model::common::message::message_ext::MessageExt> {
     let mut offset = 0_i64;
     let mut messages = Vec::new();
-    for _ in 0..MAX_READ_PULLS {
+    for _ in 0..READ_PULLS_MAX {
         let result = consumer
             .pull(queue, "*", offset, PULL_BATCH)
             .await
@@ -156,7 +156,7 @@ async fn read_queue(
         }
         offset = i64::try_from(result.next_begin_offset()).expect("offset fits i64");
     }
-    panic!("{queue:?} did not end within {MAX_READ_PULLS} pulls");
+    panic!("{queue:?} did not end within {READ_PULLS_MAX} pulls");
 }
 
 /// All events of `group`, in store order.

@@ -34,7 +34,7 @@ const CLIENT_FIRST_PERSIST_DELAY: Duration = Duration::from_secs(10);
 /// After the client's upload is due: time for the upload plus several broker flushes.
 const FLUSH_MARGIN: Duration = Duration::from_millis(1500);
 /// Old messages a resumed consumer may see again (at most one uncommitted batch per queue).
-const MAX_OLD_REDELIVERED: usize = 32;
+const OLD_REDELIVERED_MAX: usize = 32;
 const CONSUME_TIMEOUT: Duration = Duration::from_secs(60);
 const DUPLICATE_GRACE: Duration = Duration::from_secs(2);
 const WAIT_POLL_INTERVAL: Duration = Duration::from_millis(50);
@@ -250,7 +250,7 @@ async fn consume_resumed(
 }
 
 /// Asserts the resumed consumer got every message of the second batch, nothing this test
-/// did not send, and at most [`MAX_OLD_REDELIVERED`] of the first batch again.
+/// did not send, and at most [`OLD_REDELIVERED_MAX`] of the first batch again.
 fn assert_resumed(test_name: &str, state: &DeliveryState) {
     state.assert_no_problems();
     let missing = state.missing(BATCH..2 * BATCH);
@@ -286,8 +286,8 @@ fn assert_resumed(test_name: &str, state: &DeliveryState) {
         state.deliveries.range(2 * BATCH..).collect::<Vec<_>>()
     );
     assert!(
-        old.len() <= MAX_OLD_REDELIVERED,
-        "{} already-consumed messages came again (at most {MAX_OLD_REDELIVERED} allowed): \
+        old.len() <= OLD_REDELIVERED_MAX,
+        "{} already-consumed messages came again (at most {OLD_REDELIVERED_MAX} allowed): \
          the committed offsets were not kept; first {:?}",
         old.len(),
         old.keys().take(40).collect::<Vec<_>>()
