@@ -88,7 +88,7 @@ fn backticked_paths(line: &str) -> Vec<String> {
         .step_by(2)
         .filter(|w| CHECKED_PATH_PREFIXES.iter().any(|p| w.starts_with(p)))
         // Globs, placeholders and command lines are not paths.
-        .filter(|w| !w.contains(['*', '<', '{', ' ', '$']))
+        .filter(|w| !w.contains(['*', '<', '{', ' ', '$', '…']))
         .map(|w| w.trim_end_matches([',', '.', ':']).to_string())
         .collect()
 }
