@@ -173,8 +173,13 @@ impl Inner {
                 }
                 std::mem::take(&mut signal.flush_requested)
             };
+            self.flush_loop_wakeups.fetch_add(1, Ordering::Relaxed);
             if self.is_poisoned() {
-                // Nothing can be made durable any more; wait for shutdown.
+                // Nothing can be made durable any more; wait for shutdown. The flushes count as
+                // done, so the next wait is a whole interval and not zero: without this the
+                // thread spun on a flush that was due and would never run.
+                last_cl_flush = Instant::now();
+                last_cq_flush = Instant::now();
                 continue;
             }
             let cl_due = last_cl_flush.elapsed() >= cl_interval;

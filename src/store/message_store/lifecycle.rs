@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 
@@ -45,6 +45,7 @@ impl MessageStore {
             flush_lock: Mutex::new(()),
             signal: Mutex::new(Signal::default()),
             signal_cv: Condvar::new(),
+            flush_loop_wakeups: AtomicU64::new(0),
             retention_cv: Condvar::new(),
             last_store_timestamp_ms: AtomicI64::new(0),
             last_checkpoint_phy_offset: AtomicI64::new(-1),

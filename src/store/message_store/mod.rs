@@ -37,7 +37,7 @@ mod retention;
 use std::collections::HashMap;
 use std::fs::File;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicI64};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::thread::JoinHandle;
 
@@ -102,6 +102,8 @@ struct Inner {
     flush_lock: Mutex<()>,
     signal: Mutex<Signal>,
     signal_cv: Condvar,
+    /// Times the flush thread woke up: lets a test see that it sleeps rather than spins.
+    flush_loop_wakeups: AtomicU64,
     retention_cv: Condvar,
     /// Store timestamp of the last appended record (informational checkpoint fields).
     last_store_timestamp_ms: AtomicI64,

@@ -430,3 +430,25 @@ fn second_open_of_the_same_dir_is_refused() {
     assert!(matches!(again, Err(StoreError::Locked { .. })));
     drop(store);
 }
+
+/// A poisoned store's flush thread sleeps whole intervals until shutdown; it used to spin on a
+/// flush that was due and would never run (hundreds of thousands of wake-ups a second).
+#[test]
+fn a_poisoned_store_does_not_spin_its_flush_thread() {
+    use std::sync::atomic::Ordering;
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path());
+    cfg.flush_interval_ms = 20;
+    cfg.flush_consume_queue_interval_ms = 20;
+    let store = open(cfg);
+    store.inner.poison("test: a failed fsync".to_string());
+    // Past both intervals: a due flush is what made the loop spin.
+    std::thread::sleep(Duration::from_millis(100));
+    let before = store.inner.flush_loop_wakeups.load(Ordering::Relaxed);
+    std::thread::sleep(Duration::from_millis(200));
+    let wakeups = store.inner.flush_loop_wakeups.load(Ordering::Relaxed) - before;
+    // One wake-up per 20 ms interval, with room for a slow machine.
+    assert!(wakeups <= 40, "{wakeups} flush-loop wake-ups in 200 ms");
+    assert!(store.is_read_only().is_some());
+}
