@@ -190,6 +190,12 @@ fn a_port_held_by_another_program_fails_the_broker_main_or_fast() {
         }
         let needles: Vec<&str> = needles.iter().map(String::as_str).collect();
         assert_refused(status, &stderr, &needles);
+        // The ports are bound before the store opens: a refused broker recovered nothing and
+        // left no abort marker in its data dir.
+        assert!(
+            !dir.path().join("store").exists(),
+            "a broker refused for its port opened its store"
+        );
     }
 }
 

@@ -276,6 +276,8 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
             .map(String::from)
             .collect(),
     };
+    // Bound before the store opens: a broker refused for its port leaves its data dir alone.
+    let (config, listeners) = bind_broker_listeners(config)?;
     let ControllerParts {
         ctrl,
         wake_rx,
@@ -289,28 +291,8 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
         start_housekeeping(&ctrl, &stop)?,
         start_schedule(&ctrl, &stop)?,
     ]);
-    let main_addr = SocketAddr::new(
-        ip(&ctrl.config.broker.bind_ip, "RINGMQ_BROKER_BIND_IP")?,
-        ctrl.config.broker.listen_port,
-    );
-    let mut extra = Vec::new();
-    if ctrl.config.broker.fast_port_enabled {
-        extra.push(SocketAddr::new(
-            main_addr.ip(),
-            ctrl.config.broker.listen_port - 2,
-        ));
-    }
     let handler = Arc::new(BrokerRequestHandler { ctrl: ctrl.clone() });
-    let server = server::serve(
-        {
-            let mut sc = ServerConfig::from_config(&ctrl.config, main_addr);
-            sc.additional_listen_addrs = extra;
-            sc
-        },
-        handler,
-        shutdown.clone(),
-    )
-    .map_err(|e| listen_error(e, &ctrl.config))?;
+    let server = listeners.serve(handler, shutdown.clone())?;
     threads.push(start_registration(
         &ctrl,
         namesrv_addrs,
@@ -332,6 +314,25 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
         shutdown,
         stop,
     })
+}
+
+/// Binds the main port and, when enabled, the fast port (listen port - 2, as Java's
+/// `BrokerController`). A listen port of 0 becomes the port the kernel chose, so the broker
+/// registers the address it really listens on.
+fn bind_broker_listeners(
+    mut config: Config,
+) -> Result<(Config, server::BoundServer), StartupError> {
+    let main_addr = SocketAddr::new(
+        ip(&config.broker.bind_ip, "RINGMQ_BROKER_BIND_IP")?,
+        config.broker.listen_port,
+    );
+    let mut sc = ServerConfig::from_config(&config, main_addr);
+    if config.broker.fast_port_enabled {
+        sc = sc.with_fast_listen_port()?;
+    }
+    let bound = server::bind(sc).map_err(|e| listen_error(e, &config))?;
+    config.broker.listen_port = bound.local_addrs()[0].port();
+    Ok((config, bound))
 }
 
 /// Names the settings behind an address in use: the main port, or the fast port derived from it.

@@ -52,16 +52,67 @@ impl Drop for ServerHandle {
     }
 }
 
+/// Listening sockets bound by [`bind`] and not served yet. A caller binds first so that an
+/// address in use fails its start before it has touched anything else (a broker's data dir);
+/// dropping it closes the sockets.
+#[derive(Debug)]
+pub struct BoundServer {
+    config: ServerConfig,
+    local_addrs: Vec<SocketAddr>,
+    listeners: Vec<WorkerListeners>,
+}
+
+impl BoundServer {
+    /// The bound addresses, in config order, with real ports when port 0 was asked for.
+    pub fn local_addrs(&self) -> &[SocketAddr] {
+        &self.local_addrs
+    }
+
+    /// Starts the workers on these sockets; see [`serve`].
+    pub fn serve<H: RequestHandler>(
+        self,
+        handler: Arc<H>,
+        shutdown: ShutdownSignal,
+    ) -> Result<ServerHandle, ServerError> {
+        start_workers(self, handler, shutdown)
+    }
+}
+
+/// Checks `config` and binds every listen address, one socket each (to be shared by the
+/// workers). An address another socket already listens on fails with
+/// [`ServerError::AddrInUse`].
+pub fn bind(config: ServerConfig) -> Result<BoundServer, ServerError> {
+    config.validate()?;
+    let (local_addrs, listeners) = bind_all(&config)?;
+    Ok(BoundServer {
+        config,
+        local_addrs,
+        listeners,
+    })
+}
+
 /// Binds every listen address (one socket each, shared by the workers), starts the workers, and
 /// returns once all of them accept connections. An address another socket already listens on
-/// fails with [`ServerError::AddrInUse`] before any thread starts. Stops when `shutdown` is triggered (or through the handle).
+/// fails with [`ServerError::AddrInUse`] before any thread starts. Stops when `shutdown` is
+/// triggered (or through the handle).
 pub fn serve<H: RequestHandler>(
     config: ServerConfig,
     handler: Arc<H>,
     shutdown: ShutdownSignal,
 ) -> Result<ServerHandle, ServerError> {
-    config.validate()?;
-    let (local_addrs, mut listeners) = bind_all(&config)?;
+    bind(config)?.serve(handler, shutdown)
+}
+
+fn start_workers<H: RequestHandler>(
+    bound: BoundServer,
+    handler: Arc<H>,
+    shutdown: ShutdownSignal,
+) -> Result<ServerHandle, ServerError> {
+    let BoundServer {
+        config,
+        local_addrs,
+        mut listeners,
+    } = bound;
     let worker_threads = config.worker_threads;
     let stop = ShutdownSignal::new();
     let signals = StopSignals {
