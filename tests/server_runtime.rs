@@ -3,7 +3,7 @@
 
 use bytes::{Bytes, BytesMut};
 use ringmq::net::{
-    serve, ConnectionContext, Outbound, RequestHandler, SendError, ServerConfig, ServerError,
+    bind, serve, ConnectionContext, Outbound, RequestHandler, SendError, ServerConfig, ServerError,
     ServerHandle, ShutdownSignal,
 };
 use ringmq::remoting::codes::{request_code, response_code};
@@ -581,6 +581,27 @@ fn one_connection_at_a_time_goes_to_the_workers_in_turn() {
         4,
         "a worker got none of 40 connections: {workers:?}"
     );
+}
+
+/// A bound server refuses connections until it serves: a broker recovering its store is refused
+/// at once, not left half-connected. (Binding already fails where another socket listens; see
+/// the next test.)
+#[test]
+fn a_bound_server_refuses_connections_until_it_serves() {
+    init_tracing();
+    let bound = bind(config()).unwrap();
+    let addr = bound.local_addrs()[0];
+    assert_ne!(addr.port(), 0, "port 0 resolves at bind");
+    let refused = TcpStream::connect(addr).expect_err("connected before the server listens");
+    assert_eq!(refused.kind(), io::ErrorKind::ConnectionRefused);
+    let server = bound
+        .serve(Arc::new(TestHandler::default()), ShutdownSignal::new())
+        .unwrap();
+    let mut client = Client::connect(addr);
+    let echoed = client.call(RemotingCommand::request(ECHO).with_body(Bytes::from_static(b"up")));
+    assert_eq!(&echoed.body[..], b"up");
+    server.shutdown();
+    server.join().unwrap();
 }
 
 #[test]

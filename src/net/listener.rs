@@ -63,9 +63,19 @@ static NEXT_CONNECTION_ID: AtomicU64 = AtomicU64::new(1);
 /// after the process was reaped), and a restart right after a crash must not fail on that.
 /// Blocks the calling thread meanwhile; it is called at startup only.
 pub fn bind_listener(addr: SocketAddr, backlog: u32) -> Result<std::net::TcpListener, ServerError> {
+    let socket = bind_socket(addr)?;
+    listen(&socket, addr, backlog)?;
+    Ok(socket)
+}
+
+/// The first half of [`bind_listener`]: the socket bound, not listening yet. `bind` already
+/// fails on an address another socket listens on, so a server can claim its addresses before
+/// it is ready to serve, and clients meanwhile get a refused connection rather than a
+/// handshake nobody answers.
+pub(crate) fn bind_socket(addr: SocketAddr) -> Result<std::net::TcpListener, ServerError> {
     let deadline = Instant::now() + Duration::from_millis(BIND_IN_USE_WAIT_MS);
     loop {
-        match try_bind_listener(addr, backlog) {
+        match try_bind_socket(addr) {
             Err(ServerError::AddrInUse { .. }) if Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(BIND_IN_USE_RETRY_INTERVAL_MS));
             }
@@ -74,20 +84,35 @@ pub fn bind_listener(addr: SocketAddr, backlog: u32) -> Result<std::net::TcpList
     }
 }
 
-fn try_bind_listener(addr: SocketAddr, backlog: u32) -> Result<std::net::TcpListener, ServerError> {
-    let err = |op: &'static str| {
-        move |e: nix::errno::Errno| match e {
-            nix::errno::Errno::EADDRINUSE => ServerError::AddrInUse {
-                addr,
-                source: io::Error::from(e),
-            },
-            e => ServerError::Socket {
-                op,
-                addr,
-                source: io::Error::from(e),
-            },
-        }
-    };
+/// The second half of [`bind_listener`]. Fails with [`ServerError::AddrInUse`] when another
+/// socket bound the same address before either listened.
+pub(crate) fn listen(
+    socket: &std::net::TcpListener,
+    addr: SocketAddr,
+    backlog: u32,
+) -> Result<(), ServerError> {
+    // ServerConfig::validate keeps the backlog within i32.
+    let backlog = i32::try_from(backlog).unwrap_or(i32::MAX);
+    let backlog = Backlog::new(backlog).map_err(socket_error(addr, "listen on"))?;
+    socket::listen(socket, backlog).map_err(socket_error(addr, "listen on"))
+}
+
+fn socket_error(addr: SocketAddr, op: &'static str) -> impl Fn(nix::errno::Errno) -> ServerError {
+    move |e: nix::errno::Errno| match e {
+        nix::errno::Errno::EADDRINUSE => ServerError::AddrInUse {
+            addr,
+            source: io::Error::from(e),
+        },
+        e => ServerError::Socket {
+            op,
+            addr,
+            source: io::Error::from(e),
+        },
+    }
+}
+
+fn try_bind_socket(addr: SocketAddr) -> Result<std::net::TcpListener, ServerError> {
+    let err = |op: &'static str| socket_error(addr, op);
     let family = if addr.is_ipv4() {
         AddressFamily::Inet
     } else {
@@ -97,10 +122,6 @@ fn try_bind_listener(addr: SocketAddr, backlog: u32) -> Result<std::net::TcpList
         .map_err(err("create"))?;
     socket::setsockopt(&fd, sockopt::ReuseAddr, &true).map_err(err("set SO_REUSEADDR on"))?;
     socket::bind(fd.as_raw_fd(), &SockaddrStorage::from(addr)).map_err(err("bind"))?;
-    // ServerConfig::validate keeps the backlog within i32.
-    let backlog = i32::try_from(backlog).unwrap_or(i32::MAX);
-    let backlog = Backlog::new(backlog).map_err(err("listen on"))?;
-    socket::listen(&fd, backlog).map_err(err("listen on"))?;
     Ok(std::net::TcpListener::from(fd))
 }
 

@@ -3,7 +3,7 @@
 use super::config::ServerConfig;
 use super::error::ServerError;
 use super::handler::RequestHandler;
-use super::listener::{accept_loop, bind_listener, stop_listening};
+use super::listener::{accept_loop, bind_socket, listen, stop_listening};
 use super::shutdown::{ShutdownSignal, StopSignals};
 use super::worker::{Shared, Worker};
 use std::net::SocketAddr;
@@ -79,8 +79,8 @@ impl BoundServer {
 }
 
 /// Checks `config` and binds every listen address, one socket each (to be shared by the
-/// workers). An address another socket already listens on fails with
-/// [`ServerError::AddrInUse`].
+/// workers), without listening yet: until [`BoundServer::serve`], connections are refused. An
+/// address another socket already listens on fails with [`ServerError::AddrInUse`].
 pub fn bind(config: ServerConfig) -> Result<BoundServer, ServerError> {
     config.validate()?;
     let (local_addrs, listeners) = bind_all(&config)?;
@@ -113,6 +113,11 @@ fn start_workers<H: RequestHandler>(
         local_addrs,
         mut listeners,
     } = bound;
+    // Every worker holds a duplicate of the same sockets: listening on the first worker's
+    // makes all of them listen.
+    for (listener_index, socket) in &listeners[0] {
+        listen(socket, local_addrs[*listener_index], config.listen_backlog)?;
+    }
     let worker_threads = config.worker_threads;
     let stop = ShutdownSignal::new();
     let signals = StopSignals {
@@ -163,15 +168,15 @@ fn start_workers<H: RequestHandler>(
 /// One worker's listen sockets: `(listener_index, socket)`, in config order.
 type WorkerListeners = Vec<(usize, std::net::TcpListener)>;
 
-/// Binds one listening socket per address ([`bind_listener`]) and gives every worker its own
-/// duplicate of each, so all workers accept from the same queue. A port-0 address gets a real
+/// Binds one socket per address ([`bind_socket`]; it listens once served) and gives every
+/// worker its own duplicate of each, so all workers accept from the same queue. A port-0 address gets a real
 /// port here, which every worker then shares, since it is one socket.
 fn bind_all(config: &ServerConfig) -> Result<(Vec<SocketAddr>, Vec<WorkerListeners>), ServerError> {
     let mut per_worker: Vec<WorkerListeners> =
         (0..config.worker_threads).map(|_| Vec::new()).collect();
     let mut local_addrs = Vec::new();
     for (listener_index, requested) in config.all_listen_addrs().into_iter().enumerate() {
-        let listener = bind_listener(requested, config.listen_backlog)?;
+        let listener = bind_socket(requested)?;
         let socket_err = |op| {
             move |source| ServerError::Socket {
                 op,
