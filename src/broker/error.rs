@@ -180,7 +180,10 @@ impl BrokerError {
             | E::PullQueueIdIllegal { .. }
             | E::SendQueueIdIllegal { .. } => rc::INVALID_PARAMETER,
             E::BatchToRetryTopic { .. } => rc::MESSAGE_ILLEGAL,
-            E::PutMessage(e) | E::Store(e) => put_status_code(e.put_status()),
+            E::PutMessage(e) => put_status_code(e.put_status()),
+            // A read that failed: Java's pull and query processors answer SYSTEM_ERROR whatever
+            // the store's reason ("store getMessage return null").
+            E::Store(_) => rc::SYSTEM_ERROR,
             E::Header(_)
             | E::HeartbeatBody(_)
             | E::ClientConfigBody(_)
@@ -244,7 +247,7 @@ mod tests {
 
     #[test]
     fn store_errors_keep_their_kind_up_to_the_response_code() {
-        let code = |e: StoreError| BrokerError::Store(e).response_code();
+        let code = |e: StoreError| BrokerError::PutMessage(e).response_code();
         assert_eq!(code(StoreError::FlushTimeout), rc::FLUSH_DISK_TIMEOUT);
         assert_eq!(code(StoreError::ShutDown), rc::SERVICE_NOT_AVAILABLE);
         assert_eq!(
@@ -273,6 +276,8 @@ mod tests {
             source: std::io::Error::other("disk"),
         };
         assert_eq!(code(io), rc::SYSTEM_ERROR);
+        let read = BrokerError::Store(StoreError::ShutDown);
+        assert_eq!(read.response_code(), rc::SYSTEM_ERROR, "a failed read");
     }
 
     #[test]
