@@ -440,8 +440,12 @@ impl Visitor<'_> for JavaEnum {
     }
 
     fn visit_str<E: de::Error>(self, v: &str) -> Result<String, E> {
-        if let Ok(ordinal) = v.parse::<u64>() {
-            return self.by_ordinal(ordinal, Unexpected::Str(v));
+        // A Java constant name never parses as an integer, so any integer text is an ordinal.
+        if let Ok(ordinal) = v.parse::<i64>() {
+            return match u64::try_from(ordinal) {
+                Ok(ordinal) => self.by_ordinal(ordinal, Unexpected::Str(v)),
+                Err(_) => Err(E::invalid_value(Unexpected::Str(v), &self)),
+            };
         }
         let known = self
             .constants
@@ -684,7 +688,7 @@ mod tests {
         ] {
             assert_eq!(color(text).unwrap(), want, "{text}");
         }
-        for text in ["2", "-1", r#""7""#, "true", "1.5"] {
+        for text in ["2", "-1", r#""7""#, r#""-1""#, "true", "1.5"] {
             let err = color(text).unwrap_err();
             assert!(err.to_string().contains("Color"), "{text}: {err}");
         }
