@@ -254,5 +254,14 @@ mod tests {
             let err = parse_lenient::<HeartbeatData>(json.as_bytes(), "HeartbeatData").unwrap_err();
             assert!(err.to_string().contains(java_enum), "{json}: {err}");
         }
+        // The remark quoted in docs/PROTOCOL.md.
+        let json = br#"{"consumerDataSet":[{"consumeFromWhere":7}]}"#;
+        let err = parse_lenient::<HeartbeatData>(json, "HeartbeatData").unwrap_err();
+        assert!(
+            err.source.to_string().starts_with(
+                "invalid value: integer `7`, expected a ConsumeFromWhere name or an ordinal below 6 at line 1"
+            ),
+            "{err}"
+        );
     }
 }
