@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 
 use crate::common::topic_validator::TopicNameError;
 use crate::filter::FilterError;
+use crate::remoting::body::json::JsonBodyError;
 use crate::remoting::codes::response_code as rc;
 use crate::remoting::command::{HeaderError, RemotingCommand};
 use crate::store::{FormatError, PutMessageStatus, StoreError};
@@ -37,10 +38,11 @@ pub enum BrokerError {
     /// SYSTEM_ERROR and the exception text, which names the field.
     #[error("{0}")]
     Header(#[from] HeaderError),
-    #[error("heartbeat body is not HeartbeatData JSON: {0}")]
-    HeartbeatBody(#[source] serde_json::Error),
-    #[error("CHECK_CLIENT_CONFIG body is not JSON: {0}")]
-    ClientConfigBody(#[source] serde_json::Error),
+    /// The source is the lenient reader's error, whose source is serde's.
+    #[error("heartbeat body is not HeartbeatData JSON: {}", .0.source)]
+    HeartbeatBody(#[source] JsonBodyError),
+    #[error("CHECK_CLIENT_CONFIG body is not JSON: {}", .0.source)]
+    ClientConfigBody(#[source] JsonBodyError),
     #[error(" request type {code} not supported")]
     RequestCodeNotSupported { code: i32 },
 

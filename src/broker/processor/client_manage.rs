@@ -6,6 +6,7 @@ use crate::broker::controller::BrokerController;
 use crate::broker::topic_config_manager::retry_topic;
 use crate::net::{ConnectionContext, Outbound};
 use crate::remoting::body::heartbeat::{HeartbeatData, SubscriptionData};
+use crate::remoting::body::json::{lenient, parse_lenient};
 use crate::remoting::body::perm;
 use crate::remoting::codes::{request_code, response_code as rc};
 use crate::remoting::command::RemotingCommand;
@@ -34,8 +35,10 @@ fn channel_info(
 
 pub async fn heart_beat(cx: &RequestContext<'_>, request: &RemotingCommand) -> ProcessResult {
     let (ctrl, conn) = (cx.ctrl, cx.conn);
+    // Read as fastjson reads it: the C++ cores write enums as ordinals and some numbers as
+    // strings, and refusing those leaves their groups without members.
     let data: HeartbeatData =
-        serde_json::from_slice(&request.body).map_err(BrokerError::HeartbeatBody)?;
+        parse_lenient(&request.body, "HeartbeatData").map_err(BrokerError::HeartbeatBody)?;
     for consumer in &data.consumer_data_set {
         let Some(group) = ctrl.groups.find_or_auto_create(&consumer.group_name)? else {
             // Java skips unknown groups when auto-creation is off.
@@ -103,15 +106,16 @@ pub async fn check_client_config(
     request: &RemotingCommand,
 ) -> ProcessResult {
     let ctrl = cx.ctrl;
-    #[derive(serde::Deserialize)]
-    #[serde(rename_all = "camelCase")]
+    /// Java `CheckClientRequestBody` (its `clientId` and `namespace` are not needed here).
+    #[derive(Default, serde::Deserialize)]
+    #[serde(rename_all = "camelCase", default)]
     struct Body {
-        #[serde(default)]
+        #[serde(deserialize_with = "lenient")]
         group: String,
         subscription_data: Option<SubscriptionData>,
     }
-    let body: Body =
-        serde_json::from_slice(&request.body).map_err(BrokerError::ClientConfigBody)?;
+    let body: Body = parse_lenient(&request.body, "CheckClientRequestBody")
+        .map_err(BrokerError::ClientConfigBody)?;
     let Some(sub) = body.subscription_data else {
         return respond(RemotingCommand::response_to(request, rc::SUCCESS, None));
     };

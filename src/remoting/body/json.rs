@@ -6,10 +6,19 @@
 //! that fails do we quote bare integer keys ([`quote_bare_integer_keys`]) and try once more.
 //! Unknown members are ignored (no `deny_unknown_fields` anywhere), because Java adds fields
 //! between versions.
+//!
+//! fastjson is also lenient about the type of a member, and the C++ client cores
+//! (rocketmq-client-cpp, under the Go, Python and Node bindings) rely on it: they write Java
+//! enums as ordinals, some numbers as strings and booleans as 0/1. [`lenient`] (with the
+//! [`Lenient`] newtype behind it) reads a field of a Java scalar type, or a list, set or map of
+//! them, the way fastjson does; [`JavaEnum`] reads an enum by name or by ordinal and normalises
+//! it to the Java name.
 
-use serde::de::DeserializeOwned;
+use serde::de::{self, DeserializeOwned, Unexpected, Visitor};
 use serde::{Deserialize, Deserializer};
 use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
 
 /// A JSON body that could not be read even after quoting bare integer keys.
 #[derive(Debug, thiserror::Error)]
@@ -159,6 +168,308 @@ where
     Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 
+/// A Java member type that fastjson reads leniently (see [`lenient`]).
+pub trait LenientField: Sized {
+    /// Reads `Self` from any JSON form fastjson would convert to it.
+    fn deserialize_lenient<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error>;
+}
+
+/// A value of a Java member of type `T`, read as fastjson reads it: for collections of them
+/// and for reading one on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Lenient<T>(pub T);
+
+impl<'de, T: LenientField> Deserialize<'de> for Lenient<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        T::deserialize_lenient(deserializer).map(Lenient)
+    }
+}
+
+/// serde `deserialize_with` for a member of a Java scalar type, or a list, set or map of them,
+/// read as fastjson reads it:
+///
+/// - `String`: a string, a number (its text) or a boolean (`"true"`/`"false"`);
+/// - `i32`, `i64`: a number, an integral decimal (`11.0`), a numeric string (`"11"`, Java's
+///   `parseLong` grammar; `""` is 0) or a boolean (1/0); out of range is an error;
+/// - `bool`: `true`/`false`, `0`/`1`, or those as strings (`"true"` in any case, `"1"`);
+/// - `Option<T>`: `null` is `None`, anything else is read as `T`;
+/// - `Vec<T>`, `BTreeSet<T>`, `BTreeMap<K, T>`: each element or value as `T`.
+///
+/// `null` reads as the default everywhere (fastjson leaves the Java field at its default).
+pub fn lenient<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: LenientField,
+{
+    T::deserialize_lenient(deserializer)
+}
+
+impl LenientField for String {
+    fn deserialize_lenient<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(StringVisitor)
+    }
+}
+
+struct StringVisitor;
+
+impl Visitor<'_> for StringVisitor {
+    type Value = String;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a string, a number or a boolean")
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<String, E> {
+        Ok(v.to_owned())
+    }
+
+    fn visit_string<E: de::Error>(self, v: String) -> Result<String, E> {
+        Ok(v)
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<String, E> {
+        Ok(v.to_string())
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<String, E> {
+        Ok(v.to_string())
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<String, E> {
+        Ok(v.to_string())
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<String, E> {
+        Ok(v.to_string())
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<String, E> {
+        Ok(String::new())
+    }
+}
+
+/// Reads any JSON integer form as an `i128`, wide enough for every Java integer type, so the
+/// range check happens once, against the field's own type.
+struct IntegerVisitor;
+
+impl Visitor<'_> for IntegerVisitor {
+    type Value = i128;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an integer, an integral decimal or a numeric string")
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<i128, E> {
+        Ok(i128::from(v))
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<i128, E> {
+        Ok(i128::from(v))
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<i128, E> {
+        // 2^63 bounds every Java integer type; beyond it (or with a fraction) it is no integer
+        // a Java field could hold.
+        const LIMIT: f64 = 9_223_372_036_854_775_808.0;
+        if v.fract() == 0.0 && v.abs() <= LIMIT {
+            // Integral and within ±2^63 (checked above), so the cast is exact.
+            Ok(v as i128)
+        } else {
+            Err(E::invalid_value(Unexpected::Float(v), &self))
+        }
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<i128, E> {
+        // fastjson treats an empty string as null. Otherwise Java's grammar: an optional sign,
+        // then ASCII digits (i128's parser takes exactly that, with no blanks).
+        if v.is_empty() {
+            return Ok(0);
+        }
+        v.parse()
+            .map_err(|_| E::invalid_value(Unexpected::Str(v), &self))
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<i128, E> {
+        Ok(i128::from(v))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<i128, E> {
+        Ok(0)
+    }
+}
+
+/// `i32`, `i64`: any integer form, range-checked against the Java type.
+macro_rules! lenient_integer {
+    ($($int:ty => $java:literal),*) => {$(
+        impl LenientField for $int {
+            fn deserialize_lenient<'de, D: Deserializer<'de>>(
+                deserializer: D,
+            ) -> Result<Self, D::Error> {
+                let wide = deserializer.deserialize_any(IntegerVisitor)?;
+                <$int>::try_from(wide).map_err(|_| {
+                    de::Error::custom(format_args!("{wide} is out of range for a Java {}", $java))
+                })
+            }
+        }
+    )*};
+}
+
+lenient_integer!(i32 => "int", i64 => "long");
+
+impl LenientField for bool {
+    fn deserialize_lenient<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(BoolVisitor)
+    }
+}
+
+struct BoolVisitor;
+
+impl Visitor<'_> for BoolVisitor {
+    type Value = bool;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a boolean, 0 or 1")
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<bool, E> {
+        Ok(v)
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<bool, E> {
+        match v {
+            0 => Ok(false),
+            1 => Ok(true),
+            _ => Err(E::invalid_value(Unexpected::Signed(v), &self)),
+        }
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<bool, E> {
+        match v {
+            0 => Ok(false),
+            1 => Ok(true),
+            _ => Err(E::invalid_value(Unexpected::Unsigned(v), &self)),
+        }
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<bool, E> {
+        if v.eq_ignore_ascii_case("true") || v == "1" {
+            Ok(true)
+        } else if v.eq_ignore_ascii_case("false") || v == "0" || v.is_empty() {
+            Ok(false)
+        } else {
+            Err(E::invalid_value(Unexpected::Str(v), &self))
+        }
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<bool, E> {
+        Ok(false)
+    }
+}
+
+impl<T: LenientField> LenientField for Option<T> {
+    fn deserialize_lenient<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = Option::<Lenient<T>>::deserialize(deserializer)?;
+        Ok(value.map(|inner| inner.0))
+    }
+}
+
+impl<T: LenientField> LenientField for Vec<T> {
+    fn deserialize_lenient<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let items = Option::<Vec<Lenient<T>>>::deserialize(deserializer)?.unwrap_or_default();
+        Ok(items.into_iter().map(|item| item.0).collect())
+    }
+}
+
+impl<T: LenientField + Ord> LenientField for BTreeSet<T> {
+    fn deserialize_lenient<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let items = Option::<Vec<Lenient<T>>>::deserialize(deserializer)?.unwrap_or_default();
+        Ok(items.into_iter().map(|item| item.0).collect())
+    }
+}
+
+impl<K: DeserializeOwned + Ord, V: LenientField> LenientField for BTreeMap<K, V> {
+    fn deserialize_lenient<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let map = Option::<BTreeMap<K, Lenient<V>>>::deserialize(deserializer)?.unwrap_or_default();
+        Ok(map.into_iter().map(|(k, v)| (k, v.0)).collect())
+    }
+}
+
+/// A Java enum as fastjson reads it: by constant name or by ordinal. Field types stay `String`
+/// holding Java's constant name, because the broker compares and reports names
+/// (`messageModel == "BROADCASTING"`); the C++ cores write the ordinal, so it is normalised
+/// here, on input.
+#[derive(Debug, Clone, Copy)]
+pub struct JavaEnum {
+    /// The Java enum's simple name, for error messages.
+    pub name: &'static str,
+    /// Its constants in declaration order: the index is the ordinal.
+    pub constants: &'static [&'static str],
+}
+
+impl JavaEnum {
+    /// Reads a constant: a name (exact, or in another case: normalised to Java's), an ordinal as
+    /// a number or a numeric string, or `null` (the empty string, Java's null). A name this
+    /// table does not know is kept as sent (a newer client's constant); an ordinal it does not
+    /// know is an error, as in fastjson.
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> Result<String, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+
+    fn by_ordinal<E: de::Error>(self, ordinal: u64, unexpected: Unexpected) -> Result<String, E> {
+        usize::try_from(ordinal)
+            .ok()
+            .and_then(|index| self.constants.get(index))
+            .map(|name| (*name).to_owned())
+            .ok_or_else(|| E::invalid_value(unexpected, &self))
+    }
+}
+
+impl Visitor<'_> for JavaEnum {
+    type Value = String;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(
+            f,
+            "a {} name or an ordinal below {}",
+            self.name,
+            self.constants.len()
+        )
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<String, E> {
+        // A Java constant name never parses as an integer, so any integer text is an ordinal.
+        if let Ok(ordinal) = v.parse::<i64>() {
+            return match u64::try_from(ordinal) {
+                Ok(ordinal) => self.by_ordinal(ordinal, Unexpected::Str(v)),
+                Err(_) => Err(E::invalid_value(Unexpected::Str(v), &self)),
+            };
+        }
+        let known = self
+            .constants
+            .iter()
+            .find(|name| name.eq_ignore_ascii_case(v));
+        Ok(known.map_or(v, |name| *name).to_owned())
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<String, E> {
+        self.by_ordinal(v, Unexpected::Unsigned(v))
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<String, E> {
+        match u64::try_from(v) {
+            Ok(ordinal) => self.by_ordinal(ordinal, Unexpected::Signed(v)),
+            Err(_) => Err(E::invalid_value(Unexpected::Signed(v), &self)),
+        }
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<String, E> {
+        Ok(String::new())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -265,5 +576,121 @@ mod tests {
         }
         let s: S = serde_json::from_str(r#"{"m":null}"#).unwrap();
         assert!(s.m.is_empty());
+    }
+
+    /// Every Java scalar type, and collections of them, the way fastjson writes and the C++
+    /// cores write them.
+    #[derive(Deserialize, Debug, Default, PartialEq)]
+    #[serde(default)]
+    struct Scalars {
+        #[serde(deserialize_with = "lenient")]
+        s: String,
+        #[serde(deserialize_with = "lenient")]
+        i: i32,
+        #[serde(deserialize_with = "lenient")]
+        l: i64,
+        #[serde(deserialize_with = "lenient")]
+        b: bool,
+        #[serde(deserialize_with = "lenient")]
+        o: Option<String>,
+        #[serde(deserialize_with = "lenient")]
+        codes: BTreeSet<i32>,
+        #[serde(deserialize_with = "lenient")]
+        names: Vec<String>,
+        #[serde(deserialize_with = "lenient")]
+        map: BTreeMap<String, String>,
+    }
+
+    fn scalars(text: &str) -> Scalars {
+        parse_lenient(text.as_bytes(), "Scalars").unwrap_or_else(|e| panic!("{text}: {e}"))
+    }
+
+    #[test]
+    fn numbers_strings_and_booleans_cross_over() {
+        let typed = scalars(
+            r#"{"s":"x","i":7,"l":1700000000000,"b":true,"o":"TAG","codes":[97,98],"names":["a"],"map":{"k":"v"}}"#,
+        );
+        let crossed = scalars(
+            r#"{"s":"x","i":"7","l":"1700000000000","b":"true","o":"TAG","codes":["97",98.0],"names":["a"],"map":{"k":"v"}}"#,
+        );
+        assert_eq!(typed, crossed);
+        assert_eq!(typed.codes, BTreeSet::from([97, 98]));
+        let other =
+            scalars(r#"{"s":12,"i":7.0,"l":-3,"b":1,"o":5,"names":[1,true],"map":{"k":2}}"#);
+        assert_eq!((other.s.as_str(), other.i, other.l), ("12", 7, -3));
+        assert!(other.b);
+        assert_eq!(other.o.as_deref(), Some("5"));
+        assert_eq!(other.names, ["1", "true"]);
+        assert_eq!(other.map["k"], "2");
+        for (text, want) in [
+            ("0", false),
+            ("\"0\"", false),
+            ("\"FALSE\"", false),
+            ("\"\"", false),
+            ("\"True\"", true),
+        ] {
+            assert_eq!(scalars(&format!(r#"{{"b":{text}}}"#)).b, want, "{text}");
+        }
+    }
+
+    #[test]
+    fn null_and_missing_are_defaults() {
+        let nulls = scalars(
+            r#"{"s":null,"i":null,"l":"","b":null,"o":null,"codes":null,"names":null,"map":null}"#,
+        );
+        assert_eq!(nulls, Scalars::default());
+        assert_eq!(scalars("{}"), Scalars::default());
+    }
+
+    #[test]
+    fn impossible_values_are_errors() {
+        for text in [
+            r#"{"i":2147483648}"#,
+            r#"{"i":"12a"}"#,
+            r#"{"i":" 1"}"#,
+            r#"{"l":1.5}"#,
+            r#"{"l":"9223372036854775808"}"#,
+            r#"{"b":2}"#,
+            r#"{"b":"yes"}"#,
+            r#"{"s":[1]}"#,
+            r#"{"codes":[{}]}"#,
+        ] {
+            let err = parse_lenient::<Scalars>(text.as_bytes(), "Scalars").unwrap_err();
+            // The serde error stays the source, so the remark says what was wrong.
+            assert!(std::error::Error::source(&err).is_some(), "{text}");
+        }
+        let err = parse_lenient::<Scalars>(br#"{"i":2147483648}"#, "Scalars").unwrap_err();
+        assert!(
+            err.to_string().contains("out of range for a Java int"),
+            "{err}"
+        );
+    }
+
+    const COLOR: JavaEnum = JavaEnum {
+        name: "Color",
+        constants: &["RED", "GREEN"],
+    };
+
+    fn color(text: &str) -> Result<String, serde_json::Error> {
+        COLOR.deserialize(&mut serde_json::Deserializer::from_str(text))
+    }
+
+    #[test]
+    fn java_enums_read_by_name_or_ordinal() {
+        for (text, want) in [
+            ("0", "RED"),
+            ("1", "GREEN"),
+            (r#""1""#, "GREEN"),
+            (r#""GREEN""#, "GREEN"),
+            (r#""green""#, "GREEN"),
+            (r#""BLUE""#, "BLUE"),
+            ("null", ""),
+        ] {
+            assert_eq!(color(text).unwrap(), want, "{text}");
+        }
+        for text in ["2", "-1", r#""7""#, r#""-1""#, "true", "1.5"] {
+            let err = color(text).unwrap_err();
+            assert!(err.to_string().contains("Color"), "{text}: {err}");
+        }
     }
 }

@@ -5,7 +5,7 @@
 //! - [`route`]: `QueueData`, `BrokerData`, `TopicRouteData`, `ClusterInfo`, `TopicList`.
 //! - [`register_broker`]: the REGISTER_BROKER body (JSON and zlib forms) and its request.
 //! - [`heartbeat`]: the HEART_BEAT body.
-//! - [`json`]: lenient reading of fastjson output.
+//! - [`json`]: lenient reading of fastjson output (legacy map keys, member types, Java enums).
 
 pub mod heartbeat;
 pub mod json;

@@ -1,8 +1,7 @@
 //! The REGISTER_BROKER body in both directions: the name server decodes it (JSON, or the
 //! zlib-compressed binary form), the broker builds the request.
 
-use super::json::null_as_default;
-use super::json::{parse_lenient, JsonBodyError};
+use super::json::{lenient, null_as_default, parse_lenient, JsonBodyError, Lenient};
 use super::topic_config::{DataVersion, TopicConfig, TopicConfigSerializeWrapper, TopicFilterType};
 use crate::remoting::headers::RegisterBrokerRequestHeader;
 use crate::remoting::{request_code, RemotingCommand};
@@ -16,7 +15,7 @@ use std::io::Read;
 #[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct RegisterBrokerBody {
-    #[serde(deserialize_with = "null_as_default")]
+    #[serde(deserialize_with = "lenient")]
     pub filter_server_list: Vec<String>,
     #[serde(deserialize_with = "null_as_default")]
     pub topic_config_serialize_wrapper: TopicConfigSerializeWrapper,
@@ -111,11 +110,10 @@ fn decode_compressed(body: &[u8]) -> Result<RegisterBrokerBody, RegisterBodyErro
         let topic_config = decode_topic_config_text(entry)?;
         topic_config_table.insert(topic_config.topic_name.clone(), topic_config);
     }
-    let filter_server_list: Vec<String> = parse_lenient::<Option<Vec<String>>>(
+    let Lenient(filter_server_list) = parse_lenient::<Lenient<Vec<String>>>(
         reader.chunk("the filter server list")?,
         "filterServerList",
-    )?
-    .unwrap_or_default();
+    )?;
     Ok(RegisterBrokerBody {
         filter_server_list,
         topic_config_serialize_wrapper: TopicConfigSerializeWrapper {
@@ -148,9 +146,8 @@ fn decode_topic_config_text(entry: &[u8]) -> Result<TopicConfig, RegisterBodyErr
         None | Some("") => BTreeMap::new(),
         // Java logs and ignores unparsable attributes.
         Some(json) => {
-            parse_lenient::<Option<BTreeMap<String, String>>>(json.as_bytes(), "attributes")
-                .ok()
-                .flatten()
+            parse_lenient::<Lenient<BTreeMap<String, String>>>(json.as_bytes(), "attributes")
+                .map(|attributes| attributes.0)
                 .unwrap_or_default()
         }
     };
@@ -428,5 +425,28 @@ mod tests {
             .topic_config_serialize_wrapper
             .topic_config_table
             .contains_key("T"));
+    }
+
+    /// A 5.x Java broker's body as fastjson writes it (sorted keys, the static-topic members
+    /// present and ignored) and the same body with numbers as strings and nulls.
+    #[test]
+    fn java_broker_bodies_decode_with_numbers_as_strings() {
+        let java = br#"{"filterServerList":[],"topicConfigSerializeWrapper":{"dataVersion":{"counter":2,"stateVersion":0,"timestamp":1700000000000},"mappingDataVersion":{"counter":0,"stateVersion":0,"timestamp":1700000000000},"topicConfigTable":{"T":{"attributes":{},"order":false,"perm":6,"readQueueNums":4,"topicFilterType":"SINGLE_TAG","topicMessageType":"NORMAL","topicName":"T","topicSysFlag":0,"writeQueueNums":4}},"topicQueueMappingDetailMap":{},"topicQueueMappingInfoMap":{}}}"#;
+        let loose = br#"{"filterServerList":null,"topicConfigSerializeWrapper":{"dataVersion":{"counter":"2","timestamp":"1700000000000"},"topicConfigTable":{"T":{"attributes":null,"order":0,"perm":"6","readQueueNums":"4","topicFilterType":0,"topicName":"T","writeQueueNums":"4"}}}}"#;
+        let expected = RegisterBrokerBody {
+            filter_server_list: Vec::new(),
+            topic_config_serialize_wrapper: TopicConfigSerializeWrapper {
+                data_version: DataVersion {
+                    counter: 2,
+                    state_version: 0,
+                    timestamp: 1_700_000_000_000,
+                },
+                topic_config_table: BTreeMap::from([("T".into(), TopicConfig::new("T", 4, 4, 6))]),
+            },
+        };
+        for body in [&java[..], &loose[..]] {
+            let decoded = decode_register_broker_body(body, false, VERSION_V5_0_0).unwrap();
+            assert_eq!(decoded, expected);
+        }
     }
 }
