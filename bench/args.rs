@@ -1,14 +1,19 @@
-//! Command line: `ringmq-bench KIND [FLAGS]`.
+//! The run parameters: the caps and defaults (named constants), and [`Args`], every parameter
+//! of every kind resolved from the command line [`crate::cli`] parses.
 //!
-//! Flags follow RocketMQ's benchmark (`example/.../benchmark/Producer.java`, `Consumer.java`)
-//! where they overlap, including its habit of giving booleans a value (`-k true`, `-y true`).
-//! Every count and duration has a default and a cap (named constants below).
+//! The kinds read one flat `Args` rather than the per-kind clap structs: defaults that depend on
+//! other flags (`-w` on `-y`, `--svg` on `--report`) are resolved here once, and every report
+//! keeps the same `parameters` keys whatever the kind.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
+use clap::{Command, FromArgMatches, Parser, ValueEnum};
 use ringmq::remoting::SerializeType;
 
-use crate::error::BenchError;
+use crate::cli::{
+    CatchupFlags, Cli, ClientFlags, ConsumeFlags, EchoCmd, Format, KindCmd, SendFlags, SummaryCmd,
+};
 
 /// Longest run; every kind stops by then.
 pub const DURATION_MAX_S: u64 = 600;
@@ -38,8 +43,6 @@ pub const QUEUES_PER_TOPIC_DEFAULT: i32 = 4;
 pub const COUNT_MAX: u64 = 10_000_000_000;
 /// Highest target rate in msg/s.
 pub const RATE_MAX: u64 = 10_000_000;
-/// Default e2e rate (the canonical W3 workload).
-pub const E2E_RATE_DEFAULT: u64 = 10_000;
 /// Most async sends in flight per connection (Java 5.x `backPressureForAsyncSendNum` is 1024).
 pub const INFLIGHT_MAX: usize = 65_536;
 pub const INFLIGHT_DEFAULT: usize = 1024;
@@ -80,25 +83,14 @@ impl Kind {
             Kind::Summary => "summary",
         }
     }
-
-    fn from_name(name: &str) -> Option<Self> {
-        [
-            Kind::Producer,
-            Kind::Consumer,
-            Kind::E2e,
-            Kind::Catchup,
-            Kind::EchoServer,
-            Kind::Summary,
-        ]
-        .into_iter()
-        .find(|kind| kind.name() == name)
-    }
 }
 
 /// Consumer filter kind (`-f`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum FilterType {
+    #[value(name = "TAG")]
     Tag,
+    #[value(name = "SQL92")]
     Sql92,
 }
 
@@ -111,8 +103,8 @@ impl FilterType {
     }
 }
 
-/// Where a consumer group without a committed offset starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Where a consumer group without a committed offset starts (`--from`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum StartFrom {
     First,
     Last,
@@ -137,9 +129,8 @@ pub struct Args {
     pub property_size_bytes: usize,
     /// 0 = until the duration ends.
     pub count: u64,
+    /// The echo server's defaults to the cap, the other kinds' to [`DURATION_DEFAULT_S`].
     pub duration_s: u64,
-    /// True when `-d` was given (the echo server otherwise runs for the cap).
-    pub duration_explicit: bool,
     /// Total msg/s over all producer threads; 0 = as fast as possible.
     pub rate: u64,
     pub async_send: bool,
@@ -173,478 +164,160 @@ pub struct Args {
 /// The outcome of parsing.
 #[derive(Debug)]
 pub enum Parsed {
+    /// No kind given: print the usage.
     Help,
     Run(Box<Args>),
 }
 
-struct FlagSpec {
-    short: Option<&'static str>,
-    long: &'static str,
-    takes_value: bool,
-    help: &'static str,
-}
-
-const fn flag(
-    short: Option<&'static str>,
-    long: &'static str,
-    takes_value: bool,
-    help: &'static str,
-) -> FlagSpec {
-    FlagSpec {
-        short,
-        long,
-        takes_value,
-        help,
-    }
-}
-
-const FLAGS: &[FlagSpec] = &[
-    flag(
-        Some("n"),
-        "namesrv",
-        true,
-        "name server address [127.0.0.1:9876]",
-    ),
-    flag(Some("t"), "topic", true, "topic [BenchmarkTest]"),
-    flag(None, "topics", true, "number of topics <topic>_<i> [1]"),
-    flag(
-        None,
-        "queues",
-        true,
-        "queues per auto-created topic (defaultTopicQueueNums) [4]",
-    ),
-    flag(
-        Some("w"),
-        "threads",
-        true,
-        "producer threads [64; 1 with -y true]",
-    ),
-    flag(Some("c"), "connections", true, "connections per broker [1]"),
-    flag(Some("s"), "size", true, "body size in bytes [128]"),
-    flag(
-        Some("k"),
-        "keys",
-        true,
-        "set KEYS on each message: true|false [false]",
-    ),
-    flag(
-        Some("l"),
-        "tags",
-        true,
-        "number of distinct tags tag0..tagN-1, 0 = no tag [0]",
-    ),
-    flag(
-        Some("p"),
-        "property-size",
-        true,
-        "bytes of user properties per message [0]",
-    ),
-    flag(
-        Some("q"),
-        "count",
-        true,
-        "messages to send (or consume), 0 = until the duration ends [0]",
-    ),
-    flag(
-        Some("d"),
-        "duration",
-        true,
-        "seconds to run, at most 600 [10]",
-    ),
-    flag(
-        Some("r"),
-        "rate",
-        true,
-        "target msg/s over all producers, 0 = unlimited [0; e2e 10000]",
-    ),
-    flag(Some("y"), "async", true, "async send: true|false [false]"),
-    flag(
-        None,
-        "inflight",
-        true,
-        "async sends in flight per connection [1024]",
-    ),
-    flag(None, "timeout-ms", true, "send timeout [3000]"),
-    flag(
-        Some("g"),
-        "group",
-        true,
-        "consumer group [benchmark_consumer]",
-    ),
-    flag(Some("f"), "filter-type", true, "TAG|SQL92 [TAG]"),
-    flag(Some("e"), "expression", true, "subscription expression [*]"),
-    flag(
-        None,
-        "from",
-        true,
-        "first|last: where a group without committed offset starts [last]",
-    ),
-    flag(
-        None,
-        "commit",
-        true,
-        "commit consumer offsets: true|false [true]",
-    ),
-    flag(None, "pull-batch", true, "maxMsgNums per pull [32]"),
-    flag(
-        None,
-        "backlog-bytes",
-        true,
-        "catchup: bytes to pre-fill [1073741824]",
-    ),
-    flag(
-        None,
-        "fill-duration",
-        true,
-        "catchup: longest pre-fill in seconds, at most 600 [600]",
-    ),
-    flag(
-        None,
-        "skip-fill",
-        false,
-        "catchup: consume the existing backlog, do not pre-fill",
-    ),
-    flag(
-        None,
-        "broker-pid",
-        true,
-        "catchup: broker process id; report its user/sys CPU per GiB served while consuming",
-    ),
-    flag(None, "report", true, "write the JSON report here"),
-    flag(
-        None,
-        "svg",
-        true,
-        "write the SVG chart here [report path with .svg]",
-    ),
-    flag(
-        None,
-        "serialize",
-        true,
-        "header encoding json|rocketmq [rocketmq, as RocketMQ's benchmark]",
-    ),
-    flag(
-        None,
-        "listen",
-        true,
-        "echo-server listen address [127.0.0.1:0]",
-    ),
-    flag(
-        None,
-        "echo-queues",
-        true,
-        "echo-server queues per topic [8]",
-    ),
-    flag(
-        None,
-        "progress",
-        true,
-        "print a progress line every second: true|false [true]",
-    ),
-    flag(None, "label", true, "free text stored in the report"),
-    flag(None, "format", true, "summary output: md|tsv [md]"),
-    flag(Some("h"), "help", false, "this help"),
-];
-
-/// The usage text.
-pub fn usage() -> String {
-    let mut text = String::from(
-        "usage: ringmq-bench KIND [FLAGS]\n\
-         kinds: producer | consumer | e2e | catchup | echo-server | summary REPORT.json...\n\
-         Only loopback addresses are accepted.\n\nflags:\n",
-    );
-    for spec in FLAGS {
-        let short = spec.short.map(|s| format!("-{s}, ")).unwrap_or_default();
-        let value = if spec.takes_value { " V" } else { "" };
-        text.push_str(&format!(
-            "  {:<28} {}\n",
-            format!("{short}--{}{value}", spec.long),
-            spec.help
-        ));
-    }
-    text
-}
-
-fn find_spec(name: &str) -> Option<&'static FlagSpec> {
-    if let Some(long) = name.strip_prefix("--") {
-        FLAGS.iter().find(|spec| spec.long == long)
-    } else if let Some(short) = name.strip_prefix('-') {
-        FLAGS.iter().find(|spec| spec.short == Some(short))
-    } else {
-        None
-    }
-}
-
-/// The flags of one command line, in the order given; a later flag overrides an earlier one.
-struct FlagValues(Vec<(&'static str, String)>);
-
-impl FlagValues {
-    /// The value of `--long` (the last one given), if any.
-    fn get(&self, long: &str) -> Option<&str> {
-        self.0
-            .iter()
-            .rev()
-            .find(|(name, _)| *name == long)
-            .map(|(_, v)| v.as_str())
-    }
-
-    /// The number given for `--long` (or `default`), checked to lie in `min..=max`.
-    fn num(&self, long: &str, default: u64, min: u64, max: u64) -> Result<u64, BenchError> {
-        num(self.get(long), &format!("--{long}"), default, min, max)
-    }
-
-    /// The boolean given for `--long` (or `default`).
-    fn bool(&self, long: &str, default: bool) -> Result<bool, BenchError> {
-        bool_flag(self.get(long), &format!("--{long}"), default)
-    }
-}
-
-/// A command line split into its kind, flags and positional arguments.
-struct CommandLine {
-    kind: Kind,
-    values: FlagValues,
-    inputs: Vec<PathBuf>,
-}
-
-/// Parses `argv` (without the program name).
-pub fn parse<I, S>(argv: I) -> Result<Parsed, BenchError>
+/// Parses `argv` (without the program name). `--help` and bad flags come back as clap's error,
+/// which knows how to print itself (see `main`).
+pub fn parse<I, T>(argv: I) -> Result<Parsed, clap::Error>
 where
-    I: IntoIterator<Item = S>,
-    S: Into<String>,
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
 {
-    let Some(line) = split_command_line(argv)? else {
-        return Ok(Parsed::Help);
-    };
-    if line.kind != Kind::Summary && !line.inputs.is_empty() {
-        return Err(BenchError::flag(
-            &line.inputs[0].display().to_string(),
-            "unexpected positional argument",
-        ));
-    }
-    build_args(line).map(|args| Parsed::Run(Box::new(args)))
-}
-
-/// Splits `argv` into the kind, the flag values and the positional arguments. `None`: help was
-/// asked for, or no kind was given.
-fn split_command_line<I, S>(argv: I) -> Result<Option<CommandLine>, BenchError>
-where
-    I: IntoIterator<Item = S>,
-    S: Into<String>,
-{
-    let mut kind = None;
-    let mut inputs = Vec::new();
-    let mut values: Vec<(&'static str, String)> = Vec::new();
-    let mut iter = argv.into_iter().map(Into::into);
-    while let Some(arg) = iter.next() {
-        if arg.starts_with('-') && arg.len() > 1 {
-            let (name, inline) = match arg.split_once('=') {
-                Some((name, value)) if name.starts_with("--") => (name.to_owned(), Some(value)),
-                _ => (arg.clone(), None),
-            };
-            let spec = find_spec(&name)
-                .ok_or_else(|| BenchError::flag(&name, "unknown flag (see --help)"))?;
-            if spec.long == "help" {
-                return Ok(None);
-            }
-            let value = if spec.takes_value {
-                match inline {
-                    Some(value) => value.to_owned(),
-                    None => iter
-                        .next()
-                        .ok_or_else(|| BenchError::flag(&name, "needs a value"))?,
-                }
-            } else {
-                if inline.is_some() {
-                    return Err(BenchError::flag(&name, "takes no value"));
-                }
-                "true".to_owned()
-            };
-            values.push((spec.long, value));
-        } else if kind.is_none() {
-            kind = Some(Kind::from_name(&arg).ok_or_else(|| {
-                BenchError::flag(
-                    &arg,
-                    "unknown kind (producer, consumer, e2e, catchup, echo-server, summary)",
-                )
-            })?);
-        } else {
-            inputs.push(PathBuf::from(arg));
-        }
-    }
-    Ok(kind.map(|kind| CommandLine {
-        kind,
-        values: FlagValues(values),
-        inputs,
-    }))
-}
-
-/// Applies defaults and bounds to every flag. Flags are checked in a fixed order, so the first
-/// error reported does not depend on the order they were given in.
-fn build_args(line: CommandLine) -> Result<Args, BenchError> {
-    let CommandLine {
-        kind,
-        values: v,
-        inputs,
-    } = line;
-    let async_send = v.bool("async", false)?;
-    let threads_default = if async_send { 1 } else { THREADS_DEFAULT };
-    let (report, svg) = report_paths(&v);
-    let filter_type = filter_type(v.get("filter-type"))?;
-    let from = start_from(v.get("from"))?;
-    let serialize = serialize_type(v.get("serialize"))?;
-    let topic = checked_name(&v, "topic", "BenchmarkTest")?;
-    let group = checked_name(&v, "group", "benchmark_consumer")?;
-    let broker_pid = broker_pid(v.get("broker-pid"), kind)?;
-
-    Ok(Args {
-        kind,
-        namesrv: v.get("namesrv").unwrap_or("127.0.0.1:9876").to_owned(),
-        topic,
-        topics: v.num("topics", 1, 1, u64::from(TOPICS_MAX))? as u32,
-        queues_per_topic: v.num(
-            "queues",
-            QUEUES_PER_TOPIC_DEFAULT as u64,
-            1,
-            QUEUES_PER_TOPIC_MAX as u64,
-        )? as i32,
-        threads: v.num("threads", threads_default as u64, 1, THREADS_MAX as u64)? as usize,
-        connections: v.num("connections", 1, 1, CONNECTIONS_MAX as u64)? as usize,
-        body_size_bytes: v.num(
-            "size",
-            BODY_SIZE_DEFAULT_BYTES as u64,
-            1,
-            BODY_SIZE_MAX_BYTES as u64,
-        )? as usize,
-        keys: v.bool("keys", false)?,
-        tag_count: v.num("tags", 0, 0, u64::from(TAG_COUNT_MAX))? as u32,
-        property_size_bytes: v.num("property-size", 0, 0, PROPERTY_SIZE_MAX_BYTES as u64)? as usize,
-        count: v.num("count", 0, 0, COUNT_MAX)?,
-        duration_s: v.num("duration", DURATION_DEFAULT_S, 1, DURATION_MAX_S)?,
-        duration_explicit: v.get("duration").is_some(),
-        rate: v.num("rate", rate_default(kind), 0, RATE_MAX)?,
-        async_send,
-        inflight: v.num("inflight", INFLIGHT_DEFAULT as u64, 1, INFLIGHT_MAX as u64)? as usize,
-        send_timeout_ms: v.num(
-            "timeout-ms",
-            SEND_TIMEOUT_DEFAULT_MS,
-            1,
-            SEND_TIMEOUT_MAX_MS,
-        )?,
-        group,
-        filter_type,
-        expression: v.get("expression").unwrap_or("*").to_owned(),
-        from,
-        commit: v.bool("commit", true)?,
-        pull_batch: v.num(
-            "pull-batch",
-            PULL_BATCH_DEFAULT as u64,
-            1,
-            PULL_BATCH_MAX as u64,
-        )? as i32,
-        backlog_bytes: v.num("backlog-bytes", BACKLOG_DEFAULT_BYTES, 1, BACKLOG_MAX_BYTES)?,
-        skip_fill: v.bool("skip-fill", false)?,
-        fill_duration_s: v.num("fill-duration", DURATION_MAX_S, 1, DURATION_MAX_S)?,
-        broker_pid,
-        report,
-        svg,
-        serialize,
-        listen: v.get("listen").unwrap_or("127.0.0.1:0").to_owned(),
-        echo_queues: v.num(
-            "echo-queues",
-            ECHO_QUEUES_DEFAULT as u64,
-            1,
-            QUEUES_PER_TOPIC_MAX as u64,
-        )? as i32,
-        progress: v.bool("progress", true)?,
-        label: v.get("label").map(str::to_owned),
-        tsv: summary_tsv(v.get("format"))?,
-        inputs,
+    let program = std::iter::once(OsString::from("ringmq-bench"));
+    let cli = Cli::try_parse_from(program.chain(argv.into_iter().map(Into::into)))?;
+    Ok(match cli.kind {
+        None => Parsed::Help,
+        Some(cmd) => Parsed::Run(Box::new(Parts::from(cmd).resolve())),
     })
 }
 
-/// `--rate`: e2e runs the canonical W3 rate unless told otherwise; the rest are unlimited.
-fn rate_default(kind: Kind) -> u64 {
-    if kind == Kind::E2e {
-        E2E_RATE_DEFAULT
-    } else {
-        0
+/// The flag groups one kind took; the kind's command line has no flags of the other groups, so
+/// those keep their defaults.
+struct Parts {
+    kind: Kind,
+    client: Option<ClientFlags>,
+    send: Option<SendFlags>,
+    consume: Option<ConsumeFlags>,
+    /// The consumer's own `-q` and `--from`.
+    consumer: Option<(u64, StartFrom)>,
+    catchup: Option<CatchupFlags>,
+    echo: Option<EchoCmd>,
+    summary: Option<SummaryCmd>,
+}
+
+impl Parts {
+    fn empty(kind: Kind) -> Self {
+        Parts {
+            kind,
+            client: None,
+            send: None,
+            consume: None,
+            consumer: None,
+            catchup: None,
+            echo: None,
+            summary: None,
+        }
     }
 }
 
-/// `--report`, and `--svg` (by default the report path with `.svg`).
-fn report_paths(v: &FlagValues) -> (Option<PathBuf>, Option<PathBuf>) {
-    let report = v.get("report").map(PathBuf::from);
-    let svg = match v.get("svg") {
-        Some(path) => Some(PathBuf::from(path)),
-        None => report.as_ref().map(|path| path.with_extension("svg")),
-    };
-    (report, svg)
-}
-
-/// `--topic` / `--group` (or `default`), checked by [`check_name`].
-fn checked_name(v: &FlagValues, long: &str, default: &str) -> Result<String, BenchError> {
-    let name = v.get(long).unwrap_or(default).to_owned();
-    check_name(&format!("--{long}"), &name)?;
-    Ok(name)
-}
-
-/// `--filter-type`: TAG (the default) or SQL92, in any case.
-fn filter_type(value: Option<&str>) -> Result<FilterType, BenchError> {
-    match value.unwrap_or("TAG") {
-        v if v.eq_ignore_ascii_case("TAG") => Ok(FilterType::Tag),
-        v if v.eq_ignore_ascii_case("SQL92") => Ok(FilterType::Sql92),
-        v => Err(BenchError::flag(
-            "--filter-type",
-            format!("`{v}` is not TAG or SQL92"),
-        )),
+impl From<KindCmd> for Parts {
+    fn from(cmd: KindCmd) -> Self {
+        match cmd {
+            KindCmd::Producer(c) => Parts {
+                client: Some(c.client),
+                send: Some(c.send),
+                ..Parts::empty(Kind::Producer)
+            },
+            KindCmd::Consumer(c) => Parts {
+                client: Some(c.client),
+                consume: Some(c.consume),
+                consumer: Some((c.count, c.from)),
+                ..Parts::empty(Kind::Consumer)
+            },
+            KindCmd::E2e(c) => Parts {
+                client: Some(c.client),
+                send: Some(c.send),
+                consume: Some(c.consume),
+                ..Parts::empty(Kind::E2e)
+            },
+            KindCmd::Catchup(c) => Parts {
+                client: Some(c.client),
+                send: Some(c.send),
+                consume: Some(c.consume),
+                catchup: Some(c.catchup),
+                ..Parts::empty(Kind::Catchup)
+            },
+            KindCmd::EchoServer(c) => Parts {
+                echo: Some(c),
+                ..Parts::empty(Kind::EchoServer)
+            },
+            KindCmd::Summary(c) => Parts {
+                summary: Some(c),
+                ..Parts::empty(Kind::Summary)
+            },
+        }
     }
 }
 
-/// `--from`: first or last (the default).
-fn start_from(value: Option<&str>) -> Result<StartFrom, BenchError> {
-    match value.unwrap_or("last") {
-        "first" => Ok(StartFrom::First),
-        "last" => Ok(StartFrom::Last),
-        v => Err(BenchError::flag(
-            "--from",
-            format!("`{v}` is not first or last"),
-        )),
-    }
+/// The defaults of a flag group, taken from its clap declaration so each default is written
+/// once.
+fn defaults<T: clap::Args + FromArgMatches>() -> T {
+    T::augment_args(Command::new("ringmq-bench"))
+        .try_get_matches_from(["ringmq-bench"])
+        .and_then(|matches| T::from_arg_matches(&matches))
+        .expect("every flag of a group has a default")
 }
 
-/// `--serialize`: json or rocketmq (the default, as RocketMQ's benchmark), in any case.
-fn serialize_type(value: Option<&str>) -> Result<SerializeType, BenchError> {
-    match value.unwrap_or("rocketmq") {
-        v if v.eq_ignore_ascii_case("json") => Ok(SerializeType::Json),
-        v if v.eq_ignore_ascii_case("rocketmq") => Ok(SerializeType::RocketMq),
-        v => Err(BenchError::flag(
-            "--serialize",
-            format!("`{v}` is not json or rocketmq"),
-        )),
-    }
-}
-
-/// `--broker-pid`: only the catchup kind samples the broker's CPU time.
-fn broker_pid(value: Option<&str>, kind: Kind) -> Result<Option<u32>, BenchError> {
-    match value {
-        None => Ok(None),
-        Some(_) if kind != Kind::Catchup => Err(BenchError::flag(
-            "--broker-pid",
-            "only the catchup kind measures the broker's CPU",
-        )),
-        Some(value) => Ok(Some(num(Some(value), "--broker-pid", 0, 1, PID_MAX)? as u32)),
-    }
-}
-
-/// `--format` of `summary`: md (the default) or tsv.
-fn summary_tsv(value: Option<&str>) -> Result<bool, BenchError> {
-    match value.unwrap_or("md") {
-        "md" => Ok(false),
-        "tsv" => Ok(true),
-        v => Err(BenchError::flag(
-            "--format",
-            format!("`{v}` is not md or tsv"),
-        )),
+impl Parts {
+    /// Applies the defaults that depend on other flags or on the kind.
+    fn resolve(self) -> Args {
+        let client = self.client.unwrap_or_else(defaults::<ClientFlags>);
+        let send = self.send.unwrap_or_else(defaults::<SendFlags>);
+        let consume = self.consume.unwrap_or_else(defaults::<ConsumeFlags>);
+        let catchup = self.catchup.unwrap_or_else(defaults::<CatchupFlags>);
+        let echo = self.echo.unwrap_or_else(defaults::<EchoCmd>);
+        let summary = self.summary.unwrap_or_else(defaults::<SummaryCmd>);
+        let (count, from) = self.consumer.unwrap_or((send.count, StartFrom::Last));
+        let threads_default = if send.async_send { 1 } else { THREADS_DEFAULT };
+        let duration_s = match self.kind {
+            Kind::EchoServer => echo.duration,
+            _ => client.duration,
+        };
+        let svg = client.svg.or_else(|| {
+            let report = client.report.as_ref();
+            report.map(|path| path.with_extension("svg"))
+        });
+        Args {
+            kind: self.kind,
+            namesrv: client.namesrv,
+            topic: client.topic,
+            topics: client.topics,
+            queues_per_topic: send.queues,
+            threads: send.threads.unwrap_or(threads_default),
+            connections: client.connections,
+            body_size_bytes: send.size,
+            keys: send.keys,
+            tag_count: send.tags,
+            property_size_bytes: send.property_size,
+            count,
+            duration_s,
+            rate: send.rate,
+            async_send: send.async_send,
+            inflight: send.inflight,
+            send_timeout_ms: send.timeout_ms,
+            group: consume.group,
+            filter_type: consume.filter_type,
+            expression: consume.expression,
+            from,
+            commit: consume.commit,
+            pull_batch: consume.pull_batch,
+            backlog_bytes: catchup.backlog_bytes,
+            skip_fill: catchup.skip_fill,
+            fill_duration_s: catchup.fill_duration,
+            broker_pid: catchup.broker_pid,
+            report: client.report,
+            svg,
+            serialize: client.serialize.into(),
+            listen: echo.listen,
+            echo_queues: echo.echo_queues,
+            progress: client.progress,
+            label: client.label,
+            tsv: summary.format == Format::Tsv,
+            inputs: summary.inputs,
+        }
     }
 }
 
@@ -696,53 +369,6 @@ impl Args {
     }
 }
 
-/// Topic and group names: RocketMQ's legal characters, at most 127 bytes (v1 records).
-fn check_name(flag: &str, name: &str) -> Result<(), BenchError> {
-    let legal = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '%' | '|');
-    if name.is_empty() || name.len() > 120 || !name.chars().all(legal) {
-        return Err(BenchError::flag(
-            flag,
-            format!("`{name}` must be 1..=120 characters of [A-Za-z0-9_%|-]"),
-        ));
-    }
-    Ok(())
-}
-
-fn num(
-    value: Option<&str>,
-    flag: &str,
-    default: u64,
-    min: u64,
-    max: u64,
-) -> Result<u64, BenchError> {
-    let Some(value) = value else {
-        return Ok(default);
-    };
-    let parsed: u64 = value
-        .replace('_', "")
-        .parse()
-        .map_err(|_| BenchError::flag(flag, format!("`{value}` is not a non-negative integer")))?;
-    if parsed < min || parsed > max {
-        return Err(BenchError::flag(
-            flag,
-            format!("{parsed} is outside {min}..={max}"),
-        ));
-    }
-    Ok(parsed)
-}
-
-fn bool_flag(value: Option<&str>, flag: &str, default: bool) -> Result<bool, BenchError> {
-    match value {
-        None => Ok(default),
-        Some(v) if v.eq_ignore_ascii_case("true") => Ok(true),
-        Some(v) if v.eq_ignore_ascii_case("false") => Ok(false),
-        Some(v) => Err(BenchError::flag(
-            flag,
-            format!("`{v}` is not true or false"),
-        )),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -788,41 +414,121 @@ mod tests {
         assert_eq!(args.svg, Some(PathBuf::from("/tmp/r.svg")));
     }
 
-    /// Every flag the parser reads has a spec (otherwise it would be rejected as unknown).
+    /// Every flag and short letter of the hand-written parser this replaced, each still taken
+    /// by at least one kind.
+    const FLAGS_BEFORE_CLAP: &[(Option<char>, &str)] = &[
+        (Some('n'), "namesrv"),
+        (Some('t'), "topic"),
+        (None, "topics"),
+        (None, "queues"),
+        (Some('w'), "threads"),
+        (Some('c'), "connections"),
+        (Some('s'), "size"),
+        (Some('k'), "keys"),
+        (Some('l'), "tags"),
+        (Some('p'), "property-size"),
+        (Some('q'), "count"),
+        (Some('d'), "duration"),
+        (Some('r'), "rate"),
+        (Some('y'), "async"),
+        (None, "inflight"),
+        (None, "timeout-ms"),
+        (Some('g'), "group"),
+        (Some('f'), "filter-type"),
+        (Some('e'), "expression"),
+        (None, "from"),
+        (None, "commit"),
+        (None, "pull-batch"),
+        (None, "backlog-bytes"),
+        (None, "fill-duration"),
+        (None, "skip-fill"),
+        (None, "broker-pid"),
+        (None, "report"),
+        (None, "svg"),
+        (None, "serialize"),
+        (None, "listen"),
+        (None, "echo-queues"),
+        (None, "progress"),
+        (None, "label"),
+        (None, "format"),
+        (Some('h'), "help"),
+    ];
+
     #[test]
-    fn every_flag_read_is_declared() {
-        let source = include_str!("args.rs");
-        let mut names = Vec::new();
-        // Flags are read by `FlagValues::get`, `::num` and `::bool`; rustfmt may put the name
-        // on the next line.
-        for reader in ["get(", "num(", "bool("] {
-            for part in source.split(reader).skip(1) {
-                let Some(quoted) = part.trim_start().strip_prefix('"') else {
-                    continue;
-                };
-                if let Some(name) = quoted.split('"').next() {
-                    if !name.is_empty() && name.chars().all(|c| c.is_ascii_lowercase() || c == '-')
-                    {
-                        names.push(name);
-                    }
-                }
-            }
-        }
-        assert!(names.len() > 30, "found {names:?}");
-        for name in names {
+    fn every_flag_before_clap_is_still_declared() {
+        use clap::CommandFactory;
+        let mut command = Cli::command();
+        // Builds the generated `--help` arguments too.
+        command.build();
+        for &(short, long) in FLAGS_BEFORE_CLAP {
+            let mut declared = command
+                .get_subcommands()
+                .flat_map(|kind| kind.get_arguments())
+                .filter(|arg| arg.get_long() == Some(long));
             assert!(
-                find_spec(&format!("--{name}")).is_some(),
-                "--{name} has no FLAGS entry"
+                declared.all(|arg| arg.get_short() == short),
+                "--{long} lost or changed its short letter {short:?}"
+            );
+            assert!(
+                command
+                    .get_subcommands()
+                    .any(|kind| kind.get_arguments().any(|a| a.get_long() == Some(long))),
+                "--{long} is gone"
             );
         }
+    }
+
+    #[test]
+    fn catchup_flags() {
         let args = run(&["catchup", "--fill-duration", "30", "--skip-fill"]);
         assert_eq!(args.fill_duration_s, 30);
         assert!(args.skip_fill);
         assert_eq!(args.broker_pid, None);
+        assert_eq!(args.backlog_bytes, BACKLOG_DEFAULT_BYTES);
         assert_eq!(
             run(&["catchup", "--broker-pid", "4242"]).broker_pid,
             Some(4242)
         );
+    }
+
+    #[test]
+    fn later_flags_override_earlier_ones_and_case_is_ignored_where_it_was() {
+        let args = run(&[
+            "consumer",
+            "-d",
+            "5",
+            "--duration=7",
+            "-f",
+            "sql92",
+            "--serialize",
+            "JSON",
+        ]);
+        assert_eq!(args.duration_s, 7);
+        assert_eq!(args.filter_type, FilterType::Sql92);
+        assert_eq!(args.serialize, SerializeType::Json);
+        let args = run(&[
+            "consumer", "-q", "1_000", "--from", "first", "--commit", "FALSE",
+        ]);
+        assert_eq!(
+            (args.count, args.from, args.commit),
+            (1000, StartFrom::First, false)
+        );
+    }
+
+    #[test]
+    fn echo_server_and_summary() {
+        let echo = run(&["echo-server"]);
+        assert_eq!(echo.duration_s, DURATION_MAX_S);
+        assert_eq!(echo.echo_queues, ECHO_QUEUES_DEFAULT);
+        assert_eq!(echo.listen, "127.0.0.1:0");
+        assert_eq!(run(&["echo-server", "-d", "3"]).duration_s, 3);
+        let summary = run(&["summary", "a.json", "--format", "tsv", "b.json"]);
+        assert!(summary.tsv);
+        assert_eq!(
+            summary.inputs,
+            [PathBuf::from("a.json"), PathBuf::from("b.json")]
+        );
+        assert!(!run(&["summary"]).tsv);
     }
 
     #[test]
@@ -833,33 +539,92 @@ mod tests {
         assert_eq!(producer.topic, "BenchmarkTest");
         assert_eq!(producer.rate, 0);
         assert_eq!(run(&["producer", "-y", "true"]).threads, 1);
-        assert_eq!(run(&["e2e"]).rate, E2E_RATE_DEFAULT);
+        assert_eq!(run(&["e2e"]).rate, 10_000);
+        assert_eq!(run(&["e2e", "-r", "0"]).rate, 0);
+        assert_eq!(run(&["consumer"]).count, 0);
         assert_eq!(
             run(&["e2e", "-t", "X", "--topics", "3"]).topic_names(),
             ["X_0", "X_1", "X_2"]
         );
     }
 
+    /// The command lines scripts/bench.sh, bench-compare.sh, bench-transfer.sh and profile.sh
+    /// run (with their default settings).
     #[test]
-    fn bounds_are_enforced() {
-        for argv in [
-            &["producer", "-d", "601"][..],
-            &["producer", "-c", "1025"],
-            &["producer", "-s", "0"],
-            &["producer", "-w", "x"],
-            &["producer", "-k", "yes"],
-            &["producer", "--bogus", "1"],
-            &["producer", "-t", "bad topic"],
-            &["nokind"],
-            &["producer", "-n"],
-            &["catchup", "--broker-pid", "0"],
-            &["catchup", "--broker-pid", "abc"],
-            &["catchup", "--broker-pid", "4194305"],
-            &["consumer", "--broker-pid", "1"],
+    fn the_scripts_command_lines_parse() {
+        let shared = "-n 127.0.0.1:9876 --serialize rocketmq --report /tmp/W.json --label W";
+        let catchup = "catchup -n 127.0.0.1:9876 -t XferM --topics 64 --queues 1 -s 4096";
+        for line in [
+            format!("producer -t BenchW1 -s 128 -w 64 -d 20 {shared}"),
+            format!("e2e -t BenchW3 -s 1024 -r 10000 -w 32 -d 20 {shared}"),
+            format!(
+                "catchup -t BenchW4 -s 1024 -y true -c 2 --backlog-bytes 1073741824 \
+                 --fill-duration 180 -d 20 {shared}"
+            ),
+            format!("e2e -t BenchW5 --topics 256 --queues 8 -s 1024 -r 0 -w 32 -d 20 {shared}"),
+            "echo-server --listen 127.0.0.1:4567 -d 600 --echo-queues 8".to_owned(),
+            "summary --format tsv /tmp/W1.json".to_owned(),
+            format!(
+                "{catchup} -y true --inflight 256 --backlog-bytes 1073741824 --fill-duration 600 \
+                 -d 600 --pull-batch 32 --progress false --report /tmp/f.json --svg /dev/null"
+            ),
+            format!(
+                "{catchup} --skip-fill --broker-pid 1234 -d 600 --pull-batch 32 --progress false \
+                 --label many-4096-auto-r1 --report /tmp/r.json --svg /dev/null"
+            ),
         ] {
-            assert!(parse(argv.iter().copied()).is_err(), "{argv:?} should fail");
+            let argv: Vec<&str> = line.split_whitespace().collect();
+            assert!(
+                matches!(parse(argv.iter().copied()), Ok(Parsed::Run(_))),
+                "{line}: {:?}",
+                parse(argv.iter().copied()).err()
+            );
         }
-        assert!(matches!(parse(["--help"]), Ok(Parsed::Help)));
+    }
+
+    #[test]
+    fn bounds_are_enforced_and_errors_name_the_flag() {
+        for (argv, needle) in [
+            (
+                &["producer", "-d", "601"][..],
+                "'--duration <SECONDS>': 601 is outside 1..=600",
+            ),
+            (&["producer", "-c", "1025"], "--connections"),
+            (
+                &["producer", "-s", "0"],
+                "'--size <BYTES>': 0 is outside 1..=4194304",
+            ),
+            (
+                &["producer", "-w", "x"],
+                "'x' for '--threads <N>': not a non-negative integer",
+            ),
+            (
+                &["producer", "-k", "yes"],
+                "'yes' for '--keys <BOOL>': not true or false",
+            ),
+            (&["producer", "--bogus", "1"], "--bogus"),
+            (&["producer", "-t", "bad topic"], "--topic"),
+            (&["producer", "stray"], "'stray'"),
+            (&["nokind"], "nokind"),
+            (&["producer", "-n"], "--namesrv"),
+            (&["catchup", "--skip-fill=yes"], "--skip-fill"),
+            (&["catchup", "--broker-pid", "0"], "--broker-pid"),
+            (&["catchup", "--broker-pid", "abc"], "--broker-pid"),
+            (
+                &["catchup", "--broker-pid", "4194305"],
+                "4194305 is outside 1..=4194304",
+            ),
+            (&["consumer", "--broker-pid", "1"], "--broker-pid"),
+            (&["summary", "--format", "xml"], "--format"),
+        ] {
+            let error = parse(argv.iter().copied()).expect_err(&format!("{argv:?} should fail"));
+            assert_eq!(error.exit_code(), 2, "{argv:?}");
+            assert!(error.to_string().contains(needle), "{argv:?}: {error}");
+        }
+        let help = parse(["producer", "--help"]).expect_err("help is clap's");
+        assert_eq!(help.kind(), clap::error::ErrorKind::DisplayHelp);
+        // Each kind's help lists only its own flags.
+        assert!(!help.to_string().contains("--backlog-bytes"));
         assert!(matches!(parse(Vec::<String>::new()), Ok(Parsed::Help)));
     }
 }

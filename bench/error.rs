@@ -20,11 +20,9 @@ pub enum RpcError {
     Encode { code: i32, reason: String },
 }
 
-/// A failure that ends a run (or a bad command line).
+/// A failure that ends a run (a bad command line is clap's error).
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
-    #[error("{flag}: {reason}")]
-    Flag { flag: String, reason: String },
     #[error(
         "{addr} is not a loopback address: the bench only talks to loopback (127.0.0.0/8, ::1)"
     )]
@@ -81,14 +79,4 @@ pub enum BenchError {
     },
     #[error("--broker-pid {pid}: {reason}")]
     BrokerPid { pid: u32, reason: String },
-}
-
-impl BenchError {
-    /// A flag error.
-    pub fn flag(flag: &str, reason: impl Into<String>) -> Self {
-        BenchError::Flag {
-            flag: flag.to_owned(),
-            reason: reason.into(),
-        }
-    }
 }

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::args::{Args, StartFrom, DURATION_MAX_S};
+use crate::args::{Args, StartFrom};
 use crate::client::{Connection, ConnectionPool, QueueAddr};
 use crate::consumer::{
     self, ConsumerConfig, ConsumerCtx, LatencyMode, StartPolicy, Subscription, HEARTBEAT_INTERVAL,
@@ -566,12 +566,7 @@ pub fn run_echo(args: &Args) -> Result<(), BenchError> {
         "ringmq-bench echo-server listening on {}",
         server.local_addr()
     );
-    let run_for = if args.duration_explicit {
-        duration(args)
-    } else {
-        Duration::from_secs(DURATION_MAX_S)
-    };
-    std::thread::sleep(run_for);
+    std::thread::sleep(duration(args));
     server.shutdown();
     Ok(())
 }

@@ -6,6 +6,7 @@
 //! table of JSON reports). See `ringmq-bench --help` and docs/BENCHMARKS.md.
 
 mod args;
+mod cli;
 mod client;
 mod consumer;
 mod echo;
@@ -22,23 +23,20 @@ mod smoke_tests;
 
 use std::process::ExitCode;
 
+use clap::CommandFactory;
+
 use args::{Args, Kind, Parsed};
 use error::BenchError;
 
 fn main() -> ExitCode {
-    let parsed = match args::parse(std::env::args().skip(1)) {
-        Ok(parsed) => parsed,
-        Err(error) => {
-            eprintln!("ringmq-bench: {error}\n\n{}", args::usage());
-            return ExitCode::from(2);
-        }
-    };
-    let args = match parsed {
-        Parsed::Help => {
-            println!("{}", args::usage());
+    let args = match args::parse(std::env::args_os().skip(1)) {
+        Ok(Parsed::Run(args)) => args,
+        Ok(Parsed::Help) => {
+            // No kind given: the usage, as a successful run (as before clap).
+            let _ = cli::Cli::command().print_help();
             return ExitCode::SUCCESS;
         }
-        Parsed::Run(args) => args,
+        Err(error) => return command_line_error(&error),
     };
     match run(&args) {
         Ok(true) => ExitCode::SUCCESS,
@@ -48,6 +46,21 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// `--help` goes to stdout and succeeds. A bad command line says why on stderr, prefixed like
+/// every other failure of the tool (scripts grep for it), and exits 2: a usage error.
+fn command_line_error(error: &clap::Error) -> ExitCode {
+    if !error.use_stderr() {
+        let _ = error.print();
+        return ExitCode::SUCCESS;
+    }
+    let text = error.render().to_string();
+    eprint!(
+        "ringmq-bench: {}",
+        text.strip_prefix("error: ").unwrap_or(&text)
+    );
+    ExitCode::from(2)
 }
 
 /// Runs one kind; `Ok(false)` when the run ended with an error but still produced a report.
