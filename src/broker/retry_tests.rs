@@ -1,22 +1,27 @@
 //! Tests of the retry path through several broker parts (processors, the subscription group
-//! table and the store): group names the broker refuses. They live beside
+//! table, the schedule service and the store): group names the broker refuses and delayed
+//! messages the store will not take. They live beside
 //! `tests.rs`, above every part, for the same reason.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
 use crate::broker::controller::BrokerController;
 use crate::broker::processor::{client_manage, pull, send, Handled, RequestContext};
+use crate::broker::schedule_message_service as schedule;
 use crate::broker::tests::ready;
 use crate::broker::topic_config_manager::SCHEDULE_TOPIC;
+use crate::common::StopFlag;
 use crate::config::Config;
 use crate::net::ConnectionContext;
 use crate::remoting::codes::{request_code, response_code};
 use crate::remoting::command::RemotingCommand;
-use crate::store::format::encode_properties;
-use crate::store::MessageToStore;
+use crate::store::filter::AcceptAll;
+use crate::store::format::{self, encode_properties};
+use crate::store::{GetMessageRequest, GetMessageStatus, MessageToStore};
 
 /// A group name Java's `TopicValidator.validateGroup` refuses, made of path and control
 /// characters.
@@ -76,6 +81,31 @@ fn put(
         })
         .unwrap()
         .wrote_phy_offset
+}
+
+/// The reconsume counts of the messages in queue 0 of `topic`.
+fn reconsume_counts(ctrl: &BrokerController, topic: &str) -> Vec<i32> {
+    let result = ctrl
+        .store
+        .get_message(&GetMessageRequest {
+            group: "retry-tests",
+            topic,
+            queue_id: 0,
+            queue_offset: 0,
+            max_msg_nums: 32,
+            filter: &AcceptAll,
+        })
+        .unwrap();
+    if result.status != GetMessageStatus::Found {
+        return Vec::new();
+    }
+    (0..result.message_count)
+        .map(|i| {
+            format::decode_record(result.message(i))
+                .unwrap()
+                .reconsume_times
+        })
+        .collect()
 }
 
 fn send_back(offset: i64, group: &str) -> RemotingCommand {
@@ -174,5 +204,64 @@ fn heartbeat_and_pull_of_a_group_java_refuses_create_nothing() {
         "{:?}",
         response.remark
     );
+    ctrl.store.shutdown().unwrap();
+}
+
+/// Parks a message for `real_topic` in level 3 of SCHEDULE_TOPIC_XXXX, as a send-back does.
+fn park_for(ctrl: &BrokerController, real_topic: &str) {
+    let props = [
+        ("DELAY", "3"),
+        ("REAL_TOPIC", real_topic),
+        ("REAL_QID", "0"),
+    ];
+    put(ctrl, SCHEDULE_TOPIC, 2, &props, 1);
+}
+
+/// Runs the schedule service until `done` holds (10 s at most); returns whether it did.
+fn schedule_until(ctrl: &Arc<BrokerController>, done: impl Fn() -> bool) -> bool {
+    let stop = StopFlag::new();
+    let thread = {
+        let (ctrl, stop) = (Arc::clone(ctrl), stop.clone());
+        std::thread::spawn(move || schedule::run(&ctrl, &stop))
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !done() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    stop.raise();
+    thread.join().unwrap();
+    done()
+}
+
+/// A parked message the store refuses (an illegal real topic) and that has no dead-letter
+/// topic either is dropped; the next message of the same level is delivered.
+#[test]
+fn an_undeliverable_delayed_message_does_not_hold_back_its_level() {
+    let (ctrl, dir) = controller("0s 0s 0s");
+    park_for(&ctrl, &format!("%RETRY%{BAD_GROUP}"));
+    park_for(&ctrl, "%RETRY%good");
+    let delivered = schedule_until(&ctrl, || !reconsume_counts(&ctrl, "%RETRY%good").is_empty());
+    assert!(
+        delivered,
+        "the second message of level 3 was never delivered"
+    );
+    let offsets = std::fs::read_to_string(dir.path().join("store/config/delayOffset.json"));
+    let offsets: serde_json::Value = serde_json::from_str(&offsets.unwrap()).unwrap();
+    assert_eq!(offsets["offsetTable"]["3"], 2, "level 3 moved past both");
+    ctrl.store.shutdown().unwrap();
+}
+
+/// A parked retry the store refuses goes to its group's DLQ when the DLQ topic is legal: a
+/// group of 250 characters (longer than Java lets a broker create, possible in an old
+/// subscriptionGroup.json) makes a retry topic over 255 characters and a DLQ topic of 255.
+#[test]
+fn an_undeliverable_retry_goes_to_the_dlq_of_its_group() {
+    let (ctrl, _dir) = controller("0s 0s 0s");
+    let group = "g".repeat(250);
+    park_for(&ctrl, &format!("%RETRY%{group}"));
+    let dlq = format!("%DLQ%{group}");
+    let delivered = schedule_until(&ctrl, || !reconsume_counts(&ctrl, &dlq).is_empty());
+    assert!(delivered, "the refused retry never reached {dlq}");
+    assert!(ctrl.topics.select(&dlq).is_some());
     ctrl.store.shutdown().unwrap();
 }
