@@ -1,6 +1,6 @@
 //! Tests of the retry path through several broker parts (processors, the subscription group
-//! table, the schedule service and the store): group names the broker refuses and delayed
-//! messages the store will not take. They live beside
+//! table, the schedule service and the store): group names the broker refuses, send-back at
+//! the largest reconsume count, and delayed messages the store will not take. They live beside
 //! `tests.rs`, above every part, for the same reason.
 
 use std::net::SocketAddr;
@@ -204,6 +204,24 @@ fn heartbeat_and_pull_of_a_group_java_refuses_create_nothing() {
         "{:?}",
         response.remark
     );
+    ctrl.store.shutdown().unwrap();
+}
+
+/// A message whose reconsume count is already i32::MAX is past any maximum: it goes to the DLQ
+/// and keeps that count (the count does not wrap to a negative one).
+#[test]
+fn a_send_back_at_the_largest_reconsume_count_goes_to_the_dlq() {
+    let (ctrl, _dir) = controller("1s 5s 10s");
+    let offset = put(&ctrl, "Orig", 0, &[], i32::MAX);
+    let response = answer(&ctrl, &send_back(offset, "cg"));
+    assert_eq!(
+        response.code,
+        response_code::SUCCESS,
+        "{:?}",
+        response.remark
+    );
+    assert_eq!(reconsume_counts(&ctrl, "%DLQ%cg"), [i32::MAX]);
+    assert_eq!(ctrl.store.max_offset_in_queue(SCHEDULE_TOPIC, 2), 0);
     ctrl.store.shutdown().unwrap();
 }
 

@@ -420,7 +420,8 @@ pub async fn consumer_send_msg_back(
         (dead_letter_topic(ctrl, &header.group)?, 0)
     } else {
         let level = if header.delay_level == 0 {
-            3 + reconsume_times
+            // Past the last level is the last level (`apply_delay_level`).
+            reconsume_times.saturating_add(3)
         } else {
             header.delay_level
         };
@@ -439,7 +440,8 @@ pub async fn consumer_send_msg_back(
         sys_flag: decoded.sys_flag,
         born_timestamp_ms: decoded.born_timestamp_ms,
         born_host: remote_addr,
-        reconsume_times: reconsume_times + 1,
+        // A count at i32::MAX went to the DLQ above (it is past any maximum) and stays there.
+        reconsume_times: reconsume_times.saturating_add(1),
         prepared_transaction_offset: 0,
     };
     apply_delay_level(ctrl, &mut msg);
