@@ -138,11 +138,10 @@ impl SubscriptionGroupManager {
     }
 
     /// Java `findSubscriptionGroupConfig`: the group, auto-created with defaults when
-    /// `autoCreateSubscriptionGroup` is on and the name passes
-    /// [`validate_group`]. Creating persists the table. A name that fails is
-    /// treated as an unknown group, as Java does, so send-back, pull and heartbeat answer it as
-    /// they answer any unknown group and nothing (retry topic, offsets, consumer table) is ever
-    /// keyed by it.
+    /// `autoCreateSubscriptionGroup` is on and the name passes [`validate_group`]. Creating
+    /// persists the table. A name that fails is an unknown group, as in Java, so send-back,
+    /// pull and heartbeat answer it as they answer any unknown group, and nothing (retry
+    /// topic, offsets, consumer table) is ever keyed by it.
     pub fn find_or_auto_create(
         &self,
         group: &str,
