@@ -676,6 +676,38 @@ fn send_back_goes_to_retry_topic_after_delay_then_dlq() {
     assert_eq!(records(&dlq.body)[0].1, b"failing");
 }
 
+/// A send-back for a group name Java's `TopicValidator.validateGroup` refuses is answered as
+/// Java answers a group it will not create, in both header encodings; the broker then takes
+/// the same message back for a proper group.
+#[test]
+fn send_back_for_an_illegal_group_name_is_refused_with_java_code() {
+    let broker = Broker::start(&[]);
+    let mut c = broker.client();
+    let sent = invoke(
+        &mut c,
+        send_request("Orig", 0, "failing", &[], SerializeType::Json),
+    );
+    let (_, phy) = format::decode_offset_msg_id(sent.ext_opt_str("msgId").unwrap()).unwrap();
+    let back = |group: &str, st: SerializeType| {
+        RemotingCommand::request(req::CONSUMER_SEND_MSG_BACK)
+            .with_serialize_type(st)
+            .with_ext("offset", phy)
+            .with_ext("group", group)
+            .with_ext("delayLevel", 0)
+    };
+    let bad_group = "../../x\u{1}";
+    for st in [SerializeType::Json, SerializeType::RocketMq] {
+        let r = invoke(&mut c, back(bad_group, st));
+        assert_eq!(r.code, rc::SUBSCRIPTION_GROUP_NOT_EXIST, "{r:?}");
+        assert_eq!(
+            r.remark.as_deref(),
+            Some(format!("subscription group not exist, {bad_group}").as_str())
+        );
+    }
+    let r = invoke(&mut c, back("cg", SerializeType::Json));
+    assert_eq!(r.code, rc::SUCCESS, "{r:?}");
+}
+
 #[test]
 fn batch_send_stores_each_message_with_consecutive_offsets() {
     let broker = Broker::start(&[]);

@@ -31,6 +31,31 @@ pub enum PersistError {
     },
 }
 
+impl PersistError {
+    /// This error's text with the files it names reduced to their names, for a remote client
+    /// (see `StoreError::text_without_paths`). The wording is the `Display` one.
+    pub fn text_without_paths(&self) -> String {
+        let name = |path: &Path| {
+            path.file_name().map_or_else(
+                || path.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            )
+        };
+        match self {
+            PersistError::Io { op, path, source } => format!("{op} {}: {source}", name(path)),
+            PersistError::Corrupt {
+                path,
+                backup,
+                reason,
+            } => format!(
+                "{} is corrupt ({reason}) and its backup {} is missing or corrupt too",
+                name(path),
+                name(backup)
+            ),
+        }
+    }
+}
+
 /// Why the text of a config file is not the table it should hold.
 #[derive(Debug, thiserror::Error)]
 pub enum ContentError {

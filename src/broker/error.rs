@@ -200,9 +200,35 @@ impl BrokerError {
         }
     }
 
+    /// The remark of this error's response: its text, except that store and metadata-file
+    /// errors name a file without its directories (a client has no use for the broker's
+    /// layout). Then the whole text, paths included, is logged, since the client's copy no
+    /// longer says where.
+    pub fn remark(&self) -> String {
+        use BrokerError as E;
+        // The prefixes are those of the variants' `#[error]` texts.
+        let remark = match self {
+            E::PutMessage(e) => e.text_without_paths(),
+            E::Store(e) => format!("store error: {}", e.text_without_paths()),
+            E::Persist(e) => format!(
+                "persisting broker metadata failed: {}",
+                e.text_without_paths()
+            ),
+            other => return other.to_string(),
+        };
+        let text = self.to_string();
+        if remark != text {
+            tracing::warn!(
+                error = text,
+                "request failed in the store or a metadata file"
+            );
+        }
+        remark
+    }
+
     /// The response to `request` carrying this error.
     pub fn into_response(self, request: &RemotingCommand) -> RemotingCommand {
-        RemotingCommand::response_to(request, self.response_code(), Some(self.to_string()))
+        RemotingCommand::response_to(request, self.response_code(), Some(self.remark()))
     }
 }
 
@@ -280,6 +306,46 @@ mod tests {
         assert_eq!(code(io), rc::SYSTEM_ERROR);
         let read = BrokerError::Store(StoreError::ShutDown);
         assert_eq!(read.response_code(), rc::SYSTEM_ERROR, "a failed read");
+    }
+
+    /// A client learns what failed and in which file, not where the broker keeps its files.
+    #[test]
+    fn remarks_name_files_without_their_directories() {
+        let request = RemotingCommand::request(10);
+        let commit_log = "/var/lib/ringmq/store/commitlog/00000000000000000000";
+        let errors = [
+            BrokerError::Store(StoreError::Io {
+                op: "read",
+                path: commit_log.into(),
+                source: std::io::Error::other("disk"),
+            }),
+            BrokerError::PutMessage(StoreError::Corrupted {
+                path: commit_log.into(),
+                offset: 7,
+                reason: "bad magic".into(),
+            }),
+            BrokerError::Store(StoreError::Locked {
+                path: "/var/lib/ringmq/store".into(),
+            }),
+            BrokerError::Persist(PersistError::Io {
+                op: "rename",
+                path: "/var/lib/ringmq/store/config/topics.json".into(),
+                source: std::io::Error::other("disk"),
+            }),
+        ];
+        let remarks: Vec<String> = errors
+            .into_iter()
+            .map(|e| e.into_response(&request).remark.unwrap())
+            .collect();
+        assert_eq!(
+            remarks,
+            [
+                "store error: read failed on 00000000000000000000: disk",
+                "corrupted store file 00000000000000000000 at byte 7: bad magic",
+                "store error: store directory store is locked by another process",
+                "persisting broker metadata failed: rename topics.json: disk",
+            ]
+        );
     }
 
     #[test]

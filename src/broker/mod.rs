@@ -28,4 +28,6 @@ pub mod subscription_group_manager;
 pub mod topic_config_manager;
 
 #[cfg(test)]
+mod retry_tests;
+#[cfg(test)]
 mod tests;

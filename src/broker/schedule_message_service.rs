@@ -4,6 +4,10 @@
 //! passed. Retries (`CONSUMER_SEND_MSG_BACK`) use it. Progress per level is kept in
 //! `config/delayOffset.json` (`{"offsetTable":{"1":0,...}}`, Java's format) so a restart neither
 //! loses nor repeats deliveries beyond the last flush.
+//!
+//! A level's messages are delivered in order, so one message must never hold the rest back: a
+//! message the store refuses for good goes to its group's DLQ or is dropped ([`set_aside`]),
+//! and a store failure that may pass is retried after a growing wait ([`Backoff`]).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -15,12 +19,15 @@ use bytes::Bytes;
 use crate::broker::config_manager::{self as persist, ContentError, Loaded};
 use crate::broker::controller::BrokerController;
 use crate::broker::processor::send::{property, remove_property};
-use crate::broker::topic_config_manager::SCHEDULE_TOPIC;
+use crate::broker::topic_config_manager::{dlq_topic, RETRY_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC};
 use crate::common::now_ms;
 use crate::common::StopFlag;
+use crate::remoting::body::perm;
 use crate::store::filter::AcceptAll;
 use crate::store::format::{self, property_value};
-use crate::store::{GetMessageRequest, GetMessageStatus, MessageToStore};
+use crate::store::{
+    GetMessageRequest, GetMessageStatus, MessageToStore, PutMessageStatus, StoreError,
+};
 
 /// How often each level's queue is looked at. Delay levels start at 1 s.
 const SCHEDULE_TICK_MS: u64 = 100;
@@ -29,6 +36,10 @@ const SCHEDULE_BATCH_MAX: i32 = 32;
 /// delayOffset.json is written at most this often (and at shutdown).
 const SCHEDULE_PERSIST_INTERVAL_MS: i64 = 5_000;
 const SCHEDULE_GROUP: &str = "SCHEDULE_SERVICE";
+/// First wait before a level is tried again after the store failed it (see [`Backoff`]).
+const SCHEDULE_RETRY_BACKOFF_MIN_MS: i64 = 1_000;
+/// Longest wait between two tries of a level the store keeps failing.
+const SCHEDULE_RETRY_BACKOFF_MAX_MS: i64 = 60_000;
 
 fn offset_file(ctrl: &BrokerController) -> PathBuf {
     ctrl.config
@@ -75,6 +86,7 @@ fn persist_offsets(ctrl: &BrokerController, offsets: &BTreeMap<i32, i64>) {
 /// due messages; returns when `stop` is raised, after writing the progress once more.
 pub fn run(ctrl: &Arc<BrokerController>, stop: &StopFlag) {
     let mut offsets = load_offsets(ctrl);
+    let mut backoffs = vec![Backoff::default(); ctrl.delay_levels_ms.len()];
     let mut dirty = false;
     let mut last_persist_ms = now_ms();
     while !stop.wait_timeout(Duration::from_millis(SCHEDULE_TICK_MS)) {
@@ -84,7 +96,7 @@ pub fn run(ctrl: &Arc<BrokerController>, stop: &StopFlag) {
         for (index, delay_ms) in ctrl.delay_levels_ms.iter().enumerate() {
             let level = index as i32 + 1;
             let offset = offsets.get(&level).copied().unwrap_or(0);
-            let next = deliver_due(ctrl, level, *delay_ms as i64, offset);
+            let next = run_level(ctrl, level, *delay_ms as i64, offset, &mut backoffs[index]);
             if next != offset {
                 offsets.insert(level, next);
                 dirty = true;
@@ -101,8 +113,87 @@ pub fn run(ctrl: &Arc<BrokerController>, stop: &StopFlag) {
     }
 }
 
-/// Moves the due messages of one level; returns the level's new offset.
-fn deliver_due(ctrl: &Arc<BrokerController>, level: i32, delay_ms: i64, offset: i64) -> i64 {
+/// One level's pass, unless it waits out a store failure; returns the level's new offset.
+fn run_level(
+    ctrl: &Arc<BrokerController>,
+    level: i32,
+    delay_ms: i64,
+    offset: i64,
+    backoff: &mut Backoff,
+) -> i64 {
+    let now = now_ms();
+    if !backoff.is_due(now) {
+        return offset;
+    }
+    let pass = deliver_due(ctrl, level, delay_ms, offset);
+    match &pass.failure {
+        None => backoff.succeeded(),
+        Some(e) => {
+            let retry_in_ms = backoff.failed(now);
+            tracing::warn!(level, queue_offset = pass.next_offset, error = %e, retry_in_ms, "delivering a delayed message failed in the store; will retry");
+        }
+    }
+    pass.next_offset
+}
+
+/// When a level whose delivery failed in the store is tried again. A store that cannot append
+/// now (an I/O error, not writable) may recover, so the message is kept and retried, but
+/// after a wait that doubles from [`SCHEDULE_RETRY_BACKOFF_MIN_MS`] to
+/// [`SCHEDULE_RETRY_BACKOFF_MAX_MS`] rather than every tick (Java's asynchronous delivery
+/// likewise grows its resend interval, to at most a minute).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Backoff {
+    /// The last wait; 0 while the level has no failure pending.
+    wait_ms: i64,
+    retry_at_ms: i64,
+}
+
+impl Backoff {
+    fn is_due(&self, now_ms: i64) -> bool {
+        now_ms >= self.retry_at_ms
+    }
+
+    /// Records a failure at `now_ms`; returns the wait before the next try.
+    fn failed(&mut self, now_ms: i64) -> i64 {
+        self.wait_ms = if self.wait_ms == 0 {
+            SCHEDULE_RETRY_BACKOFF_MIN_MS
+        } else {
+            (self.wait_ms * 2).min(SCHEDULE_RETRY_BACKOFF_MAX_MS)
+        };
+        self.retry_at_ms = now_ms + self.wait_ms;
+        self.wait_ms
+    }
+
+    fn succeeded(&mut self) {
+        *self = Backoff::default();
+    }
+}
+
+/// How one pass over a level ended.
+#[derive(Debug)]
+pub(crate) struct Pass {
+    /// The level's offset after the pass.
+    pub next_offset: i64,
+    /// A store failure that may pass; the message at `next_offset` is tried again later.
+    pub failure: Option<StoreError>,
+}
+
+impl Pass {
+    fn done(next_offset: i64) -> Pass {
+        Pass {
+            next_offset,
+            failure: None,
+        }
+    }
+}
+
+/// Moves the due messages of one level from `offset` on.
+pub(crate) fn deliver_due(
+    ctrl: &Arc<BrokerController>,
+    level: i32,
+    delay_ms: i64,
+    offset: i64,
+) -> Pass {
     let queue_id = level - 1;
     let result = match ctrl.store.get_message(&GetMessageRequest {
         group: SCHEDULE_GROUP,
@@ -114,16 +205,18 @@ fn deliver_due(ctrl: &Arc<BrokerController>, level: i32, delay_ms: i64, offset: 
     }) {
         Ok(r) => r,
         Err(e) => {
-            tracing::warn!(level, error = %e, "reading the schedule queue failed");
-            return offset;
+            return Pass {
+                next_offset: offset,
+                failure: Some(e),
+            }
         }
     };
     match result.status {
         GetMessageStatus::Found => {}
         GetMessageStatus::OffsetTooSmall | GetMessageStatus::OffsetOverflowBadly => {
-            return result.next_begin_offset
+            return Pass::done(result.next_begin_offset)
         }
-        _ => return offset,
+        _ => return Pass::done(offset),
     }
     let now = now_ms();
     let mut next = offset;
@@ -141,32 +234,115 @@ fn deliver_due(ctrl: &Arc<BrokerController>, level: i32, delay_ms: i64, offset: 
         if decoded.store_timestamp_ms + delay_ms > now {
             break;
         }
-        if let Err(e) = deliver(ctrl, &decoded) {
-            tracing::warn!(level, queue_offset, error = %e, "delivering a delayed message failed; will retry");
-            break;
+        if let Err(e) = deliver(ctrl, level, *queue_offset, &decoded) {
+            return Pass {
+                next_offset: next,
+                failure: Some(e),
+            };
         }
         next = queue_offset + 1;
     }
-    next
+    Pass::done(next)
 }
 
+/// Moves one due message to its real topic. One the store refuses for good goes to
+/// [`set_aside`]; an error returned may pass, and the message is tried again.
 fn deliver(
-    ctrl: &Arc<BrokerController>,
+    ctrl: &BrokerController,
+    level: i32,
+    queue_offset: i64,
     record: &format::DecodedRecord<'_>,
-) -> Result<(), crate::store::StoreError> {
+) -> Result<(), StoreError> {
+    let Some(msg) = message_time_up(record) else {
+        tracing::error!(
+            level,
+            queue_offset,
+            "delayed message without REAL_TOPIC; dropping it"
+        );
+        return Ok(());
+    };
+    match ctrl.store.put_message(&msg) {
+        Ok(_) => Ok(()),
+        Err(e) if is_refused_for_good(&e) => set_aside(ctrl, level, queue_offset, msg, &e),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether the store refuses the message itself (its topic, size or properties), so trying it
+/// again can never succeed.
+fn is_refused_for_good(e: &StoreError) -> bool {
+    matches!(
+        e.put_status(),
+        PutMessageStatus::MessageIllegal | PutMessageStatus::PropertiesSizeExceeded
+    )
+}
+
+/// A due message the store will never take: it goes to the DLQ of its consumer group when its
+/// real topic is the group's retry topic and the DLQ takes it, else it is dropped with an ERROR
+/// naming it. Either way the level moves on; Java retries such a message forever, holding back
+/// every later message of its level.
+fn set_aside(
+    ctrl: &BrokerController,
+    level: i32,
+    queue_offset: i64,
+    mut msg: MessageToStore,
+    refusal: &StoreError,
+) -> Result<(), StoreError> {
+    let uniq_key = property_value(msg.properties.as_bytes(), property::UNIQ_KEY.as_bytes())
+        .map(|v| String::from_utf8_lossy(v).into_owned());
+    let dlq = msg
+        .topic
+        .strip_prefix(RETRY_GROUP_TOPIC_PREFIX)
+        .and_then(|group| dlq_topic(group).ok());
+    let Some(dlq) = dlq else {
+        tracing::error!(level, queue_offset, topic = msg.topic, uniq_key, error = %refusal, "the store refuses a delayed message that has no dead-letter topic; dropping it");
+        return Ok(());
+    };
+    create_dlq_topic(ctrl, &dlq);
+    let real_topic = std::mem::replace(&mut msg.topic, dlq);
+    msg.queue_id = 0;
+    match ctrl.store.put_message(&msg) {
+        Ok(_) => {
+            tracing::error!(level, queue_offset, topic = real_topic, dlq = msg.topic, uniq_key, error = %refusal, "the store refuses a delayed message; moved it to its group's dead-letter topic");
+            Ok(())
+        }
+        Err(e) if is_refused_for_good(&e) => {
+            tracing::error!(level, queue_offset, topic = real_topic, dlq = msg.topic, uniq_key, error = %refusal, dlq_error = %e, "the store refuses a delayed message and its dead-letter topic; dropping it");
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The DLQ topic's config (one queue, like a send-back's DLQ). A config file that cannot be
+/// written keeps the topic in memory, so the message is still stored.
+fn create_dlq_topic(ctrl: &BrokerController, dlq: &str) {
+    match ctrl
+        .topics
+        .create_topic_if_absent(dlq, 1, perm::PERM_READ | perm::PERM_WRITE, 0)
+    {
+        Ok((_, false)) => {}
+        Ok((_, true)) => ctrl.notify_topics_changed(),
+        Err(e) => {
+            tracing::error!(topic = dlq, error = %e, "persisting a new dead-letter topic failed");
+            ctrl.notify_topics_changed();
+        }
+    }
+}
+
+/// Java `messageTimeUp`: the message for its real topic and queue, without DELAY; `None` when
+/// the record does not say its real topic.
+fn message_time_up(record: &format::DecodedRecord<'_>) -> Option<MessageToStore> {
     let props = record.properties;
     let text = |name: &str| {
         property_value(props, name.as_bytes()).map(|v| String::from_utf8_lossy(v).into_owned())
     };
-    let Some(topic) = text(property::REAL_TOPIC) else {
-        tracing::error!("delayed message without REAL_TOPIC; dropping it");
-        return Ok(());
-    };
+    let topic = text(property::REAL_TOPIC)?;
     let queue_id = text(property::REAL_QID)
         .and_then(|q| q.parse().ok())
         .unwrap_or(0);
     let properties = remove_property(&String::from_utf8_lossy(props), property::DELAY);
-    let msg = MessageToStore {
+    Some(MessageToStore {
         topic,
         queue_id,
         flag: record.flag,
@@ -177,6 +353,28 @@ fn deliver(
         born_host: record.born_host,
         reconsume_times: record.reconsume_times,
         prepared_transaction_offset: 0,
-    };
-    ctrl.store.put_message(&msg).map(|_| ())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failing_level_waits_longer_each_time_up_to_a_minute() {
+        let mut b = Backoff::default();
+        assert!(b.is_due(0));
+        assert_eq!(b.failed(10_000), 1_000);
+        assert!(!b.is_due(10_999));
+        assert!(b.is_due(11_000));
+        let waits: Vec<i64> = (0..8).map(|_| b.failed(20_000)).collect();
+        assert_eq!(
+            waits,
+            [2_000, 4_000, 8_000, 16_000, 32_000, 60_000, 60_000, 60_000]
+        );
+        assert!(!b.is_due(79_999));
+        b.succeeded();
+        assert!(b.is_due(0));
+        assert_eq!(b.failed(0), 1_000, "a success starts the next wait afresh");
+    }
 }

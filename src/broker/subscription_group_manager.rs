@@ -8,6 +8,7 @@ use std::sync::{Arc, RwLock};
 use serde::{Deserialize, Serialize};
 
 use super::config_manager::{self as persist, BackupUsed, Loaded, PersistError};
+use crate::common::topic_validator::validate_group;
 
 /// Java `SubscriptionGroupConfig` with its defaults. Unknown members of files written by Java
 /// (groupRetryPolicy, attributes, ...) are ignored on load.
@@ -137,7 +138,10 @@ impl SubscriptionGroupManager {
     }
 
     /// Java `findSubscriptionGroupConfig`: the group, auto-created with defaults when
-    /// `autoCreateSubscriptionGroup` is on. Creating persists the table.
+    /// `autoCreateSubscriptionGroup` is on and the name passes [`validate_group`]. Creating
+    /// persists the table. A name that fails is an unknown group, as in Java, so send-back,
+    /// pull and heartbeat answer it as they answer any unknown group, and nothing (retry
+    /// topic, offsets, consumer table) is ever keyed by it.
     pub fn find_or_auto_create(
         &self,
         group: &str,
@@ -146,6 +150,10 @@ impl SubscriptionGroupManager {
             return Ok(Some(c));
         }
         if !self.auto_create {
+            return Ok(None);
+        }
+        if let Err(e) = validate_group(group) {
+            tracing::debug!(reason = %e, "subscription group not auto-created");
             return Ok(None);
         }
         let c = self
@@ -196,6 +204,17 @@ mod tests {
         let m2 = SubscriptionGroupManager::new(dir.path(), true);
         m2.load().unwrap();
         assert_eq!(m2.find("cg"), Some(c));
+    }
+
+    #[test]
+    fn a_group_name_java_refuses_is_never_auto_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = SubscriptionGroupManager::new(dir.path(), true);
+        for bad in ["../../x\u{1}", "", "a@b", &"g".repeat(121)] {
+            assert_eq!(m.find_or_auto_create(bad).unwrap(), None, "{bad:?}");
+            assert_eq!(m.find(bad), None);
+        }
+        assert!(m.find_or_auto_create(&"g".repeat(120)).unwrap().is_some());
     }
 
     #[test]

@@ -28,7 +28,7 @@ use crate::store::MessageToStore;
 const FAN_OUT_TOPIC: &str = "FanOut";
 
 /// The output of a processor that never waits (its future is ready at the first poll).
-fn ready<F: Future>(future: F) -> F::Output {
+pub(super) fn ready<F: Future>(future: F) -> F::Output {
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
     match std::pin::pin!(future).poll(&mut cx) {
         Poll::Ready(output) => output,

@@ -16,7 +16,9 @@ pub const SELF_TEST_TOPIC: &str = "SELF_TEST_TOPIC";
 pub const BENCHMARK_TOPIC: &str = "BenchmarkTest";
 pub const OFFSET_MOVED_EVENT: &str = "OFFSET_MOVED_EVENT";
 pub const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
-pub use crate::common::topic_validator::{DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX};
+pub use crate::common::topic_validator::{
+    dlq_topic, retry_topic, DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX,
+};
 /// Java `SCHEDULE_TOPIC_XXXX` has one queue per delay level; 18 by default.
 pub const SCHEDULE_TOPIC_QUEUE_NUMS: i32 = 18;
 
@@ -27,16 +29,6 @@ const NOT_ALLOWED_SEND_TOPICS: &[&str] = &[
     "RMQ_SYS_TRANS_OP_HALF_TOPIC",
     "RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC",
 ];
-
-/// The retry topic of a consumer group.
-pub fn retry_topic(group: &str) -> String {
-    format!("{RETRY_GROUP_TOPIC_PREFIX}{group}")
-}
-
-/// The dead-letter topic of a consumer group.
-pub fn dlq_topic(group: &str) -> String {
-    format!("{DLQ_GROUP_TOPIC_PREFIX}{group}")
-}
 
 /// Whether producers may send to `topic`.
 pub fn is_send_allowed(topic: &str) -> bool {

@@ -5,7 +5,7 @@
 //! (the mapping to Java's `PutMessageStatus` is [`StoreError::put_status`], beside that type).
 
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::store::format::FormatError;
 
@@ -69,11 +69,70 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// This error's text with every file it names reduced to the file's name: what a remote
+    /// client may be shown. The directories say how the host is laid out, so they belong in
+    /// the broker's log only. The wording is the `Display` one (a test holds them equal).
+    pub fn text_without_paths(&self) -> String {
+        match self {
+            StoreError::Io { op, path, source } => {
+                format!("{op} failed on {}: {source}", file_name(path))
+            }
+            StoreError::Corrupted {
+                path,
+                offset,
+                reason,
+            } => format!(
+                "corrupted store file {} at byte {offset}: {reason}",
+                file_name(path)
+            ),
+            StoreError::Locked { path } => format!(
+                "store directory {} is locked by another process",
+                file_name(path)
+            ),
+            other => other.to_string(),
+        }
+    }
+
     pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
         StoreError::Io {
             op,
             path: path.into(),
             source,
+        }
+    }
+}
+
+/// The last component of `path` (the whole of it when it has none, like `/`).
+fn file_name(path: &Path) -> std::borrow::Cow<'_, str> {
+    match path.file_name() {
+        Some(name) => name.to_string_lossy(),
+        None => path.to_string_lossy(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_without_paths_is_the_display_text_with_file_names_only() {
+        let errors = |path: &str| {
+            [
+                StoreError::io("read", path, io::Error::other("disk")),
+                StoreError::Corrupted {
+                    path: path.into(),
+                    offset: 3,
+                    reason: "bad".into(),
+                },
+                StoreError::Locked { path: path.into() },
+                StoreError::ShutDown,
+            ]
+        };
+        let deep = errors("/srv/store/commitlog/00000000000000000000");
+        let shallow = errors("00000000000000000000");
+        for (deep, shallow) in deep.iter().zip(&shallow) {
+            assert_eq!(deep.text_without_paths(), shallow.to_string());
+            assert!(!deep.text_without_paths().contains("/srv"));
         }
     }
 }

@@ -47,7 +47,7 @@ pub async fn heart_beat(cx: &RequestContext<'_>, request: &RemotingCommand) -> P
         // Push consumers in clustering mode consume their retry topic too.
         if group.retry_queue_nums > 0 {
             let (_, created) = ctrl.topics.create_topic_if_absent(
-                &retry_topic(&consumer.group_name),
+                &retry_topic(&consumer.group_name)?,
                 group.retry_queue_nums,
                 perm::PERM_READ | perm::PERM_WRITE,
                 0,

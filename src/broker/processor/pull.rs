@@ -274,7 +274,7 @@ impl PullWakeHost for BrokerController {
             Ok(PullOutcome::RespondFile(file)) => Some(Outbound::File(file.frame)),
             Ok(PullOutcome::Parked) => None,
             Err(e) => {
-                let response = envelope.response(e.response_code(), Some(e.to_string()));
+                let response = envelope.response(e.response_code(), Some(e.remark()));
                 Some(Outbound::Command(response))
             }
         }

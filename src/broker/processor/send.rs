@@ -185,10 +185,7 @@ fn send_single(
             _ => gc.retry_max_times,
         };
         if reconsume_times > max {
-            let dlq = dlq_topic(group);
-            ctrl.topics
-                .create_topic_if_absent(&dlq, 1, perm::PERM_READ | perm::PERM_WRITE, 0)?;
-            topic = dlq;
+            topic = dead_letter_topic(ctrl, group)?;
             queue_id = 0;
         }
     }
@@ -393,7 +390,7 @@ pub async fn consumer_send_msg_back(
     if gc.retry_queue_nums <= 0 {
         return respond(RemotingCommand::response_to(request, rc::SUCCESS, None));
     }
-    let retry = retry_topic(&header.group);
+    let retry = retry_topic(&header.group)?;
     let (retry_tc, created) = ctrl.topics.create_topic_if_absent(
         &retry,
         gc.retry_queue_nums,
@@ -423,7 +420,8 @@ pub async fn consumer_send_msg_back(
         (dead_letter_topic(ctrl, &header.group)?, 0)
     } else {
         let level = if header.delay_level == 0 {
-            3 + reconsume_times
+            // Past the last level is the last level (`apply_delay_level`).
+            reconsume_times.saturating_add(3)
         } else {
             header.delay_level
         };
@@ -442,7 +440,8 @@ pub async fn consumer_send_msg_back(
         sys_flag: decoded.sys_flag,
         born_timestamp_ms: decoded.born_timestamp_ms,
         born_host: remote_addr,
-        reconsume_times: reconsume_times + 1,
+        // A count at i32::MAX went to the DLQ above (it is past any maximum) and stays there.
+        reconsume_times: reconsume_times.saturating_add(1),
         prepared_transaction_offset: 0,
     };
     apply_delay_level(ctrl, &mut msg);
@@ -484,7 +483,7 @@ fn send_back_properties(
 
 /// The group's dead-letter topic, created (one queue) if it is new.
 fn dead_letter_topic(ctrl: &BrokerController, group: &str) -> Result<String, BrokerError> {
-    let dlq = dlq_topic(group);
+    let dlq = dlq_topic(group)?;
     let (_, created) =
         ctrl.topics
             .create_topic_if_absent(&dlq, 1, perm::PERM_READ | perm::PERM_WRITE, 0)?;

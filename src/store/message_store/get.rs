@@ -40,13 +40,20 @@ struct PullSpec<'a> {
 
 impl PullSpec<'_> {
     /// Units one pull may scan: the scan budget (`maxFilterMessageSize` bytes of ConsumeQueue,
-    /// at least `maxMsgNums` units), never past the queue's end.
+    /// at least `maxMsgNums` units), never past the queue's end nor past the end of the
+    /// ConsumeQueue file holding `queue_offset` (one read never crosses a file, like Java's
+    /// `getIndexBuffer`). The units are allocated before they are read, so this is their real
+    /// bound: a client's maxMsgNums of i32::MAX asks no more than a file's worth.
     fn units_wanted(&self, config: &StoreConfig) -> usize {
         let unit_bytes = CQ_UNIT_SIZE_BYTES as i64;
         let budget_bytes = (config.max_filter_message_size_bytes as i64)
             .max(self.max_msg_nums.saturating_mul(unit_bytes));
         let budget_units = (budget_bytes + unit_bytes - 1) / unit_bytes;
-        budget_units.min(self.max_offset_in_queue - self.queue_offset) as usize
+        let units_per_file = config.consume_queue_file_units as i64;
+        let left_in_file = units_per_file - self.queue_offset.rem_euclid(units_per_file);
+        budget_units
+            .min(left_in_file)
+            .min(self.max_offset_in_queue - self.queue_offset) as usize
     }
 }
 
@@ -621,4 +628,45 @@ fn record_head_matches(bytes: &[u8], size: i32) -> bool {
         decode_record_head(bytes),
         Ok(RecordHead::Message { total_size, .. }) if total_size == size
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::filter::AcceptAll;
+
+    fn spec(queue_offset: i64, max_msg_nums: i32) -> PullSpec<'static> {
+        PullSpec {
+            filter: &AcceptAll,
+            queue_offset,
+            max_offset_in_queue: i64::MAX / 2,
+            max_msg_nums: i64::from(max_msg_nums),
+            pull_size_max_bytes: crate::store::PULL_MSG_SIZE_MAX_BYTES,
+        }
+    }
+
+    /// The units a pull reads are allocated up front, so their count must be the real bound:
+    /// never more than the ConsumeQueue file holding the offset has left (one read never
+    /// crosses a file), however large the client's maxMsgNums.
+    #[test]
+    fn a_pull_wants_no_more_units_than_its_consume_queue_file_has_left() {
+        let config = StoreConfig::default();
+        let units_per_file = config.consume_queue_file_units as i64;
+        assert_eq!(
+            spec(0, i32::MAX).units_wanted(&config),
+            units_per_file as usize
+        );
+        assert_eq!(
+            spec(units_per_file - 10, i32::MAX).units_wanted(&config),
+            10
+        );
+        let third_file = 3 * units_per_file + 5;
+        assert_eq!(
+            spec(third_file, i32::MAX).units_wanted(&config),
+            units_per_file as usize - 5
+        );
+        // The ordinary budget: maxFilterMessageSize bytes of units, at least maxMsgNums.
+        assert_eq!(spec(0, 32).units_wanted(&config), 800);
+        assert_eq!(spec(third_file, 5_000).units_wanted(&config), 5_000);
+    }
 }
