@@ -4,6 +4,7 @@
 use crate::broker::client::ClientChannelInfo;
 use crate::broker::controller::BrokerController;
 use crate::broker::topic_config_manager::retry_topic;
+use crate::common::topic_validator::validate_group;
 use crate::net::{ConnectionContext, Outbound};
 use crate::remoting::body::heartbeat::{HeartbeatData, SubscriptionData};
 use crate::remoting::body::json::{lenient, parse_lenient};
@@ -40,6 +41,13 @@ pub async fn heart_beat(cx: &RequestContext<'_>, request: &RemotingCommand) -> P
     let data: HeartbeatData =
         parse_lenient(&request.body, "HeartbeatData").map_err(BrokerError::HeartbeatBody)?;
     for consumer in &data.consumer_data_set {
+        if let Err(e) = validate_group(&consumer.group_name) {
+            // A group loaded from an old metadata file can carry a name that is not legal; its
+            // consumer is skipped, as Java skips a group it does not know, and the client's
+            // other groups still register.
+            tracing::warn!(group = consumer.group_name, error = %e, "heartbeat of an illegal group name; consumer skipped");
+            continue;
+        }
         let Some(group) = ctrl.groups.find_or_auto_create(&consumer.group_name)? else {
             // Java skips unknown groups when auto-creation is off.
             continue;
