@@ -11,12 +11,14 @@
 //! - `validate`: [`Config::validate`], ranges and relations between fields.
 //! - `describe`: [`Config::describe`] and [`markdown_table`].
 //! - `delay_level`: [`Config::delay_levels_ms`].
+//! - `properties`: the `java.util.Properties` text format.
 
 mod delay_level;
 mod describe;
 mod env;
 mod error;
 mod fields;
+mod properties;
 mod sections;
 mod validate;
 mod value;
@@ -24,6 +26,7 @@ mod value;
 pub use describe::markdown_table;
 pub use error::{ConfigError, ConfigErrors};
 pub use fields::{fields, FieldSpec};
+pub use properties::{parse as parse_properties, PropertiesError, Property};
 pub use sections::{
     BrokerRole, BrokerSection, Config, FlushPolicy, LogSection, LongpollSection, NamesrvSection,
     ServerSection, StoreIoMode, StoreSection, TransferMode, TransferSection, WAKE_THREADS_MAX,
