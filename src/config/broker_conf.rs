@@ -471,4 +471,23 @@ mod tests {
             Some("listenPort")
         );
     }
+
+    #[test]
+    fn docs_config_md_names_every_key_not_supported_yet() {
+        let doc = include_str!("../../docs/CONFIG.md");
+        let section = doc
+            .split("**Known but not supported yet**")
+            .nth(1)
+            .and_then(|rest| rest.split("- **Roles**").next())
+            .expect("docs/CONFIG.md has the not-supported list");
+        for (key, _) in NOT_SUPPORTED {
+            assert!(
+                section.contains(&format!("`{key}`")),
+                "docs/CONFIG.md should list {key}"
+            );
+        }
+        for (old, _) in OLD_SPELLINGS {
+            assert!(doc.contains(&format!("`{old}`")), "{old}");
+        }
+    }
 }
