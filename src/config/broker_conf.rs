@@ -215,11 +215,20 @@ pub(super) fn apply(
     }
 }
 
-/// Warns about a role ringmq runs only in part: a SYNC_MASTER has no slave to wait for.
+/// Warns about a role ringmq does not run as Java would: a SYNC_MASTER has no slave to wait
+/// for, and a SLAVE is refused at start ([`LoadedConfig::broker_refusal`]), which
+/// `ringmq config` shows here.
 pub(super) fn warn_about_role(loaded: &mut LoadedConfig) {
-    if loaded.config.broker.role != BrokerRole::SyncMaster {
-        return;
-    }
+    let message = match loaded.config.broker.role {
+        BrokerRole::AsyncMaster => return,
+        BrokerRole::SyncMaster => "SYNC_MASTER without replication: sends are acknowledged \
+                                   without waiting for a slave, as on an ASYNC_MASTER"
+            .to_string(),
+        BrokerRole::Slave => format!(
+            "the broker will not start: {}",
+            loaded.broker_refusal().unwrap_or_default()
+        ),
+    };
     let at = loaded
         .source_of("RINGMQ_BROKER_ROLE")
         .map_or_else(|| "default".into(), ToString::to_string);
@@ -227,9 +236,7 @@ pub(super) fn warn_about_role(loaded: &mut LoadedConfig) {
         kind: WarningKind::NotSupported,
         at,
         key: "brokerRole".into(),
-        message: "SYNC_MASTER without replication: sends are acknowledged without waiting for \
-                  a slave, as on an ASYNC_MASTER"
-            .into(),
+        message,
     });
 }
 
@@ -434,6 +441,12 @@ mod tests {
             "{why}"
         );
         assert!(why.contains("not supported yet"), "{why}");
+        assert!(
+            slave
+                .describe()
+                .contains("brokerRole: the broker will not start"),
+            "ringmq config shows the refusal"
+        );
         let master = load("brokerRole=SYNC_MASTER\n", &[]).unwrap();
         assert!(master.broker_refusal().is_none());
         assert!(

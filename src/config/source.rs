@@ -154,7 +154,7 @@ impl LoadedConfig {
         Some(format!(
             "brokerRole SLAVE{source} is not supported yet: ringmq has no master/slave \
              replication, so a slave would hold no data and would accept sends, which a slave \
-             must refuse; run it as ASYNC_MASTER with brokerId 0"
+             must refuse"
         ))
     }
 }
