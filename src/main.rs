@@ -1,14 +1,72 @@
 //! `ringmq`: the broker binary. See README.md.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
+use clap::{Args, Parser, Subcommand};
 use nix::sys::signal::{SigSet, Signal};
 use ringmq::broker::startup;
-use ringmq::config::{self, Config};
+use ringmq::config::{self, Config, ConfigInputs, LoadedConfig, Process};
 
-fn usage() -> &'static str {
-    "usage: ringmq [broker|namesrv|config [--markdown]]\n\
-     Settings come from RINGMQ_* environment variables (docs/CONFIG.md)."
+/// A RocketMQ-compatible message broker. Settings come from a broker.conf (`-c`, Java's keys),
+/// then `RINGMQ_*` environment variables, then flags (docs/CONFIG.md).
+#[derive(Parser)]
+#[command(name = "ringmq", version, args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// Without a subcommand, `ringmq` runs the broker with these options.
+    #[command(flatten)]
+    broker: BrokerArgs,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the broker (the default), with an embedded name server unless one is given.
+    Broker(BrokerArgs),
+    /// Run a standalone name server.
+    Namesrv(NamesrvArgs),
+    /// Print the effective configuration and where each value came from.
+    Config(ConfigArgs),
+}
+
+/// The options of Java's `mqbroker`.
+#[derive(Args, Clone, Default)]
+struct BrokerArgs {
+    /// broker.conf to read (Java properties with RocketMQ's keys), like `mqbroker -c`.
+    #[arg(short = 'c', long = "configFile", value_name = "FILE")]
+    config_file: Option<PathBuf>,
+    /// Name server addresses `ip:port;ip:port`, like `mqbroker -n`; overrides namesrvAddr and
+    /// RINGMQ_NAMESRV_ADDR.
+    #[arg(short = 'n', long = "namesrvAddr", value_name = "ADDR")]
+    namesrv_addr: Option<String>,
+}
+
+impl BrokerArgs {
+    fn inputs(&self) -> ConfigInputs {
+        ConfigInputs {
+            file: self.config_file.clone(),
+            process: Process::Broker,
+            namesrv_addr: self.namesrv_addr.clone(),
+        }
+    }
+}
+
+/// The options of Java's `mqnamesrv`.
+#[derive(Args)]
+struct NamesrvArgs {
+    /// Properties file to read (Java keys, e.g. listenPort), like `mqnamesrv -c`.
+    #[arg(short = 'c', long = "configFile", value_name = "FILE")]
+    config_file: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct ConfigArgs {
+    #[command(flatten)]
+    broker: BrokerArgs,
+    /// Print the settings table of docs/CONFIG.md instead.
+    #[arg(long)]
+    markdown: bool,
 }
 
 fn init_logging(config: &Config) {
@@ -41,7 +99,6 @@ fn wait_for_stop_signal(set: &SigSet) {
 
 fn run_broker(config: Config) -> ExitCode {
     let signals = block_stop_signals();
-    tracing::info!("effective configuration:\n{}", config.describe());
     let handle = match startup::start_broker(config) {
         Ok(h) => h,
         Err(e) => {
@@ -77,40 +134,62 @@ fn run_namesrv(config: Config) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let command = args.first().map(String::as_str).unwrap_or("broker");
-    if command == "config" && args.get(1).map(String::as_str) == Some("--markdown") {
-        print!("{}", config::markdown_table());
-        return ExitCode::SUCCESS;
-    }
-    if matches!(command, "-h" | "--help" | "help") {
-        println!("{}", usage());
-        return ExitCode::SUCCESS;
-    }
-    let config = match Config::from_env() {
-        Ok(c) => c,
+/// The configuration of `inputs` over the process environment; `None` after printing why it
+/// cannot be used (the caller exits with status 2).
+fn load_config(inputs: &ConfigInputs) -> Option<LoadedConfig> {
+    match Config::load(inputs, std::env::vars()) {
+        Ok(loaded) => Some(loaded),
         Err(e) => {
             eprintln!("ringmq: configuration error: {e}");
-            return ExitCode::from(2);
+            None
         }
+    }
+}
+
+fn log_warnings(loaded: &LoadedConfig) {
+    for warning in &loaded.warnings {
+        tracing::warn!("configuration: {warning}");
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let command = cli.command.unwrap_or(Command::Broker(cli.broker));
+    let inputs = match &command {
+        Command::Config(args) if args.markdown => {
+            print!("{}", config::markdown_table());
+            return ExitCode::SUCCESS;
+        }
+        Command::Config(args) => args.broker.inputs(),
+        Command::Broker(args) => args.inputs(),
+        Command::Namesrv(args) => ConfigInputs {
+            file: args.config_file.clone(),
+            process: Process::Namesrv,
+            namesrv_addr: None,
+        },
+    };
+    let Some(loaded) = load_config(&inputs) else {
+        return ExitCode::from(2);
     };
     match command {
-        "config" => {
-            print!("{}", config.describe());
+        Command::Config(_) => {
+            print!("{}", loaded.describe());
             ExitCode::SUCCESS
         }
-        "broker" => {
-            init_logging(&config);
-            run_broker(config)
+        Command::Broker(_) => {
+            if let Some(why) = loaded.broker_refusal() {
+                eprintln!("ringmq: cannot start the broker: {why}");
+                return ExitCode::from(2);
+            }
+            init_logging(&loaded.config);
+            log_warnings(&loaded);
+            tracing::info!("effective configuration:\n{}", loaded.describe());
+            run_broker(loaded.config)
         }
-        "namesrv" => {
-            init_logging(&config);
-            run_namesrv(config)
-        }
-        other => {
-            eprintln!("ringmq: unknown command `{other}`\n{}", usage());
-            ExitCode::from(2)
+        Command::Namesrv(_) => {
+            init_logging(&loaded.config);
+            log_warnings(&loaded);
+            run_namesrv(loaded.config)
         }
     }
 }

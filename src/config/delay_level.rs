@@ -10,6 +10,7 @@ impl Config {
             var: "RINGMQ_BROKER_MESSAGE_DELAY_LEVEL".into(),
             value: self.broker.message_delay_level.clone(),
             reason,
+            at: None,
         })
     }
 }

@@ -3,6 +3,7 @@
 
 use super::fields::fields;
 use super::sections::Config;
+use super::source::{describe_source, LoadedConfig};
 
 impl Config {
     /// The effective configuration, one `VAR=value` per line, for the startup log.
@@ -11,6 +12,30 @@ impl Config {
             .iter()
             .map(|f| format!("{}={}\n", f.env, f.value(self)))
             .collect()
+    }
+}
+
+impl LoadedConfig {
+    /// The effective configuration with the source of each value (`# default`, `# env`,
+    /// `# FILE:LINE key`, `# flag -n`), then the warnings as comments: `ringmq config` and the
+    /// startup log.
+    pub fn describe(&self) -> String {
+        let mut out: String = fields()
+            .iter()
+            .zip(self.sources())
+            .map(|(f, source)| {
+                format!(
+                    "{}={}  # {}\n",
+                    f.env,
+                    f.value(&self.config),
+                    describe_source(source)
+                )
+            })
+            .collect();
+        for warning in &self.warnings {
+            out.push_str(&format!("# warning: {warning}\n"));
+        }
+        out
     }
 }
 

@@ -3,8 +3,9 @@
 use std::collections::BTreeMap;
 
 use super::error::{ConfigError, ConfigErrors};
-use super::fields::{fields, FieldSpec};
+use super::fields::fields;
 use super::sections::Config;
+use super::source::{layer, ConfigInputs, LoadedConfig, Source};
 
 /// `RINGMQ_` variables that are not config fields but read elsewhere (bench, tests).
 const RESERVED_VARS: &[&str] = &["RINGMQ_BIN"];
@@ -21,37 +22,7 @@ impl Config {
     pub fn from_vars(
         vars: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Config, ConfigErrors> {
-        let mut config = Config::default();
-        let mut errors = Vec::new();
-        let by_env: BTreeMap<&str, &FieldSpec> = fields().iter().map(|f| (f.env, f)).collect();
-        for (name, value) in vars {
-            if !name.starts_with("RINGMQ_") {
-                continue;
-            }
-            match by_env.get(name.as_str()) {
-                Some(spec) => {
-                    if let Err(reason) = spec.assign(&mut config, &value) {
-                        errors.push(ConfigError {
-                            var: name,
-                            value,
-                            reason,
-                        });
-                    }
-                }
-                None if is_reserved(&name) => {}
-                None => errors.push(ConfigError {
-                    var: name,
-                    value,
-                    reason: "unknown ringmq setting (see docs/CONFIG.md)".into(),
-                }),
-            }
-        }
-        errors.extend(config.validate());
-        if errors.is_empty() {
-            Ok(config)
-        } else {
-            Err(ConfigErrors(errors))
-        }
+        layer(&ConfigInputs::default(), None, vars).map(|loaded| loaded.config)
     }
 
     /// [`Config::from_vars`] over literal pairs, for tests.
@@ -62,6 +33,38 @@ impl Config {
                 .iter()
                 .map(|(name, value)| (name.to_string(), value.to_string())),
         )
+    }
+}
+
+/// The environment layer: every `RINGMQ_*` variable of `vars` over what `loaded` holds.
+pub(super) fn apply_vars(
+    loaded: &mut LoadedConfig,
+    vars: impl IntoIterator<Item = (String, String)>,
+    errors: &mut Vec<ConfigError>,
+) {
+    let by_env: BTreeMap<&str, usize> = fields()
+        .iter()
+        .enumerate()
+        .map(|(index, f)| (f.env, index))
+        .collect();
+    for (name, value) in vars {
+        if !name.starts_with("RINGMQ_") {
+            continue;
+        }
+        let reason = match by_env.get(name.as_str()) {
+            Some(&index) => match loaded.set(index, &value, Source::Env) {
+                Ok(()) => continue,
+                Err(reason) => reason,
+            },
+            None if is_reserved(&name) => continue,
+            None => "unknown ringmq setting (see docs/CONFIG.md)".into(),
+        };
+        errors.push(ConfigError {
+            var: name,
+            value,
+            reason,
+            at: None,
+        });
     }
 }
 

@@ -1,8 +1,9 @@
 //! The one configuration struct of ringmq.
 //!
 //! Every field is settable by an environment variable `RINGMQ_<SECTION>_<FIELD>` whose name ends
-//! with the unit. Defaults equal Apache RocketMQ's where it has one. The table [`fields`] is the
-//! single source of truth: it parses the env vars, prints the effective config, and is checked
+//! with the unit, and, where RocketMQ has the setting, by its Java key in a broker.conf. Defaults
+//! equal Apache RocketMQ's where it has one. The table [`fields`] is the single source of truth:
+//! it parses the env vars and the broker.conf keys, prints the effective config, and is checked
 //! against docs/CONFIG.md by a unit test so the docs cannot drift from the code.
 //!
 //! - `sections`: [`Config`], its sections, their value enums and defaults.
@@ -11,20 +12,32 @@
 //! - `validate`: [`Config::validate`], ranges and relations between fields.
 //! - `describe`: [`Config::describe`] and [`markdown_table`].
 //! - `delay_level`: [`Config::delay_levels_ms`].
+//! - `properties`: the `java.util.Properties` text format.
+//! - `broker_conf`: broker.conf, Java's keys mapped to the fields through the same table.
+//! - `source`: [`Config::load`], the layers (defaults < broker.conf < env < flags) and the
+//!   source of each effective value ([`LoadedConfig`]).
 
+mod broker_conf;
 mod delay_level;
 mod describe;
 mod env;
 mod error;
 mod fields;
+mod properties;
 mod sections;
+mod source;
 mod validate;
 mod value;
 
+pub use broker_conf::{from_java_unit, java_key, NOT_SUPPORTED};
 pub use describe::markdown_table;
 pub use error::{ConfigError, ConfigErrors};
 pub use fields::{fields, FieldSpec};
+pub use properties::{parse as parse_properties, PropertiesError, Property};
 pub use sections::{
     BrokerRole, BrokerSection, Config, FlushPolicy, LogSection, LongpollSection, NamesrvSection,
     ServerSection, StoreIoMode, StoreSection, TransferMode, TransferSection, WAKE_THREADS_MAX,
+};
+pub use source::{
+    ConfWarning, ConfigInputs, LoadError, LoadedConfig, Process, Source, WarningKind,
 };

@@ -26,6 +26,7 @@ impl Checks {
                 var: var.into(),
                 value,
                 reason: reason.into(),
+                at: None,
             });
         }
     }
