@@ -5,10 +5,12 @@
 //! - [`route`]: `QueueData`, `BrokerData`, `TopicRouteData`, `ClusterInfo`, `TopicList`.
 //! - [`register_broker`]: the REGISTER_BROKER body (JSON and zlib forms) and its request.
 //! - [`heartbeat`]: the HEART_BEAT body.
+//! - [`lock_batch`]: the LOCK_BATCH_MQ / UNLOCK_BATCH_MQ bodies.
 //! - [`json`]: lenient reading of fastjson output (legacy map keys, member types, Java enums).
 
 pub mod heartbeat;
 pub mod json;
+pub mod lock_batch;
 pub mod register_broker;
 pub mod route;
 pub mod topic_config;
