@@ -146,6 +146,12 @@ static FIELDS: &[FieldSpec] = &[
         "Client channels silent this long are dropped."
     ),
     field!(
+        "RINGMQ_BROKER_REBALANCE_LOCK_MAX_LIVE_TIME_MS",
+        "rebalanceLockMaxLiveTime",
+        broker.rebalance_lock_max_live_time_ms,
+        "An orderly consumer's queue lock (LOCK_BATCH_MQ) not renewed this long may be taken by another member of its group."
+    ),
+    field!(
         "RINGMQ_BROKER_FLUSH_CONSUMER_OFFSET_INTERVAL_MS",
         "flushConsumerOffsetInterval",
         broker.flush_consumer_offset_interval_ms,

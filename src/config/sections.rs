@@ -50,6 +50,8 @@ pub struct BrokerSection {
     pub property_filter_enabled: bool,
     pub register_name_server_period_ms: u64,
     pub channel_expired_timeout_ms: u64,
+    /// An orderly consumer's queue lock not renewed this long may be taken by another client.
+    pub rebalance_lock_max_live_time_ms: u64,
     pub flush_consumer_offset_interval_ms: u64,
     pub message_delay_level: String,
     pub region_id: String,
@@ -200,6 +202,7 @@ impl Default for Config {
                 property_filter_enabled: true,
                 register_name_server_period_ms: 30_000,
                 channel_expired_timeout_ms: 120_000,
+                rebalance_lock_max_live_time_ms: 60_000,
                 flush_consumer_offset_interval_ms: 5_000,
                 message_delay_level: "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
                     .into(),

@@ -207,6 +207,12 @@ fn check_broker(b: &BrokerSection, checks: &mut Checks) {
         b.flush_consumer_offset_interval_ms.to_string(),
         "must be at least 10",
     );
+    checks.check(
+        b.rebalance_lock_max_live_time_ms >= 1,
+        "RINGMQ_BROKER_REBALANCE_LOCK_MAX_LIVE_TIME_MS",
+        b.rebalance_lock_max_live_time_ms.to_string(),
+        "must be at least 1",
+    );
 }
 
 fn check_namesrv(n: &NamesrvSection, checks: &mut Checks) {
