@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::config::{BrokerRole, Config};
 use crate::store::MessageStore;
 
-use super::client::{ConsumerManager, ProducerManager};
+use super::client::{ConsumerManager, ProducerManager, RebalanceLockManager};
 use super::consumer_filter_manager::FilterCache;
 use super::consumer_offset_manager::ConsumerOffsetManager;
 use super::longpoll::pull_request_hold_service::PullRequestHoldService;
@@ -24,6 +24,8 @@ pub struct BrokerController {
     pub offsets: ConsumerOffsetManager,
     pub consumers: ConsumerManager,
     pub producers: ProducerManager,
+    /// Orderly consumers' queue locks (LOCK_BATCH_MQ).
+    pub rebalance_locks: RebalanceLockManager,
     pub filters: FilterCache,
     /// Long polling: parked pulls and the channel to the wake threads.
     pub pull_hold: PullRequestHoldService,

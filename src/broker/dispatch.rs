@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::broker::controller::BrokerController;
 use crate::broker::error::BrokerError;
 use crate::broker::processor::{
-    admin, client_manage, consumer_manage, pull, query, send, Handled, ProcessResult,
+    admin, client_manage, consumer_manage, lock, pull, query, send, Handled, ProcessResult,
     RequestContext,
 };
 use crate::net::{ConnectionContext, RequestHandler};
@@ -65,6 +65,8 @@ impl BrokerRequestHandler {
             code::GET_EARLIEST_MSG_STORETIME => {
                 admin::get_earliest_msg_storetime(&cx, request).await
             }
+            code::LOCK_BATCH_MQ => lock::lock_batch_mq(&cx, request).await,
+            code::UNLOCK_BATCH_MQ => lock::unlock_batch_mq(&cx, request).await,
             code::VIEW_MESSAGE_BY_ID => query::view_message_by_id(&cx, request).await,
             code => Err(BrokerError::RequestCodeNotSupported { code }),
         }
@@ -98,8 +100,11 @@ impl RequestHandler for BrokerRequestHandler {
     }
 
     fn on_connection_closed(&self, conn: &ConnectionContext) {
+        // Read before the consumer table forgets the connection.
+        let heartbeat_clients = self.ctrl.consumers.clients_of_connection(conn.id);
         let groups = self.ctrl.consumers.remove_connection(conn.id);
         self.ctrl.producers.remove_connection(conn.id);
+        lock::release_connection_locks(&self.ctrl, conn.id, heartbeat_clients);
         for group in groups {
             let notify = self
                 .ctrl

@@ -43,6 +43,10 @@ pub enum BrokerError {
     HeartbeatBody(#[source] JsonBodyError),
     #[error("CHECK_CLIENT_CONFIG body is not JSON: {}", .0.source)]
     ClientConfigBody(#[source] JsonBodyError),
+    /// A LOCK_BATCH_MQ / UNLOCK_BATCH_MQ body that does not decode (Java answers its decode
+    /// exception with SYSTEM_ERROR).
+    #[error("{0}")]
+    LockBatchBody(#[source] JsonBodyError),
     #[error(" request type {code} not supported")]
     RequestCodeNotSupported { code: i32 },
 
@@ -151,6 +155,8 @@ pub enum BrokerError {
     Persist(#[from] PersistError),
     #[error("encoding topics failed: {0}")]
     TopicTableEncode(#[source] serde_json::Error),
+    #[error("encoding LockBatchResponseBody failed: {0}")]
+    LockBatchEncode(#[source] serde_json::Error),
 }
 
 impl BrokerError {
@@ -189,6 +195,7 @@ impl BrokerError {
             E::Header(_)
             | E::HeartbeatBody(_)
             | E::ClientConfigBody(_)
+            | E::LockBatchBody(_)
             | E::NoConsumerInGroup { .. }
             | E::PropertyFilterDisabled
             | E::ExpressionTypeUnsupported { .. }
@@ -196,7 +203,8 @@ impl BrokerError {
             | E::SendBackMessageNotFound { .. }
             | E::StoredMessageUnreadable { .. }
             | E::Persist(_)
-            | E::TopicTableEncode(_) => rc::SYSTEM_ERROR,
+            | E::TopicTableEncode(_)
+            | E::LockBatchEncode(_) => rc::SYSTEM_ERROR,
         }
     }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::broker::client::{ConsumerManager, ProducerManager};
+use crate::broker::client::{ConsumerManager, ProducerManager, RebalanceLockManager};
 use crate::broker::consumer_filter_manager::FilterCache;
 use crate::broker::consumer_offset_manager::ConsumerOffsetManager;
 use crate::broker::controller::BrokerController;
@@ -201,6 +201,7 @@ pub fn build_controller(config: Config) -> Result<ControllerParts, StartupError>
         groups,
         offsets,
         consumers: ConsumerManager::new(),
+        rebalance_locks: RebalanceLockManager::new(config.broker.rebalance_lock_max_live_time_ms),
         producers: ProducerManager::new(),
         filters: FilterCache::new(),
         broker_addr,

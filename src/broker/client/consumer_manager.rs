@@ -122,6 +122,18 @@ impl ConsumerManager {
         left
     }
 
+    /// The (group, client id) pairs that heartbeated on a connection.
+    pub fn clients_of_connection(&self, connection_id: u64) -> Vec<(String, String)> {
+        let groups = self.groups.read().unwrap_or_else(|p| p.into_inner());
+        groups
+            .iter()
+            .filter_map(|(name, info)| {
+                let channel = info.channels.get(&connection_id)?;
+                Some((name.clone(), channel.client_id.clone()))
+            })
+            .collect()
+    }
+
     /// Connections silent longer than `timeout_ms`: removed, returned as (group, channel).
     pub fn scan_not_active_channels(&self, now_ms: i64, timeout_ms: i64) -> Vec<(String, u64)> {
         let mut groups = self.groups.write().unwrap_or_else(|p| p.into_inner());

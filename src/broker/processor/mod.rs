@@ -8,6 +8,7 @@
 //! | `ConsumerManageProcessor` (offsets, consumer list) | `consumer_manage.rs` |
 //! | `ClientManageProcessor` (heartbeat, unregister, check config) | `client_manage.rs` |
 //! | `AdminBrokerProcessor` (topics, offsets by time, runtime info) | `admin.rs` |
+//! | `AdminBrokerProcessor` (orderly consumers' queue locks) | `lock.rs` |
 //! | `QueryMessageProcessor` (view by id) | `query.rs` |
 //!
 //! Every handler has one signature, `async fn(&RequestContext, &RemotingCommand) ->
@@ -17,6 +18,7 @@
 pub mod admin;
 pub mod client_manage;
 pub mod consumer_manage;
+pub mod lock;
 pub mod pull;
 pub mod query;
 pub mod send;
