@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use rocketmq_client_rust::{
     ClientConfig, ClientError, ClientResult, ClientRuntime, ClientRuntimeConfig,
     DefaultLitePullConsumer, DefaultMQProducer, DefaultMQPushConsumer, MQPushConsumer,
-    MessageListenerConcurrently, MessageSelector, TelemetryHandle,
+    MessageListenerConcurrently, MessageListenerOrderly, MessageSelector, TelemetryHandle,
 };
 use rocketmq_model::common::consumer::consume_from_where::ConsumeFromWhere;
 use rocketmq_model::common::topic::TopicValidator;
@@ -376,6 +376,36 @@ pub async fn start_lite_pull_consumer_with_selector(
     consumer
         .subscribe_with_selector(topic, Some(selector))
         .await?;
+    consumer.start().await?;
+    Ok(consumer)
+}
+
+/// Starts a clustering push consumer for `group` on `topic` ("*") with an orderly `listener`
+/// (`MessageListenerOrderly`: it consumes only queues it locked on the broker with
+/// LOCK_BATCH_MQ), from the first offset. It gets its own client instance (a unique instance
+/// name), so several members of one group can run in one process, each with its own client
+/// id and its own locks.
+pub async fn start_orderly_push_consumer<L>(
+    env: &ClientEnv,
+    namesrv_addr: &str,
+    group: &str,
+    topic: &str,
+    listener: L,
+) -> ClientResult<DefaultMQPushConsumer>
+where
+    L: MessageListenerOrderly + Send + Sync + 'static,
+{
+    let mut config = ClientConfig::default();
+    config.set_instance_name(unique_name("it_orderly").into());
+    // After client_config, which replaces the whole client configuration.
+    let mut consumer = DefaultMQPushConsumer::builder(env.runtime())
+        .client_config(config)
+        .name_server_addr(namesrv_addr.to_string())
+        .consumer_group(group.to_string())
+        .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
+        .build();
+    consumer.subscribe(topic, "*").await?;
+    consumer.register_message_listener_orderly(listener);
     consumer.start().await?;
     Ok(consumer)
 }

@@ -27,8 +27,8 @@ pub use broker::{
 pub use client::{
     create_topic, ensure_topic, header_encoding, run_bounded, shutdown_lite_pull_consumer,
     shutdown_producer, shutdown_push_consumer, shutdown_shared_producer, start_lite_pull_consumer,
-    start_lite_pull_consumer_with_selector, start_producer, start_producer_with_topic,
-    start_push_consumer, start_push_consumer_with_selector, unique_name, use_binary_headers,
-    wait_until, ClientEnv,
+    start_lite_pull_consumer_with_selector, start_orderly_push_consumer, start_producer,
+    start_producer_with_topic, start_push_consumer, start_push_consumer_with_selector, unique_name,
+    use_binary_headers, wait_until, ClientEnv,
 };
 pub use messages::{build_message, check_message, DeliveryLog, DeliveryState};
