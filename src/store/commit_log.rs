@@ -5,6 +5,7 @@
 use std::path::Path;
 use std::sync::atomic::{AtomicI64, Ordering};
 
+use crate::store::fs::Prealloc;
 use crate::store::segment::SegmentList;
 
 #[derive(Debug)]
@@ -19,7 +20,7 @@ pub struct CommitLog {
 impl CommitLog {
     pub fn new(root: &Path, file_size_bytes: u64) -> Self {
         CommitLog {
-            segs: SegmentList::new(root.join("commitlog"), file_size_bytes),
+            segs: SegmentList::new(root.join("commitlog"), file_size_bytes, Prealloc::Blocks),
             file_size_bytes: file_size_bytes as i64,
             max_phy_offset: AtomicI64::new(0),
         }

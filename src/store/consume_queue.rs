@@ -34,7 +34,13 @@ impl ConsumeQueue {
         ConsumeQueue {
             topic: topic.to_owned(),
             queue_id,
-            segs: SegmentList::new(dir, units_per_file * CQ_UNIT_SIZE_BYTES as u64),
+            // Sparse: a unit past the written end reads as zero, which recovery takes as the end
+            // of the queue (a written unit has size > 0), so nothing needs the blocks up front.
+            segs: SegmentList::new(
+                dir,
+                units_per_file * CQ_UNIT_SIZE_BYTES as u64,
+                fs::Prealloc::Sparse,
+            ),
             units_per_file: units_per_file as i64,
             max_offset_in_queue: AtomicI64::new(0),
             min_offset_in_queue: AtomicI64::new(0),

@@ -1,4 +1,4 @@
-//! The store's only file-system primitives: pre-sized segment files, positional writes, and the
+//! The store's only file-system primitives: full-size segment files (preallocated or sparse), positional writes, and the
 //! one audited fsync path. A failed fsync is returned as an error and the caller poisons the
 //! store; nothing here retries a sync.
 
@@ -54,20 +54,114 @@ pub fn open_rw(path: &Path) -> Result<File, StoreError> {
         .map_err(|e| StoreError::io("open", path, e))
 }
 
-/// Creates a new file of exactly `size_bytes` zero bytes with its blocks allocated, durable
-/// (file and directory entry) before it is used.
-pub fn create_presized(path: &Path, size_bytes: u64) -> Result<File, StoreError> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .map_err(|e| StoreError::io("create", path, e))?;
-    allocate(&file, path, size_bytes)?;
-    sync_file(&file, path, SyncKind::All)?;
+/// How a segment file gets its bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prealloc {
+    /// `set_len` + `fallocate`: writes into the file cannot fail for lack of space later
+    /// (CommitLog segments, where a failed write poisons the store).
+    Blocks,
+    /// `set_len` only: a sparse file whose blocks the file system allocates as they are written
+    /// (ConsumeQueue segments: 6 MB per queue adds up on a broker with many queues; Java's
+    /// `MappedFile` maps the full size without writing it, which is sparse too).
+    Sparse,
+}
+
+/// Gives `file` its full length the way `prealloc` says.
+pub fn size_file(
+    file: &File,
+    path: &Path,
+    size_bytes: u64,
+    prealloc: Prealloc,
+) -> Result<(), StoreError> {
+    match prealloc {
+        Prealloc::Blocks => allocate(file, path, size_bytes),
+        Prealloc::Sparse => file
+            .set_len(size_bytes)
+            .map_err(|e| StoreError::io("set_len", path, e)),
+    }
+}
+
+/// The name a segment is built under before it is renamed into place. Not 20 digits, so
+/// `SegmentList::scan_dir` never takes it for a segment.
+pub fn temp_path(path: &Path) -> std::path::PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".tmp");
+    path.with_file_name(name)
+}
+
+/// Makes `path` a file of exactly `size_bytes` bytes (zeros when new), durable (file and
+/// directory entry) before it is used.
+///
+/// A new file is built under [`temp_path`] and renamed into place only once it has its full
+/// size and blocks, so a failed `fallocate` (ENOSPC) never leaves a half-made segment under
+/// the real name; the half-made temp file is removed. A file already under the real name (left
+/// by an older build, or by a crash between rename and directory fsync) is opened and brought
+/// to its size instead of failing with EEXIST, so the next append after a failure simply tries
+/// again.
+pub fn create_presized(
+    path: &Path,
+    size_bytes: u64,
+    prealloc: Prealloc,
+) -> Result<File, StoreError> {
+    let file = match OpenOptions::new().read(true).write(true).open(path) {
+        Ok(file) => {
+            resize_existing(&file, path, size_bytes, prealloc)?;
+            file
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let tmp = temp_path(path);
+            build_and_rename(&tmp, path, size_bytes, prealloc).inspect_err(|_| {
+                // Best effort: the error being returned is the one that matters, and a temp
+                // file that stays is truncated and reused by the next try.
+                let _ = std::fs::remove_file(&tmp);
+            })?
+        }
+        Err(e) => return Err(StoreError::io("open", path, e)),
+    };
     if let Some(dir) = path.parent() {
         sync_dir(dir)?;
     }
+    Ok(file)
+}
+
+fn resize_existing(
+    file: &File,
+    path: &Path,
+    size_bytes: u64,
+    prealloc: Prealloc,
+) -> Result<(), StoreError> {
+    let len = file
+        .metadata()
+        .map_err(|e| StoreError::io("stat", path, e))?
+        .len();
+    if len > size_bytes {
+        return Err(StoreError::Corrupted {
+            path: path.to_path_buf(),
+            offset: 0,
+            reason: format!("file is {len} bytes, the configured size is {size_bytes}"),
+        });
+    }
+    // Also when the length is right: a failed fallocate may have left it sparse.
+    size_file(file, path, size_bytes, prealloc)?;
+    sync_file(file, path, SyncKind::All)
+}
+
+fn build_and_rename(
+    tmp: &Path,
+    path: &Path,
+    size_bytes: u64,
+    prealloc: Prealloc,
+) -> Result<File, StoreError> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(tmp)
+        .map_err(|e| StoreError::io("create", tmp, e))?;
+    size_file(&file, tmp, size_bytes, prealloc)?;
+    sync_file(&file, tmp, SyncKind::All)?;
+    std::fs::rename(tmp, path).map_err(|e| StoreError::io("rename", path, e))?;
     Ok(file)
 }
 
@@ -103,10 +197,11 @@ pub fn zero_tail(
     path: &Path,
     from_bytes: u64,
     size_bytes: u64,
+    prealloc: Prealloc,
 ) -> Result<(), StoreError> {
     file.set_len(from_bytes)
         .map_err(|e| StoreError::io("truncate", path, e))?;
-    allocate(file, path, size_bytes)?;
+    size_file(file, path, size_bytes, prealloc)?;
     sync_file(file, path, SyncKind::All)
 }
 

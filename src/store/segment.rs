@@ -54,6 +54,7 @@ pub fn segment_file_name(start_offset: i64) -> String {
 pub struct SegmentList {
     dir: PathBuf,
     file_size_bytes: u64,
+    prealloc: fs::Prealloc,
     segments: RwLock<Arc<Vec<Arc<Segment>>>>,
 }
 
@@ -66,10 +67,11 @@ pub struct FoundSegment {
 }
 
 impl SegmentList {
-    pub fn new(dir: PathBuf, file_size_bytes: u64) -> Self {
+    pub fn new(dir: PathBuf, file_size_bytes: u64, prealloc: fs::Prealloc) -> Self {
         SegmentList {
             dir,
             file_size_bytes,
+            prealloc,
             segments: RwLock::new(Arc::new(Vec::new())),
         }
     }
@@ -80,6 +82,18 @@ impl SegmentList {
 
     pub fn file_size_bytes(&self) -> u64 {
         self.file_size_bytes
+    }
+
+    /// Zeroes `seg` from byte `from_bytes` to its end (see [`fs::zero_tail`]), keeping this
+    /// list's preallocation: a sparse ConsumeQueue file stays sparse.
+    pub fn zero_tail(&self, seg: &Segment, from_bytes: u64) -> Result<(), StoreError> {
+        fs::zero_tail(
+            &seg.file,
+            &seg.path,
+            from_bytes,
+            self.file_size_bytes,
+            self.prealloc,
+        )
     }
 
     /// Lists segment files of `dir` sorted by start offset. Names that are not 20 digits are
@@ -146,7 +160,7 @@ impl SegmentList {
         for seg in found {
             let file = fs::open_rw(&seg.path)?;
             if seg.len_bytes != self.file_size_bytes {
-                fs::allocate(&file, &seg.path, self.file_size_bytes)?;
+                fs::size_file(&file, &seg.path, self.file_size_bytes, self.prealloc)?;
                 fs::sync_file(&file, &seg.path, fs::SyncKind::All)?;
             }
             list.push(Arc::new(Segment {
@@ -185,8 +199,10 @@ impl SegmentList {
         find_in(&self.read_lock(), offset, self.file_size_bytes)
     }
 
-    /// The segment starting at `start_offset`, created (pre-sized, durable) when missing.
-    /// Only the single writer of this list calls it.
+    /// The segment starting at `start_offset`, created (full size, durable) when missing.
+    /// Only the single writer of this list calls it. A failed creation (ENOSPC) leaves no
+    /// half-made file under the segment's name and changes nothing here, so a later call tries
+    /// again (see [`fs::create_presized`]).
     pub fn get_or_create(&self, start_offset: i64) -> Result<Arc<Segment>, StoreError> {
         debug_assert_eq!(start_offset as u64 % self.file_size_bytes, 0);
         if let Some(seg) = self.find(start_offset) {
@@ -194,7 +210,7 @@ impl SegmentList {
         }
         fs::ensure_dir(&self.dir)?;
         let path = self.dir.join(segment_file_name(start_offset));
-        let file = fs::create_presized(&path, self.file_size_bytes)?;
+        let file = fs::create_presized(&path, self.file_size_bytes, self.prealloc)?;
         let seg = Arc::new(Segment {
             start_offset,
             file,
@@ -284,7 +300,7 @@ mod tests {
     #[test]
     fn create_find_remove() {
         let dir = tempfile::tempdir().unwrap();
-        let list = SegmentList::new(dir.path().join("cl"), 4096);
+        let list = SegmentList::new(dir.path().join("cl"), 4096, fs::Prealloc::Blocks);
         let a = list.get_or_create(0).unwrap();
         let b = list.get_or_create(4096).unwrap();
         assert_eq!(a.file.metadata().unwrap().len(), 4096);

@@ -26,7 +26,6 @@ use crate::store::format::{
     self, decode_cq_unit, decode_record_head, encode_cq_unit, Checkpoint, CqUnit, RecordHead,
     CQ_UNIT_SIZE_BYTES, END_FILE_BLANK_SIZE_MIN_BYTES,
 };
-use crate::store::fs;
 use crate::store::io::ReadOp;
 use crate::store::segment::{self, Segment, SegmentList};
 use crate::store::types::RecoveryReport;
@@ -188,7 +187,7 @@ impl Inner {
             end = seg.start_offset / CQ_UNIT_SIZE_BYTES as i64 + scan.kept_units as i64;
             if scan.nonzero_after {
                 let from = (scan.kept_units * CQ_UNIT_SIZE_BYTES) as u64;
-                fs::zero_tail(&seg.file, &seg.path, from, file_bytes)?;
+                cq.segments().zero_tail(seg, from)?;
                 cq.mark_dirty();
             }
             break;
@@ -360,12 +359,7 @@ impl Inner {
         let segs = self.commit_log.segments();
         if let Some(seg) = segs.find(end) {
             if zero {
-                fs::zero_tail(
-                    &seg.file,
-                    &seg.path,
-                    (end - seg.start_offset) as u64,
-                    file_size as u64,
-                )?;
+                segs.zero_tail(&seg, (end - seg.start_offset) as u64)?;
             }
             segs.remove_from(seg.start_offset + file_size)
         } else {
@@ -422,12 +416,8 @@ fn truncate_queue(cq: &ConsumeQueue, queue_offset: i64) -> Result<(), StoreError
     let byte = queue_offset * CQ_UNIT_SIZE_BYTES as i64;
     match cq.segments().find(byte) {
         Some(seg) => {
-            fs::zero_tail(
-                &seg.file,
-                &seg.path,
-                (byte - seg.start_offset) as u64,
-                file_bytes,
-            )?;
+            cq.segments()
+                .zero_tail(&seg, (byte - seg.start_offset) as u64)?;
             cq.segments()
                 .remove_from(seg.start_offset + file_bytes as i64)?;
         }

@@ -452,3 +452,112 @@ fn a_poisoned_store_does_not_spin_its_flush_thread() {
     assert!(wakeups <= 40, "{wakeups} flush-loop wake-ups in 200 ms");
     assert!(store.is_read_only().is_some());
 }
+
+/// ConsumeQueue files keep Java's full size (300,000 units × 20 bytes, named by start) but are
+/// sparse: a broker with thousands of queues must not hold 6 MB of disk for each.
+#[test]
+fn a_new_queue_holds_almost_no_disk_blocks() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = StoreConfig::with_root(dir.path());
+    cfg.commit_log_file_size_bytes = 64 * 1024;
+    assert_eq!(cfg.consume_queue_file_units, 300_000);
+    let store = open(cfg.clone());
+    for queue_id in 0..2 {
+        for i in 0..3 {
+            let r = store.put_message(&msg("T", queue_id, b"x", "A")).unwrap();
+            assert_eq!(r.queue_offset, i);
+        }
+    }
+    store.shutdown().unwrap();
+    drop(store);
+    let store = open(cfg);
+    for queue_id in 0..2 {
+        let path = dir
+            .path()
+            .join(format!("consumequeue/T/{queue_id}/00000000000000000000"));
+        let meta = std::fs::metadata(&path).unwrap();
+        assert_eq!(meta.len(), 6_000_000, "Java's file size stays");
+        let allocated = meta.blocks() * 512;
+        assert!(
+            allocated < 1 << 20,
+            "{allocated} bytes allocated for 3 units"
+        );
+        assert_eq!(store.max_offset_in_queue("T", queue_id), 3);
+        let got = store
+            .get_message(&pull("T", queue_id, 0, 32, &AcceptAll))
+            .unwrap();
+        assert_eq!(got.queue_offsets, vec![0, 1, 2]);
+    }
+    store.shutdown().unwrap();
+}
+
+/// Appends until the CommitLog rolls into its second 4 KiB file; returns the queue offsets.
+fn put_until_second_file(store: &MessageStore) -> Result<Vec<i64>, StoreError> {
+    let mut offsets = Vec::new();
+    while store.max_phy_offset() <= 4096 {
+        offsets.push(
+            store
+                .put_message(&msg("T", 0, &[7u8; 300], "A"))?
+                .queue_offset,
+        );
+    }
+    Ok(offsets)
+}
+
+/// What a failed fallocate (ENOSPC) left under the next CommitLog file's name: an empty or a
+/// short file. The next append must take it over, not fail with EEXIST for ever.
+#[test]
+fn an_append_takes_over_a_half_made_next_commit_log_file() {
+    for len in [0usize, 100] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(config(dir.path()));
+        store.put_message(&msg("T", 0, b"first", "A")).unwrap();
+        let next = dir.path().join("commitlog/00000000000000004096");
+        std::fs::write(&next, vec![0u8; len]).unwrap();
+        let offsets = put_until_second_file(&store).unwrap();
+        assert_eq!(std::fs::metadata(&next).unwrap().len(), 4096);
+        let last = *offsets.last().unwrap();
+        let got = store
+            .get_message(&pull("T", 0, last, 1, &AcceptAll))
+            .unwrap();
+        assert_eq!(got.queue_offsets, vec![last]);
+        assert!(
+            store.max_phy_offset() > 4096,
+            "the record is in the taken-over file"
+        );
+        store.shutdown().unwrap();
+    }
+}
+
+/// A failed segment creation fails that request only: nothing was written, so the store is
+/// not poisoned, and the next append tries again. (Root ignores directory permissions, so a
+/// directory under the segment's name makes the creation fail.)
+#[test]
+fn a_failed_segment_creation_does_not_poison_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(config(dir.path()));
+    store.put_message(&msg("T", 0, b"first", "A")).unwrap();
+    let next = dir.path().join("commitlog/00000000000000004096");
+    std::fs::create_dir(&next).unwrap();
+    let err = put_until_second_file(&store).unwrap_err();
+    assert!(matches!(err, StoreError::Io { .. }), "{err:?}");
+    assert_eq!(store.is_read_only(), None);
+    let failed_again = store.put_message(&msg("T", 0, b"again", "A"));
+    assert!(failed_again.is_err());
+    std::fs::remove_dir(&next).unwrap();
+    let r = store.put_message(&msg("T", 0, b"after", "A")).unwrap();
+    assert!(r.end_phy_offset() > 4096);
+    assert_eq!(std::fs::metadata(&next).unwrap().len(), 4096);
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path().join("commitlog"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n.len() != 20)
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    let got = store
+        .get_message(&pull("T", 0, r.queue_offset, 1, &AcceptAll))
+        .unwrap();
+    assert_eq!(got.status, GetMessageStatus::Found);
+    store.shutdown().unwrap();
+}
