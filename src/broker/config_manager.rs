@@ -4,7 +4,8 @@
 //! Write: the new content goes to `<file>.tmp`, which is fsynced; the current file (if any) is
 //! kept as `<file>.bak` (hard link, so a crash at any point leaves at least one complete copy);
 //! the temp file is renamed over `<file>`; the directory is fsynced so the rename is durable.
-//! Load: `<file>` if it parses, else `<file>.bak` (loudly), else an error. A missing file is a
+//! Load: `<file>` if it parses, else `<file>.bak` (loudly; a corrupt `<file>` is renamed to
+//! `<file>.corrupt-<ms>` so the next write does not make it the backup), else an error. A missing file is a
 //! fresh start, a corrupt one with no usable backup is an error: ringmq never silently starts
 //! every consumer group from offset 0.
 
@@ -85,11 +86,29 @@ pub enum FileProblem {
 /// A config file was missing or corrupt and its backup was loaded instead: the caller says so
 /// loudly.
 #[derive(Debug, thiserror::Error)]
-#[error("{} unusable ({problem}); loaded its backup {}", path.display(), backup.display())]
 pub struct BackupUsed {
     pub path: PathBuf,
     pub backup: PathBuf,
     pub problem: FileProblem,
+    /// Where the corrupt main file was moved (see [`load_with_backup`]); None when it was
+    /// missing.
+    pub moved_to: Option<PathBuf>,
+}
+
+impl std::fmt::Display for BackupUsed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} unusable ({}); loaded its backup {}",
+            self.path.display(),
+            self.problem,
+            self.backup.display()
+        )?;
+        match &self.moved_to {
+            Some(to) => write!(f, "; the corrupt file is kept as {}", to.display()),
+            None => Ok(()),
+        }
+    }
 }
 
 /// Why neither a config file nor its backup could be loaded.
@@ -190,10 +209,15 @@ pub fn load_with_backup<T>(
     let backup = match read_optional(&bak)? {
         Some(text) => match parse(&text) {
             Ok(v) => {
+                let moved_to = match main {
+                    FileProblem::Content(_) => Some(move_aside(path)?),
+                    FileProblem::Missing => None,
+                };
                 let used = BackupUsed {
                     path: path.to_path_buf(),
                     backup: bak,
                     problem: main,
+                    moved_to,
                 };
                 return Ok(Loaded::Backup(v, used));
             }
@@ -207,6 +231,19 @@ pub fn load_with_backup<T>(
         backup: bak,
         reason: Box::new(CorruptReason { main, backup }),
     })
+}
+
+/// Renames a corrupt config file to `<file>.corrupt-<ms since epoch>`, durably. Left in place,
+/// the next [`write_atomically`] would hard-link it over the good `.bak` the load just used,
+/// and a torn write after that would leave no usable copy. Renamed rather than removed, so the
+/// bytes stay for a look.
+fn move_aside(path: &Path) -> Result<PathBuf, PersistError> {
+    let to = sibling(path, &format!(".corrupt-{}", crate::common::now_ms()));
+    fs::rename(path, &to).map_err(io_err("rename corrupt file", path))?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let dir_file = File::open(dir).map_err(io_err("open dir", dir))?;
+    sync(&dir_file, dir)?;
+    Ok(to)
 }
 
 /// The `offsetTable` object of an offset file (`consumerOffset.json`, `delayOffset.json`).

@@ -468,6 +468,51 @@ mod tests {
         );
     }
 
+    /// After a load from the .bak, the corrupt main file must not become the next .bak: the
+    /// next persist hard-links the current main file to .bak.
+    #[test]
+    fn a_corrupt_main_file_never_replaces_the_good_backup() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = ConsumerOffsetManager::new(dir.path());
+        m.commit_offset("g", "T", 0, 10);
+        m.persist().unwrap();
+        m.commit_offset("g", "T", 0, 20);
+        m.persist().unwrap();
+        let corrupt = b"{\"offsetTable\":{\"T@g\":{\"0\":2";
+        std::fs::write(m.path(), corrupt).unwrap();
+        let m2 = ConsumerOffsetManager::new(dir.path());
+        let warning = m2.load().unwrap().expect("the backup was used");
+        assert_eq!(m2.query_offset("g", "T", 0), Some(10));
+        m2.commit_offset("g", "T", 1, 5);
+        assert!(m2.persist().unwrap());
+        let bak = std::fs::read(persist::backup_path(m.path())).unwrap();
+        assert_ne!(
+            bak,
+            corrupt.to_vec(),
+            "the corrupt file was linked over the backup"
+        );
+        assert!(persist::parse_offset_table(&String::from_utf8(bak).unwrap()).is_ok());
+        m2.commit_offset("g", "T", 1, 6);
+        m2.persist().unwrap();
+        let m3 = ConsumerOffsetManager::new(dir.path());
+        assert!(m3.load().unwrap().is_none(), "the main file is good again");
+        assert_eq!(m3.query_offset("g", "T", 0), Some(10));
+        assert_eq!(m3.query_offset("g", "T", 1), Some(6));
+        let kept: Vec<_> = std::fs::read_dir(dir.path().join("config"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("consumerOffset.json.corrupt-"))
+            .collect();
+        assert_eq!(
+            kept.len(),
+            1,
+            "the corrupt bytes are kept for a look: {kept:?}"
+        );
+        let kept = std::fs::read(dir.path().join("config").join(&kept[0])).unwrap();
+        assert_eq!(kept, corrupt.to_vec());
+        assert!(warning.to_string().contains(".corrupt-"), "{warning}");
+    }
+
     #[test]
     fn a_group_with_up_to_16_queues_costs_about_2_kib() {
         // docs/ARCHITECTURE.md states ~2 KiB per (topic, group) with up to 16 queues: the
