@@ -10,13 +10,13 @@
 //! and a store failure that may pass is retried after a growing wait ([`Backoff`]).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::broker::config_manager::{self as persist, ContentError, Loaded};
+use crate::broker::config_manager::{self as persist, ContentError, Loaded, PersistError};
 use crate::broker::controller::BrokerController;
 use crate::broker::processor::send::{property, remove_property};
 use crate::broker::topic_config_manager::{dlq_topic, RETRY_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC};
@@ -42,26 +42,27 @@ const SCHEDULE_RETRY_BACKOFF_MIN_MS: i64 = 1_000;
 const SCHEDULE_RETRY_BACKOFF_MAX_MS: i64 = 60_000;
 
 fn offset_file(ctrl: &BrokerController) -> PathBuf {
-    ctrl.config
-        .store
-        .root_dir
-        .join("config")
-        .join("delayOffset.json")
+    offset_file_in(&ctrl.config.store.root_dir)
 }
 
-fn load_offsets(ctrl: &BrokerController) -> BTreeMap<i32, i64> {
-    match persist::load_with_backup(&offset_file(ctrl), parse_delay_offsets) {
-        Ok(Loaded::Main(t)) => t,
-        Ok(Loaded::Backup(t, used)) => {
+fn offset_file_in(store_root: &Path) -> PathBuf {
+    store_root.join("config").join("delayOffset.json")
+}
+
+/// Loads each level's progress from `<store root>/config/delayOffset.json`, or from its `.bak`
+/// (logged as an error) when the file is corrupt. Neither usable is an error naming the file:
+/// the broker refuses to start, as Java's does when `ScheduleMessageService.load` (its
+/// `ConfigManager.load`, which tries the `.bak` too) returns false. Starting every level from
+/// 0 instead would deliver every delayed message and retry again.
+pub fn load_offsets(store_root: &Path) -> Result<BTreeMap<i32, i64>, PersistError> {
+    match persist::load_with_backup(&offset_file_in(store_root), parse_delay_offsets)? {
+        Loaded::Main(t) => Ok(t),
+        Loaded::Backup(t, used) => {
             tracing::error!("{used}");
-            t
+            eprintln!("ringmq: WARNING: {used}");
+            Ok(t)
         }
-        Ok(Loaded::Missing) => BTreeMap::new(),
-        Err(e) => {
-            // Starting from the queues' min offsets would re-deliver; say so loudly.
-            tracing::error!(error = %e, "delayOffset.json and its backup are unusable; delayed messages restart from each level's oldest");
-            BTreeMap::new()
-        }
+        Loaded::Missing => Ok(BTreeMap::new()),
     }
 }
 
@@ -82,10 +83,21 @@ fn persist_offsets(ctrl: &BrokerController, offsets: &BTreeMap<i32, i64>) {
     }
 }
 
-/// The `ringmq-schedule` thread's loop (started by `startup`): every tick, moves each level's
-/// due messages; returns when `stop` is raised, after writing the progress once more.
+/// [`run_from`] with the progress [`load_offsets`] reads; when it cannot be read, logs why
+/// and delivers nothing rather than every level from 0. (The broker loads the progress before
+/// it starts, so a broker with an unusable file never gets here.)
 pub fn run(ctrl: &Arc<BrokerController>, stop: &StopFlag) {
-    let mut offsets = load_offsets(ctrl);
+    match load_offsets(&ctrl.config.store.root_dir) {
+        Ok(offsets) => run_from(ctrl, stop, offsets),
+        Err(e) => tracing::error!(error = %e, "delayed delivery stopped"),
+    }
+}
+
+/// The `ringmq-schedule` thread's loop (started by `startup` with the loaded `offsets`): every
+/// tick, moves each level's due messages; returns when `stop` is raised, after writing the
+/// progress once more.
+pub fn run_from(ctrl: &Arc<BrokerController>, stop: &StopFlag, offsets: BTreeMap<i32, i64>) {
+    let mut offsets = offsets;
     let mut backoffs = vec![Backoff::default(); ctrl.delay_levels_ms.len()];
     let mut dirty = false;
     let mut last_persist_ms = now_ms();
@@ -359,6 +371,53 @@ fn message_time_up(record: &format::DecodedRecord<'_>) -> Option<MessageToStore>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn delay_offsets_come_from_the_backup_when_the_file_is_corrupt() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = offset_file_in(dir.path());
+        persist::write_atomically(&file, br#"{"offsetTable":{"1":7,"3":9}}"#).unwrap();
+        persist::write_atomically(&file, br#"{"offsetTable":{"1":8,"3":9}}"#).unwrap();
+        assert_eq!(
+            load_offsets(dir.path()).unwrap(),
+            BTreeMap::from([(1, 8), (3, 9)])
+        );
+        std::fs::write(&file, br#"{"offsetTable":{"1":"#).unwrap();
+        assert_eq!(
+            load_offsets(dir.path()).unwrap(),
+            BTreeMap::from([(1, 7), (3, 9)])
+        );
+        assert!(load_offsets(tempfile::tempdir().unwrap().path())
+            .unwrap()
+            .is_empty());
+    }
+
+    /// Both copies unusable: the broker must not start (and so never re-deliver every delay
+    /// level from 0); the error names the file.
+    #[test]
+    fn a_broker_with_an_unusable_delay_offset_file_refuses_to_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = crate::config::Config::default();
+        config.store.root_dir = dir.path().join("store");
+        config.broker.listen_port = 0;
+        config.broker.fast_port_enabled = false;
+        // No embedded name server; registration runs after the load, if ever.
+        config.namesrv.addr = "127.0.0.1:9".to_string();
+        let file = offset_file_in(&config.store.root_dir);
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, b"{\"offsetTable\":").unwrap();
+        std::fs::write(persist::backup_path(&file), b"not json").unwrap();
+        match crate::broker::startup::start_broker(config) {
+            Ok(handle) => {
+                handle.stop().unwrap();
+                panic!("the broker started from delay offsets 0");
+            }
+            Err(e) => {
+                let text = e.to_string();
+                assert!(text.contains("delayOffset.json"), "{text}");
+            }
+        }
+    }
 
     #[test]
     fn a_failing_level_waits_longer_each_time_up_to_a_minute() {

@@ -284,13 +284,16 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
         wake_rx,
         topic_changes_rx,
     } = build_controller(config)?;
+    // Before any thread starts: an unusable delayOffset.json refuses the start (Java's
+    // `ScheduleMessageService.load` failing fails the broker's initialize).
+    let delay_offsets = schedule::load_offsets(&ctrl.config.store.root_dir)?;
     let shutdown = ShutdownSignal::new();
     let stop = StopFlag::new();
     let mut threads = start_pull_wake(&ctrl, wake_rx, &stop)?;
     threads.extend([
         start_offset_flusher(&ctrl, &stop)?,
         start_housekeeping(&ctrl, &stop)?,
-        start_schedule(&ctrl, &stop)?,
+        start_schedule(&ctrl, &stop, delay_offsets)?,
     ]);
     let handler = Arc::new(BrokerRequestHandler { ctrl: ctrl.clone() });
     let server = listeners.serve(handler, shutdown.clone())?;
@@ -402,14 +405,17 @@ fn start_offset_flusher(
     })
 }
 
-/// Delayed delivery ([`schedule::run`]).
+/// Delayed delivery ([`schedule::run_from`]) from the loaded progress.
 fn start_schedule(
     ctrl: &Arc<BrokerController>,
     stop: &StopFlag,
+    offsets: std::collections::BTreeMap<i32, i64>,
 ) -> Result<JoinHandle<()>, StartupError> {
     let ctrl = ctrl.clone();
     let stop = stop.clone();
-    spawn("ringmq-schedule", move || schedule::run(&ctrl, &stop))
+    spawn("ringmq-schedule", move || {
+        schedule::run_from(&ctrl, &stop, offsets)
+    })
 }
 
 /// Expires silent client channels (Java `ClientHousekeepingService`, every 10 s).
