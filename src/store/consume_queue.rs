@@ -14,6 +14,10 @@ use crate::store::segment::{Segment, SegmentList};
 
 const UNIT: i64 = CQ_UNIT_SIZE_BYTES as i64;
 
+/// The files are sparse; [`ConsumeQueue::prepare_write`] allocates their blocks this far
+/// ahead of the units being written (3,276 units), one `fallocate` per step.
+const CQ_RESERVE_STEP_BYTES: i64 = 64 * 1024;
+
 #[derive(Debug)]
 pub struct ConsumeQueue {
     pub topic: String,
@@ -26,6 +30,9 @@ pub struct ConsumeQueue {
     min_offset_in_queue: AtomicI64,
     /// Written since the last ConsumeQueue flush.
     dirty: AtomicBool,
+    /// Queue byte offset (unit index × 20) below which the blocks of the file being written
+    /// are allocated (by [`ConsumeQueue::prepare_write`]); 0 after open.
+    reserved_end_bytes: AtomicI64,
 }
 
 impl ConsumeQueue {
@@ -45,6 +52,7 @@ impl ConsumeQueue {
             max_offset_in_queue: AtomicI64::new(0),
             min_offset_in_queue: AtomicI64::new(0),
             dirty: AtomicBool::new(false),
+            reserved_end_bytes: AtomicI64::new(0),
         }
     }
 
@@ -75,6 +83,53 @@ impl ConsumeQueue {
     /// First queue offset of the next file (Java `ConsumeQueue.rollNextFile`).
     pub fn roll_next_file(&self, queue_offset: i64) -> i64 {
         queue_offset + self.units_per_file - queue_offset % self.units_per_file
+    }
+
+    /// Creates the files for units `first_queue_offset..+count` and allocates their blocks,
+    /// before the append writes its records: a full disk or a failed creation then fails the
+    /// append with nothing written and the store stays writable, while a unit write failing
+    /// after its record poisons the store.
+    pub fn prepare_write(&self, first_queue_offset: i64, count: usize) -> Result<(), StoreError> {
+        let end = first_queue_offset + count as i64;
+        let mut queue_offset = first_queue_offset;
+        while queue_offset < end {
+            let file_start_unit = queue_offset - queue_offset % self.units_per_file;
+            let seg = self.segment_for_write(file_start_unit, queue_offset)?;
+            let upto = end.min(file_start_unit + self.units_per_file);
+            self.reserve_blocks(&seg, upto * UNIT)?;
+            queue_offset = upto;
+        }
+        Ok(())
+    }
+
+    /// Allocates the blocks of `seg` up to queue byte `end_bytes`, rounded up to the next
+    /// [`CQ_RESERVE_STEP_BYTES`] (and at most to the end of the file).
+    fn reserve_blocks(&self, seg: &Segment, end_bytes: i64) -> Result<(), StoreError> {
+        let reserved = self.reserved_end_bytes.load(Ordering::Acquire);
+        if end_bytes <= reserved {
+            return Ok(());
+        }
+        let file_bytes = self.segs.file_size_bytes() as i64;
+        // Below the written units nothing is a hole, so starting at the file's start (after an
+        // open) costs only a walk over allocated extents.
+        let from = (reserved - seg.start_offset).clamp(0, file_bytes);
+        // end_bytes > reserved >= 0 and the write is inside seg: the difference is positive.
+        let in_file_end = (end_bytes - seg.start_offset) as u64;
+        let step = CQ_RESERVE_STEP_BYTES as u64;
+        let to = (in_file_end.div_ceil(step) * step).min(file_bytes as u64) as i64;
+        fs::allocate_range(&seg.file, &seg.path, from as u64, (to - from) as u64)?;
+        self.reserved_end_bytes
+            .store(seg.start_offset + to, Ordering::Release);
+        Ok(())
+    }
+
+    /// Zeroes `seg` from byte `from_bytes` on (recovery's truncation); the freed blocks are no
+    /// longer reserved.
+    pub fn zero_tail(&self, seg: &Segment, from_bytes: u64) -> Result<(), StoreError> {
+        self.segs.zero_tail(seg, from_bytes)?;
+        self.reserved_end_bytes
+            .fetch_min(seg.start_offset + from_bytes as i64, Ordering::AcqRel);
+        Ok(())
     }
 
     /// Writes encoded units for queue offsets `first_queue_offset..` (the caller publishes the

@@ -184,6 +184,39 @@ pub fn allocate(file: &File, path: &Path, size_bytes: u64) -> Result<(), StoreEr
     }
 }
 
+/// Allocates the blocks of `len_bytes` bytes at `offset` inside the file (its length stays),
+/// so writes there cannot fail for lack of space. File systems without fallocate keep the
+/// holes.
+pub fn allocate_range(
+    file: &File,
+    path: &Path,
+    offset: u64,
+    len_bytes: u64,
+) -> Result<(), StoreError> {
+    if len_bytes == 0 {
+        return Ok(());
+    }
+    let invalid = || {
+        StoreError::io(
+            "fallocate",
+            path,
+            io::Error::from(io::ErrorKind::InvalidInput),
+        )
+    };
+    let offset = i64::try_from(offset).map_err(|_| invalid())?;
+    let len = i64::try_from(len_bytes).map_err(|_| invalid())?;
+    match nix::fcntl::fallocate(
+        file,
+        nix::fcntl::FallocateFlags::FALLOC_FL_KEEP_SIZE,
+        offset,
+        len,
+    ) {
+        Ok(()) => Ok(()),
+        Err(nix::errno::Errno::EOPNOTSUPP) => Ok(()),
+        Err(errno) => Err(StoreError::io("fallocate", path, io::Error::from(errno))),
+    }
+}
+
 /// Writes all of `buf` at `offset` (pwrite).
 pub fn write_at(file: &File, path: &Path, buf: &[u8], offset: u64) -> Result<(), StoreError> {
     file.write_all_at(buf, offset)

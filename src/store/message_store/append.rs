@@ -145,7 +145,7 @@ impl Inner {
     ) -> Result<PutMessageResult, StoreError> {
         let shape = self.validate_append(common, entries)?;
         let mut writer = lock(&self.writer);
-        let slot = self.reserve(&mut writer, common, &shape)?;
+        let slot = self.reserve(&mut writer, common, &shape, entries.len())?;
         let msg_ids = self.encode(&mut writer, common, entries, &shape, &slot);
         self.write_and_publish(&writer, &shape, &slot, entries.len())?;
         drop(writer);
@@ -191,12 +191,15 @@ impl Inner {
     }
 
     /// Under the writer lock: refuses when the store takes no writes, assigns the queue offsets
-    /// and the store time, and places the records.
+    /// and the store time, makes room for the units, and places the records. Nothing is
+    /// written before the units have their file and blocks, so a full disk fails this append
+    /// only.
     fn reserve(
         &self,
         writer: &mut Writer,
         common: &AppendCommon<'_>,
         shape: &AppendShape,
+        message_count: usize,
     ) -> Result<AppendSlot, StoreError> {
         self.check_writable()?;
         let cq = shape
@@ -204,6 +207,9 @@ impl Inner {
             .then(|| self.get_or_create_queue(common.topic, common.queue_id))
             .transpose()?;
         let first_queue_offset = cq.as_ref().map_or(0, |cq| cq.max_offset_in_queue());
+        if let Some(cq) = &cq {
+            cq.prepare_write(first_queue_offset, message_count)?;
+        }
         let store_timestamp_ms = next_store_timestamp(writer);
         let place = self.place(shape.total_bytes)?;
         Ok(AppendSlot {

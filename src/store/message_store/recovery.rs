@@ -187,7 +187,7 @@ impl Inner {
             end = seg.start_offset / CQ_UNIT_SIZE_BYTES as i64 + scan.kept_units as i64;
             if scan.nonzero_after {
                 let from = (scan.kept_units * CQ_UNIT_SIZE_BYTES) as u64;
-                cq.segments().zero_tail(seg, from)?;
+                cq.zero_tail(seg, from)?;
                 cq.mark_dirty();
             }
             break;
@@ -416,8 +416,7 @@ fn truncate_queue(cq: &ConsumeQueue, queue_offset: i64) -> Result<(), StoreError
     let byte = queue_offset * CQ_UNIT_SIZE_BYTES as i64;
     match cq.segments().find(byte) {
         Some(seg) => {
-            cq.segments()
-                .zero_tail(&seg, (byte - seg.start_offset) as u64)?;
+            cq.zero_tail(&seg, (byte - seg.start_offset) as u64)?;
             cq.segments()
                 .remove_from(seg.start_offset + file_bytes as i64)?;
         }

@@ -561,3 +561,39 @@ fn a_failed_segment_creation_does_not_poison_the_store() {
     assert_eq!(got.status, GetMessageStatus::Found);
     store.shutdown().unwrap();
 }
+
+/// The next ConsumeQueue file cannot be created: the append fails before its record is
+/// written, and the store stays writable (a unit write failing after the record would poison
+/// it).
+#[test]
+fn a_failed_consume_queue_file_creation_fails_the_append_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(config(dir.path()));
+    for i in 0..8 {
+        assert_eq!(
+            store
+                .put_message(&msg("T", 0, b"m", "A"))
+                .unwrap()
+                .queue_offset,
+            i
+        );
+    }
+    let next = dir.path().join("consumequeue/T/0/00000000000000000160");
+    std::fs::create_dir(&next).unwrap();
+    let end = store.max_phy_offset();
+    let err = store.put_message(&msg("T", 0, b"m", "A")).unwrap_err();
+    assert!(matches!(err, StoreError::Io { .. }), "{err:?}");
+    assert_eq!(store.is_read_only(), None);
+    assert_eq!(store.max_phy_offset(), end, "no record without its unit");
+    std::fs::remove_dir(&next).unwrap();
+    assert_eq!(
+        store
+            .put_message(&msg("T", 0, b"m", "A"))
+            .unwrap()
+            .queue_offset,
+        8
+    );
+    let got = store.get_message(&pull("T", 0, 8, 1, &AcceptAll)).unwrap();
+    assert_eq!(got.queue_offsets, vec![8]);
+    store.shutdown().unwrap();
+}
