@@ -246,3 +246,27 @@ pub fn remove_file(path: &Path) -> Result<(), StoreError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A temp file left by a crash during an earlier creation is rebuilt, never renamed in with
+    /// its old bytes; a file under the real name larger than a segment is corruption.
+    #[test]
+    fn create_rebuilds_a_leftover_temp_file_and_refuses_an_oversized_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("00000000000000000000");
+        std::fs::write(temp_path(&path), b"stale bytes").unwrap();
+        let file = create_presized(&path, 4096, Prealloc::Blocks).unwrap();
+        let mut head = [1u8; 11];
+        file.read_exact_at(&mut head, 0).unwrap();
+        assert_eq!(head, [0u8; 11]);
+        assert_eq!(file.metadata().unwrap().len(), 4096);
+        assert!(!temp_path(&path).exists());
+        let big = dir.path().join("00000000000000004096");
+        std::fs::write(&big, vec![0u8; 5000]).unwrap();
+        let err = create_presized(&big, 4096, Prealloc::Sparse).unwrap_err();
+        assert!(matches!(err, StoreError::Corrupted { .. }), "{err:?}");
+    }
+}
