@@ -194,6 +194,25 @@ fn an_idle_connection_is_closed() {
 }
 
 #[test]
+fn a_peer_that_stops_reading_is_idle_and_its_queue_freed() {
+    let mut config = config();
+    config.channel_max_idle_time_ms = 300;
+    let (server, handler) = start(config);
+    let mut client = connect(server.local_addrs()[0]);
+    send(&mut client, RemotingCommand::request(HOLD));
+    let conn = held(&handler, 1);
+    let frame = Bytes::from(vec![0_u8; 1024 * 1024]);
+    // Fill the socket buffers and the queue; the writer is then stuck in a write.
+    while conn.sender().send(Outbound::Encoded(frame.clone())).is_ok() {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    eventually("the stalled connection closed", || {
+        conn.sender().is_closed()
+    });
+    eventually("its queue freed", || conn.sender().queued_bytes() == 0);
+}
+
+#[test]
 fn a_frame_that_stops_half_way_closes_the_connection() {
     let mut config = config();
     config.channel_max_idle_time_ms = 0;

@@ -108,6 +108,14 @@ pub(crate) async fn serve<H: RequestHandler>(
             }
         }
     }
+    if matches!(exit, ReadExit::Idle | ReadExit::FrameTimeout { .. }) {
+        // The writer may be stuck in a write the peer never reads (that is what left the
+        // connection idle); shutting the socket down first fails that write, so the writer
+        // stops and the queued frames are freed, instead of the close waiting forever.
+        if let Err(e) = stream.shutdown(std::net::Shutdown::Both) {
+            tracing::debug!(error = %e, "socket shutdown failed (peer already gone)");
+        }
+    }
     close_writer.notify_one();
     match writer_task.await {
         Ok(WriterExit::Closed) => {}
