@@ -240,11 +240,39 @@ impl ReadTimeouts {
     }
 }
 
-/// Sleeps until `deadline`, or forever without one.
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline).await,
-        None => std::future::pending().await,
+/// The reader's one timer. Arming a tokio timer takes the time driver's lock, so it is not
+/// re-armed per read: it stays armed while the deadline it was set for is no earlier than the
+/// one wanted now (reads only push deadlines later), and is moved only to an earlier deadline
+/// (a frame began) or after it fired. A few arms per timeout period, whatever the read rate.
+struct ReadTimer {
+    sleep: std::pin::Pin<Box<tokio::time::Sleep>>,
+    armed: Option<Instant>,
+}
+
+impl ReadTimer {
+    fn new() -> Self {
+        ReadTimer {
+            // Never polled until armed.
+            sleep: Box::pin(tokio::time::sleep(Duration::ZERO)),
+            armed: None,
+        }
+    }
+
+    fn arm(&mut self, deadline: Option<Instant>) {
+        let Some(deadline) = deadline else { return };
+        if self.armed.is_none_or(|armed| deadline < armed) {
+            self.sleep.as_mut().reset(deadline);
+            self.armed = Some(deadline);
+        }
+    }
+
+    /// Completes when the armed deadline passes; never when unarmed.
+    async fn fired(&mut self) {
+        if self.armed.is_none() {
+            return std::future::pending().await;
+        }
+        self.sleep.as_mut().await;
+        self.armed = None;
     }
 }
 
@@ -260,6 +288,7 @@ async fn read_loop<H: RequestHandler>(
     let config = &worker.shared.config;
     let shutdown = &worker.shared.shutdown;
     let mut buf = BytesMut::with_capacity(config.read_buffer_initial_bytes);
+    let mut timer = ReadTimer::new();
     loop {
         let decoded_any = match dispatch_decoded(&mut buf, ctx, in_flight, worker).await {
             Ok(decoded_any) => decoded_any,
@@ -280,12 +309,13 @@ async fn read_loop<H: RequestHandler>(
         let read = stream.read(buf.slice(unread_bytes..));
         let mut read = std::pin::pin!(read);
         let (result, returned) = loop {
+            timer.arm(timeouts.deadline());
             tokio::select! {
                 biased;
                 () = shutdown.triggered() => return ReadExit::Shutdown,
                 () = ctx.sender.closed() => return ReadExit::WriterStopped,
                 read = &mut read => break read,
-                () = sleep_until(timeouts.deadline()) => {
+                () = timer.fired() => {
                     if let Some(exit) = timeouts.expired(unread_bytes) {
                         return exit;
                     }

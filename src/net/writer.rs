@@ -212,9 +212,13 @@ impl ConnectionSender {
     /// connection closed.
     pub async fn send_wait(&self, outbound: Outbound) -> Result<(), SendError> {
         let len = outbound.queued_len_bytes();
-        tokio::select! {
-            () = self.bytes.reserve(len) => {}
-            () = self.queue.closed() => return Err(SendError::Closed(Box::new(outbound))),
+        // The common case first, without registering on the close notification (a lock).
+        if !self.bytes.try_reserve(len) {
+            tokio::select! {
+                biased;
+                () = self.bytes.reserve(len) => {}
+                () = self.queue.closed() => return Err(SendError::Closed(Box::new(outbound))),
+            }
         }
         self.queue.send(outbound).await.map_err(|e| {
             self.bytes.release(len);
