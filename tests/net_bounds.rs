@@ -235,8 +235,9 @@ fn a_frame_that_stops_half_way_closes_the_connection() {
 #[test]
 fn an_active_connection_is_not_closed() {
     let mut config = config();
-    config.channel_max_idle_time_ms = 200;
-    config.frame_read_timeout_ms = 200;
+    // Ample against a loaded test machine: each client is active every ~100 ms.
+    config.channel_max_idle_time_ms = 600;
+    config.frame_read_timeout_ms = 600;
     let (server, handler) = start(config);
     let addr = server.local_addrs()[0];
     // A client that talks (as a RocketMQ client heartbeats) stays.
@@ -246,7 +247,7 @@ fn an_active_connection_is_not_closed() {
     let mut listener = connect(addr);
     send(&mut listener, RemotingCommand::request(HOLD).with_opaque(1));
     let conn = held(&handler, 1);
-    for opaque in 0..15 {
+    for opaque in 0..20 {
         echo(&mut talker, opaque);
         let push = RemotingCommand::request(ECHO)
             .with_opaque(100 + opaque)
