@@ -392,6 +392,30 @@ static FIELDS: &[FieldSpec] = &[
         "Frames queued for writing per connection."
     ),
     field!(
+        "RINGMQ_SERVER_WRITE_QUEUE_MAX_BYTES",
+        "",
+        server.write_queue_max_bytes,
+        "Bytes queued for writing per connection (one larger frame still goes when the queue is empty)."
+    ),
+    field!(
+        "RINGMQ_SERVER_CHANNEL_MAX_IDLE_TIME_MS",
+        "",
+        server.channel_max_idle_time_ms,
+        "A connection with nothing read or written for this long is closed (Java serverChannelMaxIdleTimeSeconds, in seconds); 0 = never."
+    ),
+    field!(
+        "RINGMQ_SERVER_FRAME_READ_TIMEOUT_MS",
+        "",
+        server.frame_read_timeout_ms,
+        "A frame begun but not complete within this closes the connection; 0 = no timeout."
+    ),
+    field!(
+        "RINGMQ_SERVER_CONNECTIONS_MAX_PER_IP",
+        "",
+        server.connections_max_per_ip,
+        "Connections from one IP address; more are closed at once. 0 = no cap."
+    ),
+    field!(
         "RINGMQ_TRANSFER_MODE",
         "",
         transfer.mode,

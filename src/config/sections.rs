@@ -116,6 +116,28 @@ pub struct ServerSection {
     pub frame_size_max_bytes: u64,
     pub requests_in_flight_max: u64,
     pub write_queue_max: u64,
+    pub write_queue_max_bytes: u64,
+    /// 0 = off.
+    pub channel_max_idle_time_ms: u64,
+    /// 0 = off.
+    pub frame_read_timeout_ms: u64,
+    /// 0 = off.
+    pub connections_max_per_ip: u64,
+}
+
+impl Default for ServerSection {
+    fn default() -> Self {
+        ServerSection {
+            worker_threads: 0,
+            frame_size_max_bytes: 16 * 1024 * 1024,
+            requests_in_flight_max: 256,
+            write_queue_max: 1024,
+            write_queue_max_bytes: 64 * 1024 * 1024,
+            channel_max_idle_time_ms: 120_000,
+            frame_read_timeout_ms: 30_000,
+            connections_max_per_ip: 4096,
+        }
+    }
 }
 
 /// How PULL_MESSAGE / LITE_PULL_MESSAGE response bodies reach the socket.
@@ -250,12 +272,7 @@ impl Default for Config {
                 // common one-waiter wake-up slower and did not speed up wide fan-outs.
                 wake_threads: 1,
             },
-            server: ServerSection {
-                worker_threads: 0,
-                frame_size_max_bytes: 16 * 1024 * 1024,
-                requests_in_flight_max: 256,
-                write_queue_max: 1024,
-            },
+            server: ServerSection::default(),
             transfer: TransferSection {
                 mode: TransferMode::Auto,
                 msg_by_heap: None,

@@ -267,6 +267,12 @@ fn check_server(v: &ServerSection, checks: &mut Checks) {
         v.write_queue_max.to_string(),
         "must be at least 1",
     );
+    checks.check(
+        v.write_queue_max_bytes >= 1,
+        "RINGMQ_SERVER_WRITE_QUEUE_MAX_BYTES",
+        v.write_queue_max_bytes.to_string(),
+        "must be at least 1",
+    );
 }
 
 /// `transferMsgByHeap` is an alias of the mode, so the two may not contradict each other.

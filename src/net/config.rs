@@ -17,6 +17,27 @@ pub const REQUESTS_IN_FLIGHT_MAX_PER_CONNECTION: usize = 256;
 /// notifications still fit when every in-flight request answers at once.
 pub const WRITE_QUEUE_MAX_PER_CONNECTION: usize = 1024;
 
+/// Bytes queued for one connection's writer, counted as each frame's encoded size (a command's
+/// header estimate plus body, a file frame's head plus ranges). The frame bound alone let a
+/// reader that stalls pin 1024 pull responses, up to several GiB; 64 MiB still holds dozens of
+/// full pull batches (32 messages of 4 MiB at most, usually far less), so a consumer that reads
+/// at all never meets it, while 1000 stalled connections cannot pin more than 64 GiB together
+/// with the socket buffers. One frame larger than the bound is still queued when the queue is
+/// empty, so no response is too large to send.
+pub const WRITE_QUEUE_MAX_BYTES_PER_CONNECTION: usize = 64 * 1024 * 1024;
+
+/// A connection on which nothing was read and nothing written for this long is closed, as Java's
+/// `NettyRemotingServer` does with Netty's `IdleStateHandler` (all idle) and
+/// `serverChannelMaxIdleTimeSeconds` (120 s). RocketMQ clients heartbeat every 30 s, so a live
+/// client (even one whose pulls are all parked) is never idle that long. 0 turns it off.
+pub const CHANNEL_MAX_IDLE_TIME_MS: u64 = 120_000;
+
+/// A frame whose first bytes arrived but which is not complete this long after is given up and
+/// the connection closed: without it a peer can pin a read buffer of up to one frame
+/// (`frame_size_max_bytes`, 16 MiB) per connection forever. 30 s is ten times the 3 s default
+/// send timeout of Java clients, far beyond any frame a live client sends. 0 turns it off.
+pub const FRAME_READ_TIMEOUT_MS: u64 = 30_000;
+
 /// Bytes the writer gathers from the queue into one `write`. Larger pre-encoded frames are written
 /// on their own without copying. 256 KiB is a few TCP send windows: enough to batch many small
 /// responses into one syscall without delaying the first byte of a burst by much.
@@ -28,7 +49,20 @@ pub const READ_BUFFER_INITIAL_BYTES: usize = 16 * 1024;
 
 /// Live connections over the whole server. Java sets no limit; the limit here keeps a connection
 /// flood from exhausting file descriptors the store needs. Connections over it are closed at once.
+/// At start it is lowered to the open-file soft limit less [`CONNECTIONS_FD_HEADROOM`]
+/// ([`effective_connections_max`]).
 pub const CONNECTIONS_MAX: usize = 65_536;
+
+/// File descriptors kept for everything but client connections (CommitLog and ConsumeQueue
+/// files, index files, pipes of the zero-copy path, listen sockets, the rings), when the
+/// open-file limit caps `connections_max`. Capped at half the soft limit, so that a low limit
+/// (1024 is a common default) still leaves room for connections.
+pub const CONNECTIONS_FD_HEADROOM: u64 = 1024;
+
+/// Live connections from one IP address. Java has no such cap; it keeps one host (a client
+/// that leaks connections, a flood) from taking every slot of `connections_max`. Generous,
+/// because tests and co-located clients open many connections over loopback. 0 turns it off.
+pub const CONNECTIONS_MAX_PER_IP: usize = 4096;
 
 /// `listen(2)` backlog, as Java `NettyServerConfig.serverSocketBacklog` (1024).
 pub const LISTEN_BACKLOG: u32 = 1024;
@@ -60,9 +94,18 @@ pub struct ServerConfig {
     pub frame_size_max_bytes: usize,
     pub requests_in_flight_max_per_connection: usize,
     pub write_queue_max_per_connection: usize,
+    /// See [`WRITE_QUEUE_MAX_BYTES_PER_CONNECTION`].
+    pub write_queue_max_bytes_per_connection: usize,
     pub write_coalesce_max_bytes: usize,
     pub read_buffer_initial_bytes: usize,
+    /// See [`CONNECTIONS_MAX`]; the open-file limit may lower it at start.
     pub connections_max: usize,
+    /// See [`CONNECTIONS_MAX_PER_IP`]; 0 = no cap.
+    pub connections_max_per_ip: usize,
+    /// See [`CHANNEL_MAX_IDLE_TIME_MS`]; 0 = never closed for idleness.
+    pub channel_max_idle_time_ms: u64,
+    /// See [`FRAME_READ_TIMEOUT_MS`]; 0 = no timeout.
+    pub frame_read_timeout_ms: u64,
     pub listen_backlog: u32,
     pub ring_entries: u32,
     pub shutdown_grace_ms: u64,
@@ -78,9 +121,13 @@ impl ServerConfig {
             frame_size_max_bytes: FRAME_SIZE_MAX_BYTES,
             requests_in_flight_max_per_connection: REQUESTS_IN_FLIGHT_MAX_PER_CONNECTION,
             write_queue_max_per_connection: WRITE_QUEUE_MAX_PER_CONNECTION,
+            write_queue_max_bytes_per_connection: WRITE_QUEUE_MAX_BYTES_PER_CONNECTION,
             write_coalesce_max_bytes: WRITE_COALESCE_MAX_BYTES,
             read_buffer_initial_bytes: READ_BUFFER_INITIAL_BYTES,
             connections_max: CONNECTIONS_MAX,
+            connections_max_per_ip: CONNECTIONS_MAX_PER_IP,
+            channel_max_idle_time_ms: CHANNEL_MAX_IDLE_TIME_MS,
+            frame_read_timeout_ms: FRAME_READ_TIMEOUT_MS,
             listen_backlog: LISTEN_BACKLOG,
             ring_entries: RING_ENTRIES,
             shutdown_grace_ms: SHUTDOWN_GRACE_MS,
@@ -96,6 +143,10 @@ impl ServerConfig {
         sc.frame_size_max_bytes = config.server.frame_size_max_bytes as usize;
         sc.requests_in_flight_max_per_connection = config.server.requests_in_flight_max as usize;
         sc.write_queue_max_per_connection = config.server.write_queue_max as usize;
+        sc.write_queue_max_bytes_per_connection = config.server.write_queue_max_bytes as usize;
+        sc.channel_max_idle_time_ms = config.server.channel_max_idle_time_ms;
+        sc.frame_read_timeout_ms = config.server.frame_read_timeout_ms;
+        sc.connections_max_per_ip = config.server.connections_max_per_ip as usize;
         sc
     }
 
@@ -120,7 +171,7 @@ impl ServerConfig {
 
     /// Checks every bound that would otherwise panic or deadlock at runtime.
     pub fn validate(&self) -> Result<(), ServerError> {
-        let positive: [(&'static str, usize); 6] = [
+        let positive: [(&'static str, usize); 7] = [
             ("worker_threads", self.worker_threads),
             (
                 "requests_in_flight_max_per_connection",
@@ -129,6 +180,10 @@ impl ServerConfig {
             (
                 "write_queue_max_per_connection",
                 self.write_queue_max_per_connection,
+            ),
+            (
+                "write_queue_max_bytes_per_connection",
+                self.write_queue_max_bytes_per_connection,
             ),
             ("write_coalesce_max_bytes", self.write_coalesce_max_bytes),
             ("read_buffer_initial_bytes", self.read_buffer_initial_bytes),
@@ -179,6 +234,30 @@ impl ServerConfig {
         addrs.extend_from_slice(&self.additional_listen_addrs);
         addrs
     }
+}
+
+/// The `connections_max` a server uses: `configured`, but no more than the open-file soft limit
+/// `nofile_soft` less a headroom for the store's files ([`CONNECTIONS_FD_HEADROOM`], at most half
+/// the limit), and at least 1. `None` (the limit could not be read, or is unlimited) keeps
+/// `configured`.
+pub(crate) fn effective_connections_max(configured: usize, nofile_soft: Option<u64>) -> usize {
+    let Some(soft) = nofile_soft else {
+        return configured;
+    };
+    let headroom = CONNECTIONS_FD_HEADROOM.min(soft / 2);
+    let room = usize::try_from(soft - headroom).unwrap_or(usize::MAX);
+    configured.min(room).max(1)
+}
+
+/// The soft `RLIMIT_NOFILE`, or `None` when unlimited or unreadable.
+pub(crate) fn nofile_soft_limit() -> Option<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we pass and nothing else.
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
+    (rc == 0 && limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur)
 }
 
 /// Below this no real request fits; it catches a unit mistake (KiB vs bytes) at startup.
@@ -241,6 +320,19 @@ mod tests {
                 })
             ));
         }
+    }
+
+    #[test]
+    fn connections_max_stays_under_the_open_file_limit() {
+        // Room for the store's files is kept below the limit.
+        assert_eq!(effective_connections_max(65_536, Some(65_536)), 64_512);
+        assert_eq!(effective_connections_max(65_536, Some(1_048_576)), 65_536);
+        assert_eq!(effective_connections_max(100, Some(65_536)), 100);
+        // A low limit keeps half for connections, and never zero.
+        assert_eq!(effective_connections_max(65_536, Some(1024)), 512);
+        assert_eq!(effective_connections_max(65_536, Some(1)), 1);
+        assert_eq!(effective_connections_max(65_536, None), 65_536);
+        assert!(nofile_soft_limit().is_none_or(|n| n > 0));
     }
 
     #[test]

@@ -8,13 +8,14 @@
 
 use super::handler::{ConnectionContext, RequestHandler};
 use super::worker::Worker;
-use super::writer::{self, ConnectionSender, Outbound, WriterExit};
+use super::writer::{self, ConnectionSender, Outbound, QueuedBytes, WriterExit, WriterState};
 use crate::remoting::codes::response_code;
 use crate::remoting::command::RemotingCommand;
 use crate::remoting::error::CodecError;
 use crate::remoting::frame::decode_frame;
 use bytes::BytesMut;
 use std::any::Any;
+use std::cell::Cell;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -24,6 +25,7 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
 use tokio_uring::buf::BoundedBuf;
 use tokio_uring::net::TcpStream;
 use tracing::Instrument;
@@ -43,9 +45,17 @@ pub(crate) struct Accepted {
 /// Why the reader stopped.
 #[derive(Debug)]
 enum ReadExit {
-    PeerClosed { unread_bytes: usize },
+    PeerClosed {
+        unread_bytes: usize,
+    },
     ReadFailed(io::Error),
     BadFrame(CodecError),
+    /// Nothing read and nothing written for `channel_max_idle_time_ms`.
+    Idle,
+    /// A frame begun `frame_read_timeout_ms` ago is still not complete.
+    FrameTimeout {
+        unread_bytes: usize,
+    },
     WriterStopped,
     Shutdown,
 }
@@ -59,29 +69,33 @@ pub(crate) async fn serve<H: RequestHandler>(
     let config = &worker.shared.config;
     let stream = Rc::new(stream);
     let (queue_tx, queue_rx) = mpsc::channel(config.write_queue_max_per_connection);
+    let queued = Arc::new(QueuedBytes::new(
+        config.write_queue_max_bytes_per_connection,
+    ));
     let ctx = ConnectionContext {
         id: accepted.id,
         remote_addr: accepted.remote_addr,
         local_addr: accepted.local_addr,
         listener_index: accepted.listener_index,
         worker_index: worker.index,
-        sender: ConnectionSender::new(queue_tx),
+        sender: ConnectionSender::new(queue_tx, queued.clone()),
+    };
+    let last_write = Rc::new(Cell::new(Instant::now()));
+    let writer_state = WriterState {
+        coalesce_max_bytes: config.write_coalesce_max_bytes,
+        queued,
+        last_write: last_write.clone(),
     };
     let close_writer = Rc::new(Notify::new());
     let writer_task = tokio_uring::spawn(
-        writer::run(
-            stream.clone(),
-            queue_rx,
-            close_writer.clone(),
-            config.write_coalesce_max_bytes,
-        )
-        .in_current_span(),
+        writer::run(stream.clone(), queue_rx, close_writer.clone(), writer_state).in_current_span(),
     );
     let in_flight_max = config.requests_in_flight_max_per_connection;
     let in_flight = Arc::new(Semaphore::new(in_flight_max));
     tracing::debug!("connection accepted");
 
-    let exit = read_loop(&stream, &ctx, &in_flight, &worker).await;
+    let timeouts = ReadTimeouts::new(config, last_write);
+    let exit = read_loop(&stream, &ctx, &in_flight, &worker, timeouts).await;
     log_read_exit(&exit);
     if matches!(exit, ReadExit::Shutdown) {
         // Let running requests answer before the writer closes, within the grace period.
@@ -92,6 +106,14 @@ pub(crate) async fn serve<H: RequestHandler>(
             () = tokio::time::sleep(grace) => {
                 tracing::warn!("requests still running after the shutdown grace period")
             }
+        }
+    }
+    if matches!(exit, ReadExit::Idle | ReadExit::FrameTimeout { .. }) {
+        // The writer may be stuck in a write the peer never reads (that is what left the
+        // connection idle); shutting the socket down first fails that write, so the writer
+        // stops and the queued frames are freed, instead of the close waiting forever.
+        if let Err(e) = stream.shutdown(std::net::Shutdown::Both) {
+            tracing::debug!(error = %e, "socket shutdown failed (peer already gone)");
         }
     }
     close_writer.notify_one();
@@ -141,45 +163,138 @@ fn log_read_exit(exit: &ReadExit) {
         }
         ReadExit::ReadFailed(e) => tracing::debug!(error = %e, "read failed; closing"),
         ReadExit::BadFrame(e) => tracing::warn!(error = %e, "malformed frame; closing"),
+        ReadExit::Idle => tracing::info!("connection idle (nothing read or written); closing"),
+        ReadExit::FrameTimeout { unread_bytes } => {
+            let unread_bytes = *unread_bytes;
+            tracing::warn!(
+                unread_bytes,
+                "a frame did not complete within the frame read timeout; closing"
+            )
+        }
         ReadExit::WriterStopped => tracing::debug!("writer stopped; closing"),
         ReadExit::Shutdown => tracing::debug!("shutting down; finishing running requests"),
     }
 }
 
-/// Reads and dispatches frames until the peer closes, a frame is malformed, the writer stops, or
-/// the server shuts down.
+/// The reader's clocks: when it last read, when the writer last wrote, when the unfinished
+/// frame in the buffer began. Java closes a channel that is all-idle (`IdleStateHandler` in
+/// `NettyRemotingServer`); it has no frame timeout, which keeps a peer from pinning a read buffer
+/// of up to one frame forever by stopping half way.
+struct ReadTimeouts {
+    idle: Option<Duration>,
+    frame: Option<Duration>,
+    last_read: Instant,
+    last_write: Rc<Cell<Instant>>,
+    frame_started: Option<Instant>,
+}
+
+impl ReadTimeouts {
+    fn new(config: &super::config::ServerConfig, last_write: Rc<Cell<Instant>>) -> Self {
+        let millis = |ms: u64| (ms != 0).then(|| Duration::from_millis(ms));
+        ReadTimeouts {
+            idle: millis(config.channel_max_idle_time_ms),
+            frame: millis(config.frame_read_timeout_ms),
+            last_read: Instant::now(),
+            last_write,
+            frame_started: None,
+        }
+    }
+
+    fn idle_deadline(&self) -> Option<Instant> {
+        let last_activity = self.last_read.max(self.last_write.get());
+        self.idle.map(|idle| last_activity + idle)
+    }
+
+    fn frame_deadline(&self) -> Option<Instant> {
+        Some(self.frame_started? + self.frame?)
+    }
+
+    /// The next time a timeout may fire, if any is on.
+    fn deadline(&self) -> Option<Instant> {
+        match (self.idle_deadline(), self.frame_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Why the connection must close now, if a timeout has passed (the writer may have written
+    /// since the deadline was taken, which moves the idle one).
+    fn expired(&self, unread_bytes: usize) -> Option<ReadExit> {
+        let now = Instant::now();
+        if self.frame_deadline().is_some_and(|d| now >= d) {
+            return Some(ReadExit::FrameTimeout { unread_bytes });
+        }
+        self.idle_deadline()
+            .is_some_and(|d| now >= d)
+            .then_some(ReadExit::Idle)
+    }
+
+    /// After decoding: the bytes left in the buffer begin a frame. When whole frames were just
+    /// decoded, the rest came with the last read; otherwise it is the same frame as before.
+    fn after_decode(&mut self, buffered: bool, decoded_any: bool) {
+        self.frame_started = match (buffered, decoded_any) {
+            (false, _) => None,
+            (true, true) => Some(self.last_read),
+            (true, false) => self.frame_started.or(Some(self.last_read)),
+        };
+    }
+}
+
+/// The reader's one timer. Arming a tokio timer takes the time driver's lock, so it is not
+/// re-armed per read: it stays armed while the deadline it was set for is no earlier than the
+/// one wanted now (reads only push deadlines later), and is moved only to an earlier deadline
+/// (a frame began) or after it fired. A few arms per timeout period, whatever the read rate.
+struct ReadTimer {
+    sleep: std::pin::Pin<Box<tokio::time::Sleep>>,
+    armed: Option<Instant>,
+}
+
+impl ReadTimer {
+    fn new() -> Self {
+        ReadTimer {
+            // Never polled until armed.
+            sleep: Box::pin(tokio::time::sleep(Duration::ZERO)),
+            armed: None,
+        }
+    }
+
+    fn arm(&mut self, deadline: Option<Instant>) {
+        let Some(deadline) = deadline else { return };
+        if self.armed.is_none_or(|armed| deadline < armed) {
+            self.sleep.as_mut().reset(deadline);
+            self.armed = Some(deadline);
+        }
+    }
+
+    /// Completes when the armed deadline passes; never when unarmed.
+    async fn fired(&mut self) {
+        if self.armed.is_none() {
+            return std::future::pending().await;
+        }
+        self.sleep.as_mut().await;
+        self.armed = None;
+    }
+}
+
+/// Reads and dispatches frames until the peer closes, a frame is malformed or times out, the
+/// connection is idle, the writer stops, or the server shuts down.
 async fn read_loop<H: RequestHandler>(
     stream: &TcpStream,
     ctx: &ConnectionContext,
     in_flight: &Arc<Semaphore>,
     worker: &Rc<Worker<H>>,
+    mut timeouts: ReadTimeouts,
 ) -> ReadExit {
     let config = &worker.shared.config;
     let shutdown = &worker.shared.shutdown;
     let mut buf = BytesMut::with_capacity(config.read_buffer_initial_bytes);
+    let mut timer = ReadTimer::new();
     loop {
-        loop {
-            match decode_frame(&mut buf, config.frame_size_max_bytes) {
-                Ok(Some(cmd)) => {
-                    let permit = match in_flight.clone().try_acquire_owned() {
-                        Ok(permit) => permit,
-                        // Full: wait for a running request to finish; reading stops meanwhile.
-                        Err(_) => tokio::select! {
-                            permit = in_flight.clone().acquire_owned() => match permit {
-                                Ok(permit) => permit,
-                                // Only a closed semaphore errs, and it is never closed.
-                                Err(_) => return ReadExit::Shutdown,
-                            },
-                            () = shutdown.triggered() => return ReadExit::Shutdown,
-                            () = ctx.sender.closed() => return ReadExit::WriterStopped,
-                        },
-                    };
-                    dispatch(cmd, ctx, permit, worker);
-                }
-                Ok(None) => break,
-                Err(e) => return ReadExit::BadFrame(e),
-            }
-        }
+        let decoded_any = match dispatch_decoded(&mut buf, ctx, in_flight, worker).await {
+            Ok(decoded_any) => decoded_any,
+            Err(exit) => return exit,
+        };
+        timeouts.after_decode(!buf.is_empty(), decoded_any);
         if buf.is_empty() && buf.capacity() > 2 * config.read_buffer_initial_bytes {
             // A large frame grew the buffer; give the memory back between frames.
             buf = BytesMut::with_capacity(config.read_buffer_initial_bytes);
@@ -188,20 +303,67 @@ async fn read_loop<H: RequestHandler>(
         }
         let unread_bytes = buf.len();
         // tokio-uring reads to the start of the buffer it is given, so hand it the spare part:
-        // the slice starts after the unread bytes and ends at the capacity.
-        let (result, returned) = tokio::select! {
-            biased;
-            () = shutdown.triggered() => return ReadExit::Shutdown,
-            () = ctx.sender.closed() => return ReadExit::WriterStopped,
-            read = stream.read(buf.slice(unread_bytes..)) => read,
+        // the slice starts after the unread bytes and ends at the capacity. The read stays in
+        // flight across timer wake-ups that find no timeout passed yet (dropping it could lose
+        // bytes the kernel already read).
+        let read = stream.read(buf.slice(unread_bytes..));
+        let mut read = std::pin::pin!(read);
+        let (result, returned) = loop {
+            timer.arm(timeouts.deadline());
+            tokio::select! {
+                biased;
+                () = shutdown.triggered() => return ReadExit::Shutdown,
+                () = ctx.sender.closed() => return ReadExit::WriterStopped,
+                read = &mut read => break read,
+                () = timer.fired() => {
+                    if let Some(exit) = timeouts.expired(unread_bytes) {
+                        return exit;
+                    }
+                }
+            }
         };
         buf = returned.into_inner();
         match result {
             Ok(0) => return ReadExit::PeerClosed { unread_bytes },
-            Ok(_) => {}
+            Ok(_) => timeouts.last_read = Instant::now(),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return ReadExit::ReadFailed(e),
         }
+    }
+}
+
+/// Decodes and dispatches every complete frame in `buf`; `Ok(true)` if there was at least one.
+/// Waits for an in-flight permit when none is left (reading stops meanwhile).
+async fn dispatch_decoded<H: RequestHandler>(
+    buf: &mut BytesMut,
+    ctx: &ConnectionContext,
+    in_flight: &Arc<Semaphore>,
+    worker: &Rc<Worker<H>>,
+) -> Result<bool, ReadExit> {
+    let config = &worker.shared.config;
+    let shutdown = &worker.shared.shutdown;
+    let mut decoded_any = false;
+    loop {
+        let cmd = match decode_frame(buf, config.frame_size_max_bytes) {
+            Ok(Some(cmd)) => cmd,
+            Ok(None) => return Ok(decoded_any),
+            Err(e) => return Err(ReadExit::BadFrame(e)),
+        };
+        decoded_any = true;
+        let permit = match in_flight.clone().try_acquire_owned() {
+            Ok(permit) => permit,
+            // Full: wait for a running request to finish; reading stops meanwhile.
+            Err(_) => tokio::select! {
+                permit = in_flight.clone().acquire_owned() => match permit {
+                    Ok(permit) => permit,
+                    // Only a closed semaphore errs, and it is never closed.
+                    Err(_) => return Err(ReadExit::Shutdown),
+                },
+                () = shutdown.triggered() => return Err(ReadExit::Shutdown),
+                () = ctx.sender.closed() => return Err(ReadExit::WriterStopped),
+            },
+        };
+        dispatch(cmd, ctx, permit, worker);
     }
 }
 

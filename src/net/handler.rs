@@ -1,10 +1,11 @@
 //! What the broker (or name server) plugs into the runtime: [`RequestHandler`], and what it is
 //! told about the connection a request came on: [`ConnectionContext`].
 
-use super::writer::{ConnectionSender, Outbound};
+use super::writer::{ConnectionSender, Outbound, QueuedBytes};
 use crate::remoting::command::RemotingCommand;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use tokio::sync::mpsc;
 
 /// What the broker (or name server) plugs into the runtime.
@@ -68,7 +69,8 @@ impl ConnectionContext {
             local_addr,
             listener_index: 0,
             worker_index: 0,
-            sender: ConnectionSender::new(queue_tx),
+            // Nobody gives bytes back on a detached queue: bound it in frames only.
+            sender: ConnectionSender::new(queue_tx, Arc::new(QueuedBytes::new(usize::MAX))),
         };
         (ctx, queue_rx)
     }

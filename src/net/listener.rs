@@ -18,7 +18,7 @@
 use super::connection::{self, Accepted};
 use super::error::ServerError;
 use super::handler::RequestHandler;
-use super::worker::Worker;
+use super::worker::{Refused, Worker};
 use nix::sys::socket::{
     self, sockopt, AddressFamily, Backlog, SockFlag, SockType, SockaddrStorage,
 };
@@ -185,14 +185,26 @@ fn start_connection<H: RequestHandler>(
     listener_index: usize,
     worker: &Rc<Worker<H>>,
 ) {
-    let Some(slot) = worker.claim_connection_slot() else {
-        tracing::warn!(
-            %remote_addr,
-            connections_max = worker.shared.config.connections_max,
-            "too many connections; closing the new one"
-        );
-        close_refused(&stream);
-        return;
+    let slot = match worker.claim_connection_slot(remote_addr.ip()) {
+        Ok(slot) => slot,
+        Err(Refused::ConnectionsMax) => {
+            tracing::warn!(
+                %remote_addr,
+                connections_max = worker.shared.connections_max,
+                "too many connections; closing the new one"
+            );
+            close_refused(&stream);
+            return;
+        }
+        Err(Refused::ConnectionsMaxPerIp) => {
+            tracing::warn!(
+                %remote_addr,
+                connections_max_per_ip = worker.shared.config.connections_max_per_ip,
+                "too many connections from this address; closing the new one"
+            );
+            close_refused(&stream);
+            return;
+        }
     };
     // Java sets TCP_NODELAY on every client channel (`NettyServerConfig`); responses are small
     // and latency-bound.

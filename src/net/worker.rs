@@ -2,12 +2,14 @@
 //! every worker thread) and one worker thread's state ([`Worker`], never leaves its thread), with
 //! the connection counts both keep.
 
-use super::config::ServerConfig;
+use super::config::{effective_connections_max, nofile_soft_limit, ServerConfig};
 use super::shutdown::StopSignals;
 use std::cell::Cell;
+use std::collections::HashMap;
+use std::net::IpAddr;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Notify;
 
@@ -19,19 +21,65 @@ pub(crate) struct Shared<H> {
     pub config: ServerConfig,
     pub handler: Arc<H>,
     pub shutdown: StopSignals,
-    /// Live connections over all workers, bounded by `config.connections_max`.
+    /// Live connections over all workers, bounded by `connections_max`.
     connections: AtomicUsize,
+    /// `config.connections_max`, lowered to fit the open-file limit.
+    pub connections_max: usize,
+    /// Live connections per remote IP, when `config.connections_max_per_ip` is set. Locked once
+    /// per accept and once per close, never on the request path.
+    per_ip: Mutex<HashMap<IpAddr, usize>>,
 }
 
 impl<H> Shared<H> {
     pub fn new(config: ServerConfig, handler: Arc<H>, shutdown: StopSignals) -> Self {
+        let nofile = nofile_soft_limit();
+        let connections_max = effective_connections_max(config.connections_max, nofile);
+        tracing::info!(
+            connections_max,
+            configured = config.connections_max,
+            nofile_soft_limit = ?nofile,
+            connections_max_per_ip = config.connections_max_per_ip,
+            "connection limits"
+        );
         Shared {
             config,
             handler,
             shutdown,
             connections: AtomicUsize::new(0),
+            connections_max,
+            per_ip: Mutex::new(HashMap::new()),
         }
     }
+
+    /// Counts a connection from `ip`, or false when `connections_max_per_ip` are already open.
+    fn claim_ip(&self, ip: IpAddr) -> bool {
+        let cap = self.config.connections_max_per_ip;
+        // A poisoned lock only means another thread panicked while counting; the map is whole.
+        let mut per_ip = self.per_ip.lock().unwrap_or_else(|e| e.into_inner());
+        let count = per_ip.entry(ip).or_insert(0);
+        if *count >= cap {
+            return false;
+        }
+        *count += 1;
+        true
+    }
+
+    fn release_ip(&self, ip: IpAddr) {
+        let mut per_ip = self.per_ip.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(count) = per_ip.get_mut(&ip) {
+            *count -= 1;
+            if *count == 0 {
+                per_ip.remove(&ip);
+            }
+        }
+    }
+}
+
+/// Why a new connection was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refused {
+    ConnectionsMax,
+    ConnectionsMaxPerIp,
 }
 
 /// One worker thread's state, shared by its tasks (never leaves the thread).
@@ -52,9 +100,12 @@ impl<H> Worker<H> {
         }
     }
 
-    /// Counts a new connection, or `None` when `connections_max` are already open.
-    pub fn claim_connection_slot(self: &Rc<Self>) -> Option<ConnectionSlot<H>> {
-        let max = self.shared.config.connections_max;
+    /// Counts a new connection from `ip`, or says which limit refuses it.
+    pub fn claim_connection_slot(
+        self: &Rc<Self>,
+        ip: IpAddr,
+    ) -> Result<ConnectionSlot<H>, Refused> {
+        let max = self.shared.connections_max;
         let claimed =
             self.shared
                 .connections
@@ -62,12 +113,22 @@ impl<H> Worker<H> {
                     (n < max).then_some(n + 1)
                 });
         if claimed.is_err() {
-            return None;
+            return Err(Refused::ConnectionsMax);
         }
+        let ip = (self.shared.config.connections_max_per_ip != 0).then_some(ip);
+        // The slot releases the total count (and the IP's) when dropped, so build it first.
         self.live_connections.set(self.live_connections.get() + 1);
-        Some(ConnectionSlot {
+        let mut slot = ConnectionSlot {
             worker: self.clone(),
-        })
+            ip: None,
+        };
+        if let Some(ip) = ip {
+            if !self.shared.claim_ip(ip) {
+                return Err(Refused::ConnectionsMaxPerIp);
+            }
+            slot.ip = Some(ip);
+        }
+        Ok(slot)
     }
 
     /// True when this worker holds more connections than an even split of the server's would
@@ -102,10 +163,15 @@ impl<H> Worker<H> {
 /// Releases a connection's place in the counts when the connection task ends (even by panic).
 pub(crate) struct ConnectionSlot<H> {
     worker: Rc<Worker<H>>,
+    /// Counted in the per-IP map.
+    ip: Option<IpAddr>,
 }
 
 impl<H> Drop for ConnectionSlot<H> {
     fn drop(&mut self) {
+        if let Some(ip) = self.ip {
+            self.worker.shared.release_ip(ip);
+        }
         self.worker
             .shared
             .connections

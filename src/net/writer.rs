@@ -13,14 +13,26 @@ use crate::remoting::codes::response_code;
 use crate::remoting::command::RemotingCommand;
 use crate::remoting::frame::encode_frame;
 use bytes::{Bytes, BytesMut};
+use std::cell::Cell;
 use std::io;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use tokio::sync::{mpsc, Notify};
+use tokio::time::Instant;
 use tokio_uring::net::TcpStream;
 
 /// Pre-encoded frames at least this long are written straight from their own buffer instead of
 /// being copied into the coalescing buffer; below it one copy is cheaper than an extra syscall.
 pub(crate) const WRITE_DIRECT_MIN_BYTES: usize = 64 * 1024;
+
+/// What a command's frame adds to its ext fields, remark and body when encoded: the length
+/// words and the fixed header fields with their JSON names. An estimate for the byte bound of
+/// the write queue, not the exact size (encoding it would cost a copy per response).
+const COMMAND_HEADER_ESTIMATE_BYTES: usize = 128;
+
+/// Per ext field: quotes, colon and comma around key and value in the JSON header.
+const EXT_FIELD_OVERHEAD_BYTES: usize = 6;
 
 /// One frame for a connection's writer.
 #[derive(Debug, Clone)]
@@ -50,6 +62,101 @@ impl FileFrame {
     }
 }
 
+impl Outbound {
+    /// The bytes this frame counts against `write_queue_max_bytes_per_connection`: the exact
+    /// frame for `Encoded` and `File`, an estimate for `Command` (header fields + body).
+    pub fn queued_len_bytes(&self) -> usize {
+        match self {
+            Outbound::Command(cmd) => {
+                let ext: usize = cmd
+                    .ext_fields
+                    .iter()
+                    .map(|(k, v)| k.len() + v.len() + EXT_FIELD_OVERHEAD_BYTES)
+                    .sum();
+                let remark = cmd.remark.as_ref().map_or(0, String::len);
+                COMMAND_HEADER_ESTIMATE_BYTES + ext + remark + cmd.body.len()
+            }
+            Outbound::Encoded(frame) => frame.len(),
+            Outbound::File(frame) => frame.len_bytes(),
+        }
+    }
+}
+
+/// The bytes queued on one connection, shared by its senders (any thread) and its writer, which
+/// gives them back once it has written the frames. Only atomics on the way: a `Notify` is woken
+/// only when a sender waits for room.
+#[derive(Debug)]
+pub(crate) struct QueuedBytes {
+    bytes: AtomicUsize,
+    max: usize,
+    /// Senders in [`QueuedBytes::reserve`], so that releases skip the `Notify` when none waits.
+    waiting: AtomicUsize,
+    room: Notify,
+}
+
+impl QueuedBytes {
+    pub(crate) fn new(max: usize) -> Self {
+        QueuedBytes {
+            bytes: AtomicUsize::new(0),
+            max,
+            waiting: AtomicUsize::new(0),
+            room: Notify::new(),
+        }
+    }
+
+    /// Counts `n` more bytes unless that would pass the bound. An empty queue takes any frame,
+    /// so that a frame larger than the bound can still be sent.
+    fn try_reserve(&self, n: usize) -> bool {
+        self.bytes
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |queued| {
+                (queued == 0 || queued.saturating_add(n) <= self.max).then_some(queued + n)
+            })
+            .is_ok()
+    }
+
+    /// Waits until `n` bytes fit, then counts them.
+    async fn reserve(&self, n: usize) {
+        if self.try_reserve(n) {
+            return;
+        }
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        let _waiting = WaitingGuard(&self.waiting);
+        loop {
+            let notified = self.room.notified();
+            let mut notified = std::pin::pin!(notified);
+            // Registered before the check, so a release between the check and the await is
+            // not missed.
+            notified.as_mut().enable();
+            if self.try_reserve(n) {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    pub(crate) fn release(&self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        self.bytes.fetch_sub(n, Ordering::SeqCst);
+        if self.waiting.load(Ordering::SeqCst) > 0 {
+            self.room.notify_waiters();
+        }
+    }
+
+    fn get(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed)
+    }
+}
+
+struct WaitingGuard<'a>(&'a AtomicUsize);
+
+impl Drop for WaitingGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// Why [`ConnectionSender::send`] did not queue the frame; the frame is handed back (boxed, so
 /// the `Ok` path stays small).
 #[derive(Debug, thiserror::Error)]
@@ -73,29 +180,55 @@ impl SendError {
 #[derive(Debug, Clone)]
 pub struct ConnectionSender {
     queue: mpsc::Sender<Outbound>,
+    bytes: Arc<QueuedBytes>,
 }
 
 impl ConnectionSender {
-    pub(crate) fn new(queue: mpsc::Sender<Outbound>) -> Self {
-        ConnectionSender { queue }
+    pub(crate) fn new(queue: mpsc::Sender<Outbound>, bytes: Arc<QueuedBytes>) -> Self {
+        ConnectionSender { queue, bytes }
     }
 
     /// Queues a frame without waiting. Fails with `Full` when `write_queue_max_per_connection`
-    /// frames are already queued (a peer that does not read), or `Closed` after the connection
-    /// closed.
+    /// frames or `write_queue_max_bytes_per_connection` bytes are already queued (a peer that
+    /// does not read), or `Closed` after the connection closed.
     pub fn send(&self, outbound: Outbound) -> Result<(), SendError> {
-        self.queue.try_send(outbound).map_err(|e| match e {
-            mpsc::error::TrySendError::Full(o) => SendError::Full(Box::new(o)),
-            mpsc::error::TrySendError::Closed(o) => SendError::Closed(Box::new(o)),
+        if self.queue.is_closed() {
+            return Err(SendError::Closed(Box::new(outbound)));
+        }
+        let len = outbound.queued_len_bytes();
+        if !self.bytes.try_reserve(len) {
+            return Err(SendError::Full(Box::new(outbound)));
+        }
+        self.queue.try_send(outbound).map_err(|e| {
+            self.bytes.release(len);
+            match e {
+                mpsc::error::TrySendError::Full(o) => SendError::Full(Box::new(o)),
+                mpsc::error::TrySendError::Closed(o) => SendError::Closed(Box::new(o)),
+            }
         })
     }
 
-    /// Queues a frame, waiting for space in the queue. Fails only when the connection closed.
+    /// Queues a frame, waiting for room in the queue (frames and bytes). Fails only when the
+    /// connection closed.
     pub async fn send_wait(&self, outbound: Outbound) -> Result<(), SendError> {
-        self.queue
-            .send(outbound)
-            .await
-            .map_err(|e| SendError::Closed(Box::new(e.0)))
+        let len = outbound.queued_len_bytes();
+        // The common case first, without registering on the close notification (a lock).
+        if !self.bytes.try_reserve(len) {
+            tokio::select! {
+                biased;
+                () = self.bytes.reserve(len) => {}
+                () = self.queue.closed() => return Err(SendError::Closed(Box::new(outbound))),
+            }
+        }
+        self.queue.send(outbound).await.map_err(|e| {
+            self.bytes.release(len);
+            SendError::Closed(Box::new(e.0))
+        })
+    }
+
+    /// Bytes queued and not yet written (the estimate [`Outbound::queued_len_bytes`] counts).
+    pub fn queued_bytes(&self) -> usize {
+        self.bytes.get()
     }
 
     /// True once the connection's writer stopped; frames sent after that are refused.
@@ -124,12 +257,13 @@ pub(crate) async fn run(
     stream: Rc<TcpStream>,
     mut queue: mpsc::Receiver<Outbound>,
     close: Rc<Notify>,
-    coalesce_max_bytes: usize,
+    state: WriterState,
 ) -> WriterExit {
     let mut writer = Writer {
         stream,
         buf: BytesMut::new(),
-        coalesce_max_bytes,
+        state,
+        taken_bytes: 0,
     };
     let exit = loop {
         let first = tokio::select! {
@@ -152,15 +286,29 @@ pub(crate) async fn run(
         }
     };
     // Drop whatever is left so the memory goes now, not when the last sender drops.
-    while queue.try_recv().is_ok() {}
+    writer.release_taken();
+    while let Ok(outbound) = queue.try_recv() {
+        writer.state.queued.release(outbound.queued_len_bytes());
+    }
     exit
+}
+
+/// What the writer shares with the rest of its connection.
+pub(crate) struct WriterState {
+    pub coalesce_max_bytes: usize,
+    /// The byte count of the queue; the writer gives back what it has written.
+    pub queued: Arc<QueuedBytes>,
+    /// When the writer last wrote to the socket, for the idle timeout (same thread, so a `Cell`).
+    pub last_write: Rc<Cell<Instant>>,
 }
 
 struct Writer {
     stream: Rc<TcpStream>,
     /// Coalescing buffer, reused across writes.
     buf: BytesMut,
-    coalesce_max_bytes: usize,
+    state: WriterState,
+    /// Bytes of the frames taken from the queue and not yet written.
+    taken_bytes: usize,
 }
 
 impl Writer {
@@ -172,12 +320,14 @@ impl Writer {
     ) -> io::Result<()> {
         let mut next = first.or_else(|| queue.try_recv().ok());
         while let Some(outbound) = next {
+            self.taken_bytes += outbound.queued_len_bytes();
             match outbound {
                 Outbound::Command(cmd) => encode_into(&cmd, &mut self.buf),
                 Outbound::Encoded(frame) if frame.len() >= WRITE_DIRECT_MIN_BYTES => {
                     self.flush().await?;
                     let (result, _) = self.stream.write_all(frame).await;
                     result?;
+                    self.written();
                 }
                 Outbound::Encoded(frame) => self.buf.extend_from_slice(&frame),
                 Outbound::File(frame) => {
@@ -188,14 +338,15 @@ impl Writer {
                     let more_follows = next.is_some();
                     zerocopy::send_frame(&self.stream, &self.buf, &frame.body, more_follows)
                         .await?;
+                    self.written();
                     self.buf.clear();
-                    if self.buf.capacity() > 2 * self.coalesce_max_bytes {
+                    if self.buf.capacity() > 2 * self.state.coalesce_max_bytes {
                         self.buf = BytesMut::new();
                     }
                     continue;
                 }
             }
-            if self.buf.len() >= self.coalesce_max_bytes {
+            if self.buf.len() >= self.state.coalesce_max_bytes {
                 self.flush().await?;
             }
             next = queue.try_recv().ok();
@@ -210,10 +361,24 @@ impl Writer {
         let (result, mut buf) = self.stream.write_all(std::mem::take(&mut self.buf)).await;
         buf.clear();
         // One huge frame can grow the buffer; do not keep that memory for the connection's life.
-        if buf.capacity() <= 2 * self.coalesce_max_bytes {
+        if buf.capacity() <= 2 * self.state.coalesce_max_bytes {
             self.buf = buf;
         }
-        result
+        result?;
+        self.written();
+        Ok(())
+    }
+
+    /// Everything taken from the queue so far is on the socket: its bytes leave the bound.
+    fn written(&mut self) {
+        self.state.last_write.set(Instant::now());
+        self.release_taken();
+    }
+
+    fn release_taken(&mut self) {
+        self.state
+            .queued
+            .release(std::mem::take(&mut self.taken_bytes));
     }
 }
 
@@ -245,7 +410,7 @@ mod tests {
     #[test]
     fn send_reports_full_then_closed_and_returns_the_frame() {
         let (tx, mut rx) = mpsc::channel(1);
-        let sender = ConnectionSender::new(tx);
+        let sender = ConnectionSender::new(tx, Arc::new(QueuedBytes::new(usize::MAX)));
         let frame = Bytes::from_static(b"frame");
         sender.send(Outbound::Encoded(frame.clone())).unwrap();
         match sender.send(Outbound::Encoded(frame.clone())) {
@@ -262,6 +427,53 @@ mod tests {
             sender.send(Outbound::Encoded(frame)),
             Err(SendError::Closed(_))
         ));
+    }
+
+    #[test]
+    fn send_reports_full_at_the_byte_bound_and_an_empty_queue_takes_any_frame() {
+        let (tx, _rx) = mpsc::channel(16);
+        let bytes = Arc::new(QueuedBytes::new(100));
+        let sender = ConnectionSender::new(tx, bytes.clone());
+        let frame = |n| Outbound::Encoded(Bytes::from(vec![0_u8; n]));
+        sender.send(frame(60)).unwrap();
+        assert!(matches!(sender.send(frame(60)), Err(SendError::Full(_))));
+        sender.send(frame(40)).unwrap();
+        assert_eq!(sender.queued_bytes(), 100);
+        bytes.release(100);
+        // Larger than the bound, but the queue is empty: it goes.
+        sender.send(frame(500)).unwrap();
+        assert_eq!(sender.queued_bytes(), 500);
+    }
+
+    #[test]
+    fn send_wait_waits_for_room_in_bytes() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let (tx, _rx) = mpsc::channel(16);
+        let bytes = Arc::new(QueuedBytes::new(100));
+        let sender = ConnectionSender::new(tx, bytes.clone());
+        let frame = || Outbound::Encoded(Bytes::from(vec![0_u8; 80]));
+        rt.block_on(async {
+            sender.send_wait(frame()).await.unwrap();
+            let mut second = std::pin::pin!(sender.send_wait(frame()));
+            assert!(futures_poll_once(second.as_mut()).await.is_none());
+            bytes.release(80);
+            second.await.unwrap();
+        });
+        assert_eq!(sender.queued_bytes(), 80);
+    }
+
+    /// Polls `fut` once: `Some` if it completed.
+    async fn futures_poll_once<F: std::future::Future + Unpin>(fut: F) -> Option<F::Output> {
+        let mut fut = fut;
+        std::future::poll_fn(|cx| {
+            std::task::Poll::Ready(match std::pin::Pin::new(&mut fut).poll(cx) {
+                std::task::Poll::Ready(v) => Some(v),
+                std::task::Poll::Pending => None,
+            })
+        })
+        .await
     }
 
     #[test]
