@@ -220,6 +220,21 @@ mod tests {
     }
 
     #[test]
+    fn an_sql92_filter_is_charged_its_tree() {
+        let cache = FilterCache::new();
+        let keys: Vec<String> = (0..2000).map(|i| format!("'k{i}'")).collect();
+        let text = format!("a IN ({}) AND b > 1 AND c CONTAINS 'x'", keys.join(","));
+        cache.get_or_compile("g", "t", "SQL92", &text, 1).unwrap();
+        // The entry keeps the text twice (its key and the compiled source) and the IN set.
+        let charged = cache.accounted_bytes();
+        assert!(
+            charged > 2 * text.len(),
+            "{charged} for {} bytes",
+            text.len()
+        );
+    }
+
+    #[test]
     fn an_over_long_tag_expression_is_refused() {
         let cache = FilterCache::new();
         let text = "x".repeat(TAG_EXPRESSION_LENGTH_MAX_BYTES + 1);
