@@ -175,6 +175,7 @@ impl Bench {
         config.store.root_dir = dir.path().join("store");
         config.longpoll.suspend_timeout_max_ms = HOLD_TIME_MS;
         config.longpoll.parked_pulls_max = (parked as u64 + 1024).max(200_000);
+        config.longpoll.parked_pulls_max_per_connection = pulls_per_connection as u64;
         // One response per parked pull at most can be queued on a connection at once.
         config.server.write_queue_max = pulls_per_connection as u64 + 16;
         let write_queue_max = config.server.write_queue_max as usize;

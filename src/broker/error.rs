@@ -130,8 +130,18 @@ pub enum BrokerError {
         read_queue_nums: i32,
         producer: SocketAddr,
     },
+    /// UPDATE_CONSUMER_OFFSET of a queue the topic does not have (worded like the pull's).
+    #[error("queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:[{read_queue_nums}]")]
+    OffsetQueueIdIllegal {
+        queue_id: i32,
+        topic: String,
+        read_queue_nums: i32,
+    },
     #[error("batch request does not support retry group {topic}")]
     BatchToRetryTopic { topic: String },
+    /// A batch send of more messages than one response can name.
+    #[error("the batch holds more than {max} messages")]
+    BatchTooManyMessages { max: usize },
 
     // ---- Stored messages.
     /// VIEW_MESSAGE_BY_ID of an offset that holds no record.
@@ -186,8 +196,9 @@ impl BrokerError {
             | E::TopicNameConflict { .. }
             | E::QueueNumsOutOfRange { .. }
             | E::PullQueueIdIllegal { .. }
+            | E::OffsetQueueIdIllegal { .. }
             | E::SendQueueIdIllegal { .. } => rc::INVALID_PARAMETER,
-            E::BatchToRetryTopic { .. } => rc::MESSAGE_ILLEGAL,
+            E::BatchToRetryTopic { .. } | E::BatchTooManyMessages { .. } => rc::MESSAGE_ILLEGAL,
             E::PutMessage(e) => put_status_code(e.put_status()),
             // A read that failed: Java's pull and query processors answer SYSTEM_ERROR whatever
             // the store's reason ("store getMessage return null").

@@ -185,8 +185,11 @@ pub fn build_controller(config: Config) -> Result<ControllerParts, StartupError>
             eprintln!("ringmq: WARNING: {w}");
         }
     }
-    let (pull_hold, wake_rx) =
-        PullRequestHoldService::new(store.clone(), config.longpoll.parked_pulls_max as usize);
+    let (pull_hold, wake_rx) = PullRequestHoldService::new(
+        store.clone(),
+        config.longpoll.parked_pulls_max as usize,
+        config.longpoll.parked_pulls_max_per_connection as usize,
+    );
     let (topic_changes_tx, topic_changes_rx) = crossbeam::channel::bounded(1);
     let broker_addr = format!(
         "{}:{}",

@@ -362,6 +362,12 @@ static FIELDS: &[FieldSpec] = &[
         "Most pulls parked at once; beyond it pulls are answered at once."
     ),
     field!(
+        "RINGMQ_LONGPOLL_PARKED_PULLS_MAX_PER_CONNECTION",
+        "",
+        longpoll.parked_pulls_max_per_connection,
+        "Most pulls one connection may park; beyond it its pulls are answered at once."
+    ),
+    field!(
         "RINGMQ_LONGPOLL_WAKE_THREADS",
         "",
         longpoll.wake_threads,

@@ -105,6 +105,7 @@ pub struct LongpollSection {
     pub check_interval_ms: u64,
     pub short_polling_time_ms: u64,
     pub parked_pulls_max: u64,
+    pub parked_pulls_max_per_connection: u64,
     /// Threads re-executing woken pulls; 0 = one per core. Default 1 (measured).
     pub wake_threads: u64,
 }
@@ -203,6 +204,24 @@ fn default_store_root() -> PathBuf {
     home.join("store")
 }
 
+impl Default for LongpollSection {
+    fn default() -> Self {
+        LongpollSection {
+            enabled: true,
+            suspend_timeout_max_ms: 30_000,
+            check_interval_ms: 5_000,
+            short_polling_time_ms: 1_000,
+            parked_pulls_max: 200_000,
+            // A consumer parks one pull per queue it holds; 1024 queues on one connection is
+            // far beyond normal use and a small share of the table.
+            parked_pulls_max_per_connection: 1024,
+            // Measured (docs/BENCHMARKS.md): on 2 cores a second wake thread made the
+            // common one-waiter wake-up slower and did not speed up wide fan-outs.
+            wake_threads: 1,
+        }
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config {
@@ -262,16 +281,7 @@ impl Default for Config {
                 io_fixed_buffer_size_bytes: 32 * 1024,
                 io_thread_rings_max: 16,
             },
-            longpoll: LongpollSection {
-                enabled: true,
-                suspend_timeout_max_ms: 30_000,
-                check_interval_ms: 5_000,
-                short_polling_time_ms: 1_000,
-                parked_pulls_max: 200_000,
-                // Measured (docs/BENCHMARKS.md): on 2 cores a second wake thread made the
-                // common one-waiter wake-up slower and did not speed up wide fan-outs.
-                wake_threads: 1,
-            },
+            longpoll: LongpollSection::default(),
             server: ServerSection::default(),
             transfer: TransferSection {
                 mode: TransferMode::Auto,

@@ -233,6 +233,12 @@ fn check_longpoll(l: &LongpollSection, checks: &mut Checks) {
         "must be at least 1",
     );
     checks.check(
+        l.parked_pulls_max_per_connection >= 1,
+        "RINGMQ_LONGPOLL_PARKED_PULLS_MAX_PER_CONNECTION",
+        l.parked_pulls_max_per_connection.to_string(),
+        "must be at least 1",
+    );
+    checks.check(
         l.wake_threads <= WAKE_THREADS_MAX,
         "RINGMQ_LONGPOLL_WAKE_THREADS",
         l.wake_threads.to_string(),

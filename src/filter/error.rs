@@ -13,6 +13,12 @@ pub enum FilterError {
         length_bytes: usize,
         length_max_bytes: usize,
     },
+    /// The TAG expression is longer than [`crate::filter::tag::TAG_EXPRESSION_LENGTH_MAX_BYTES`].
+    #[error("TAG expression is {length_bytes} bytes long; the limit is {length_max_bytes}")]
+    TagExpressionTooLong {
+        length_bytes: usize,
+        length_max_bytes: usize,
+    },
     /// The expression type is neither TAG nor SQL92.
     #[error("unknown filter expression type {0:?}; expected TAG or SQL92")]
     UnknownExpressionType(String),

@@ -3,7 +3,7 @@
 use super::error::FilterError;
 use super::properties::{record_properties, RawProperties};
 use super::sql92::CompiledExpression;
-use super::tag::TagSubscription;
+use super::tag::{TagSubscription, TAG_EXPRESSION_LENGTH_MAX_BYTES};
 use crate::store::filter::MessageFilter;
 
 /// Java `ExpressionType.TAG`.
@@ -41,7 +41,8 @@ impl ExpressionMessageFilter {
     /// Builds the filter for a subscription. `expression_type` is `""` or `"TAG"` for tags (a
     /// Java client's `null` type should be passed as `""`) or `"SQL92"`; anything else is
     /// [`FilterError::UnknownExpressionType`]. An SQL92 `sub_string` that does not compile is
-    /// [`FilterError::Parse`] (or [`FilterError::ExpressionTooLong`]).
+    /// [`FilterError::Parse`] (or [`FilterError::ExpressionTooLong`]); a TAG `sub_string` over
+    /// [`TAG_EXPRESSION_LENGTH_MAX_BYTES`] is [`FilterError::TagExpressionTooLong`].
     ///
     /// The broker's `enablePropertyFilter` switch (off by default in RocketMQ) is the caller's
     /// to enforce before building an SQL92 filter.
@@ -51,6 +52,12 @@ impl ExpressionMessageFilter {
     ) -> Result<ExpressionMessageFilter, FilterError> {
         let expression = match expression_type {
             "" | EXPRESSION_TYPE_TAG => {
+                if sub_string.len() > TAG_EXPRESSION_LENGTH_MAX_BYTES {
+                    return Err(FilterError::TagExpressionTooLong {
+                        length_bytes: sub_string.len(),
+                        length_max_bytes: TAG_EXPRESSION_LENGTH_MAX_BYTES,
+                    });
+                }
                 SubscriptionExpression::Tag(TagSubscription::parse(sub_string))
             }
             EXPRESSION_TYPE_SQL92 => {
@@ -59,6 +66,15 @@ impl ExpressionMessageFilter {
             other => return Err(FilterError::UnknownExpressionType(other.to_owned())),
         };
         Ok(ExpressionMessageFilter { expression })
+    }
+
+    /// Heap bytes the compiled filter holds (not counting the struct itself), so a cache of
+    /// filters can be bounded in bytes.
+    pub fn heap_bytes(&self) -> usize {
+        match &self.expression {
+            SubscriptionExpression::Tag(tags) => tags.heap_bytes(),
+            SubscriptionExpression::Sql92(expression) => expression.heap_bytes(),
+        }
     }
 
     /// The parsed subscription.

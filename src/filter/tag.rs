@@ -2,6 +2,12 @@
 
 use std::collections::HashSet;
 
+/// Longest accepted TAG expression. Java bounds it only by the frame (16 MiB), and a parsed
+/// expression costs about ten times its text (a `String` and two hash-set slots per tag), so
+/// one pull could pin tens of megabytes in the filter cache. 64 KiB, like the SQL92 limit,
+/// still holds thousands of tags.
+pub const TAG_EXPRESSION_LENGTH_MAX_BYTES: usize = 64 * 1024;
+
 /// Subscribes to every tag (Java `SubscriptionData.SUB_ALL`).
 pub const SUB_ALL: &str = "*";
 
@@ -47,6 +53,15 @@ impl TagSubscription {
             tags,
             codes,
         }
+    }
+
+    /// Heap bytes this subscription holds (its sets' slots and the tags' text), for the
+    /// broker's filter cache to account.
+    pub fn heap_bytes(&self) -> usize {
+        let tag_slots = self.tags.capacity() * (std::mem::size_of::<String>() + 1);
+        let tag_text: usize = self.tags.iter().map(String::capacity).sum();
+        let code_slots = self.codes.capacity() * (std::mem::size_of::<i32>() + 1);
+        tag_slots + tag_text + code_slots
     }
 
     /// Whether this subscribes to every tag.

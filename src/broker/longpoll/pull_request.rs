@@ -6,10 +6,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use crate::filter::ExpressionMessageFilter;
-use crate::net::ConnectionSender;
+use crate::net::{ConnectionContext, ConnectionSender};
 use crate::remoting::command::{RemotingCommand, SerializeType};
 use crate::remoting::headers::PullMessageRequestHeader;
 
+use super::connection_parks::ParkPermit;
 use super::hold_table::ParkedPull;
 
 /// What a request carried besides its header and body: enough to answer it after the request
@@ -21,16 +22,19 @@ pub struct RequestEnvelope {
     pub version: i32,
     pub serialize_type: SerializeType,
     pub remote_addr: SocketAddr,
+    /// The connection it came on ([`ConnectionContext::id`]), whose parked pulls are bounded.
+    pub connection_id: u64,
 }
 
 impl RequestEnvelope {
-    pub fn of(request: &RemotingCommand, remote_addr: SocketAddr) -> Self {
+    pub fn of(request: &RemotingCommand, conn: &ConnectionContext) -> Self {
         RequestEnvelope {
             code: request.code,
             opaque: request.opaque,
             version: request.version,
             serialize_type: request.serialize_type,
-            remote_addr,
+            remote_addr: conn.remote_addr,
+            connection_id: conn.id,
         }
     }
 
@@ -50,6 +54,8 @@ pub struct ParkedPullRequest {
     pub filter: Arc<ExpressionMessageFilter>,
     pub sender: ConnectionSender,
     pub deadline_ms: i64,
+    /// Its place among its connection's parked pulls, taken when it is parked.
+    pub permit: Option<ParkPermit>,
 }
 
 impl std::fmt::Debug for ParkedPullRequest {

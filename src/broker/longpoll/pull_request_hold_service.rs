@@ -25,10 +25,14 @@ use crate::net::{ConnectionSender, Outbound, SendError};
 use crate::remoting::headers::PullMessageRequestHeader;
 use crate::store::{ArrivalListener, MessageStore};
 
+use super::connection_parks::ConnectionParks;
 use super::hold_table::{HoldTable, TableFull, WakeReason};
 use super::pull_request::{ParkedPullRequest, RequestEnvelope};
 
 /// Work for the wake threads.
+// A parked pull is most of what this channel carries; boxing it to even out the variants
+// would add an allocation to every wake-up.
+#[allow(clippy::large_enum_variant)]
 pub enum WakeItem {
     /// A parked pull to re-execute now.
     Pull {
@@ -53,6 +57,8 @@ pub enum Suspension {
     Parked,
     /// The table is full; the pull was not parked.
     TableFull,
+    /// Its connection has parked its maximum; the pull was not parked.
+    ConnectionFull,
 }
 
 /// Long polling's state: the hold table of parked pulls, the channel to the wake threads and
@@ -60,6 +66,7 @@ pub enum Suspension {
 /// their [`PullWakeHost`].
 pub struct PullRequestHoldService {
     hold_table: HoldTable<ParkedPullRequest>,
+    connection_parks: Arc<ConnectionParks>,
     /// Pulls woken by arrivals or the periodic check, executed by the wake threads.
     wake_tx: Sender<WakeItem>,
     store: Arc<MessageStore>,
@@ -68,10 +75,15 @@ pub struct PullRequestHoldService {
 impl PullRequestHoldService {
     /// The service and the receiving end of its wake channel, for the wake threads
     /// ([`WakeService`]).
-    pub fn new(store: Arc<MessageStore>, parked_pulls_max: usize) -> (Self, Receiver<WakeItem>) {
+    pub fn new(
+        store: Arc<MessageStore>,
+        parked_pulls_max: usize,
+        parked_pulls_max_per_connection: usize,
+    ) -> (Self, Receiver<WakeItem>) {
         let (wake_tx, wake_rx) = crossbeam::channel::unbounded();
         let service = PullRequestHoldService {
             hold_table: HoldTable::new(parked_pulls_max),
+            connection_parks: ConnectionParks::new(parked_pulls_max_per_connection),
             wake_tx,
             store,
         };
@@ -85,8 +97,18 @@ impl PullRequestHoldService {
 
     /// Parks a pull that found nothing (Java `suspendPullRequest`). A message that arrived
     /// between the pull's store lookup and now wakes it at once (queued for the wake threads).
-    /// A full table refuses it: the caller answers it now rather than grow memory.
-    pub fn suspend(&self, pull: ParkedPullRequest) -> Suspension {
+    /// A full table, or a connection at its maximum of parked pulls, refuses it: the caller
+    /// answers it now rather than grow memory.
+    pub fn suspend(&self, mut pull: ParkedPullRequest) -> Suspension {
+        let connection_id = pull.envelope.connection_id;
+        let Some(permit) = self.connection_parks.try_acquire(connection_id) else {
+            tracing::debug!(
+                connection_id,
+                "connection has parked its maximum of pulls; answering the pull at once"
+            );
+            return Suspension::ConnectionFull;
+        };
+        pull.permit = Some(permit);
         let topic = pull.header.topic.clone();
         let queue_id = pull.header.queue_id;
         let store = &self.store;

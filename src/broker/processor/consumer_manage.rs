@@ -105,9 +105,19 @@ pub async fn update_consumer_offset(
             group: header.consumer_group,
         });
     }
-    if ctrl.topics.select(&header.topic).is_none() {
+    let Some(topic_config) = ctrl.topics.select(&header.topic) else {
         return Err(BrokerError::TopicNotExist {
             topic: header.topic,
+        });
+    };
+    // Java's `ConsumerManageProcessor` stores any queueId of a known topic; each one is an entry
+    // of the offset table kept and persisted forever, so a client could grow it without bound.
+    // Only the queues a consumer can read are accepted, as the pull checks them.
+    if header.queue_id < 0 || header.queue_id >= topic_config.read_queue_nums {
+        return Err(BrokerError::OffsetQueueIdIllegal {
+            queue_id: header.queue_id,
+            topic: header.topic,
+            read_queue_nums: topic_config.read_queue_nums,
         });
     }
     ctrl.offsets.commit_offset(

@@ -104,7 +104,7 @@ pub struct FileResponse {
 /// first poll.
 pub async fn pull_message(cx: &RequestContext<'_>, request: &RemotingCommand) -> ProcessResult {
     let header = PullMessageRequestHeader::decode(request)?;
-    let envelope = RequestEnvelope::of(request, cx.conn.remote_addr);
+    let envelope = RequestEnvelope::of(request, cx.conn);
     let sender = cx.conn.sender();
     let execution = PullExecution::FirstTime {
         sender,
@@ -169,11 +169,12 @@ pub fn execute(
                 filter,
                 sender: sender.clone(),
                 deadline_ms,
+                permit: None,
             };
             match ctrl.pull_hold.suspend(parked) {
                 Suspension::Parked => return Ok(PullOutcome::Parked),
                 // Answered now rather than grow memory.
-                Suspension::TableFull => {}
+                Suspension::TableFull | Suspension::ConnectionFull => {}
             }
         }
     }

@@ -16,6 +16,7 @@ use crate::config::FlushPolicy;
 use crate::remoting::body::{perm, TopicConfig};
 use crate::remoting::codes::response_code as rc;
 use crate::remoting::command::RemotingCommand;
+use crate::remoting::frame::FRAME_SIZE_MAX_BYTES;
 use crate::remoting::headers::{
     ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader, SendMessageResponseHeader,
 };
@@ -49,6 +50,16 @@ const TRANSACTION_MASK: i32 = 0x0C;
 const TRANSACTION_PREPARED_TYPE: i32 = 0x04;
 const TRANSACTION_ROLLBACK_TYPE: i32 = 0x0C;
 const MULTI_TAGS_FLAG: i32 = 0x2;
+
+/// Characters one message adds to a send response's `msgId` list: 32 hex digits and a comma.
+const MSG_ID_LIST_ENTRY_BYTES: usize = 33;
+
+/// Most messages in one batch send. The response names every stored message in its `msgId`
+/// header, which must fit in one frame with the rest of the header; half a frame for the list
+/// leaves room for that (about 254,000 messages). A larger batch was once stored whole and
+/// then could not be answered, so the producer's retry stored it twice. Java has no such
+/// count: its batch body is bounded by maxMessageSize, which ours may be raised past that.
+pub const BATCH_MESSAGES_MAX: usize = FRAME_SIZE_MAX_BYTES / 2 / MSG_ID_LIST_ENTRY_BYTES;
 
 static QUEUE_PICKER: AtomicU32 = AtomicU32::new(0);
 
@@ -227,6 +238,15 @@ fn send_batch(
     if header.topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) {
         return Err(BrokerError::BatchToRetryTopic {
             topic: header.topic.clone(),
+        });
+    }
+    // Counted before anything is stored, so a batch too big to answer is refused whole.
+    let counted = format::batch_entries(&request.body)
+        .take(BATCH_MESSAGES_MAX + 1)
+        .count();
+    if counted > BATCH_MESSAGES_MAX {
+        return Err(BrokerError::BatchTooManyMessages {
+            max: BATCH_MESSAGES_MAX,
         });
     }
     let batch = BatchToStore {

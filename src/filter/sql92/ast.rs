@@ -97,6 +97,35 @@ impl Expr {
         }
     }
 
+    /// Heap bytes below this node: boxed children, operand lists, names, patterns, `IN`
+    /// sets and string constants (what a filter cache must account).
+    pub(super) fn heap_bytes(&self) -> usize {
+        const NODE: usize = std::mem::size_of::<Expr>();
+        let boxed = |e: &Expr| NODE + e.heap_bytes();
+        match self {
+            Expr::Constant(Value::Str(text)) => match text {
+                std::borrow::Cow::Owned(owned) => owned.capacity(),
+                std::borrow::Cow::Borrowed(_) => 0,
+            },
+            Expr::Constant(_) => 0,
+            Expr::Property(name) => name.len(),
+            Expr::Negate(e) | Expr::Not(e) | Expr::BooleanCast(e) => boxed(e),
+            Expr::And(operands) | Expr::Or(operands) => {
+                operands.capacity() * NODE + operands.iter().map(Expr::heap_bytes).sum::<usize>()
+            }
+            Expr::Equal(left, right) | Expr::Compare(_, left, right) => boxed(left) + boxed(right),
+            Expr::StringMatch {
+                operand, pattern, ..
+            } => boxed(operand) + pattern.len(),
+            Expr::In {
+                property, values, ..
+            } => {
+                let slots = values.capacity() * (std::mem::size_of::<Box<str>>() + 1);
+                property.len() + slots + values.iter().map(|v| v.len()).sum::<usize>()
+            }
+        }
+    }
+
     pub(super) fn describe(&self) -> String {
         match self {
             Expr::Constant(value) => value.describe(),

@@ -53,6 +53,11 @@ impl CompiledExpression {
         })
     }
 
+    /// Heap bytes of the text and the compiled tree.
+    pub fn heap_bytes(&self) -> usize {
+        self.source.len() + self.root.heap_bytes()
+    }
+
     /// The text this was compiled from.
     pub fn source(&self) -> &str {
         &self.source

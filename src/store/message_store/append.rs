@@ -108,6 +108,9 @@ impl Inner {
                 reason: "batch messages cannot be sent to a retry topic".to_owned(),
             });
         }
+        // Java `DefaultMessageStore.checkMessages`: the whole batch body is bounded by
+        // maxMessageSize, not only each message in it, and refused before anything is stored.
+        self.validate_body(batch.encoded_messages.len())?;
         let entries = format::batch_entries(&batch.encoded_messages)
             .map(|e| {
                 e.map(|e| AppendEntry {
