@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use clap::{ArgAction, Parser, Subcommand, ValueEnum};
 use ringmq::remoting::SerializeType;
 
-use crate::args::{
+use crate::bounds::{
     FilterType, StartFrom, BACKLOG_DEFAULT_BYTES, BACKLOG_MAX_BYTES, BODY_SIZE_DEFAULT_BYTES,
     BODY_SIZE_MAX_BYTES, CONNECTIONS_MAX, COUNT_MAX, DURATION_DEFAULT_S, DURATION_MAX_S,
     ECHO_QUEUES_DEFAULT, INFLIGHT_DEFAULT, INFLIGHT_MAX, PID_MAX, PROPERTY_SIZE_MAX_BYTES,

@@ -6,6 +6,7 @@
 //! table of JSON reports). See `ringmq-bench --help` and docs/BENCHMARKS.md.
 
 mod args;
+mod bounds;
 mod cli;
 mod client;
 mod consumer;

@@ -14,8 +14,8 @@ use std::path::Path;
 use super::error::ConfigError;
 use super::fields::{fields, FieldSpec};
 use super::properties::Property;
+use super::provenance::{ConfWarning, LoadedConfig, Process, Source, WarningKind};
 use super::sections::BrokerRole;
-use super::source::{ConfWarning, LoadedConfig, Process, Source, WarningKind};
 use crate::store::format::CQ_UNIT_SIZE_BYTES;
 
 /// RocketMQ settings ringmq has no field for yet, each with what ignoring it means. A file that
@@ -245,7 +245,8 @@ mod tests {
     use std::path::PathBuf;
 
     use super::*;
-    use crate::config::source::{layer, ConfigInputs};
+    use crate::config::provenance::ConfigInputs;
+    use crate::config::source::layer;
     use crate::config::{parse_properties, Config, ConfigErrors, FlushPolicy};
 
     const FILE: &str = "/etc/ringmq/broker.conf";

@@ -2,8 +2,8 @@
 //! docs/CONFIG.md.
 
 use super::fields::fields;
+use super::provenance::{describe_source, LoadedConfig};
 use super::sections::Config;
-use super::source::{describe_source, LoadedConfig};
 
 impl Config {
     /// The effective configuration, one `VAR=value` per line, for the startup log.

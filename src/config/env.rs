@@ -2,39 +2,13 @@
 
 use std::collections::BTreeMap;
 
-use super::error::{ConfigError, ConfigErrors};
+use super::error::ConfigError;
 use super::fields::fields;
-use super::sections::Config;
-use super::source::{layer, ConfigInputs, LoadedConfig, Source};
+use super::provenance::{LoadedConfig, Source};
 
 /// `RINGMQ_` variables that are not config fields but read elsewhere (bench, tests).
 const RESERVED_VARS: &[&str] = &["RINGMQ_BIN"];
 const RESERVED_PREFIXES: &[&str] = &["RINGMQ_IT_", "RINGMQ_BENCH_", "RINGMQ_TEST_"];
-
-impl Config {
-    /// Reads the process environment on top of the defaults and validates the result.
-    pub fn from_env() -> Result<Config, ConfigErrors> {
-        Self::from_vars(std::env::vars())
-    }
-
-    /// Applies `RINGMQ_*` variables from `vars` over the defaults. Unknown `RINGMQ_` variables
-    /// are errors (a typo must not silently run with a default).
-    pub fn from_vars(
-        vars: impl IntoIterator<Item = (String, String)>,
-    ) -> Result<Config, ConfigErrors> {
-        layer(&ConfigInputs::default(), None, vars).map(|loaded| loaded.config)
-    }
-
-    /// [`Config::from_vars`] over literal pairs, for tests.
-    #[cfg(test)]
-    pub(crate) fn from_pairs(pairs: &[(&str, &str)]) -> Result<Config, ConfigErrors> {
-        Self::from_vars(
-            pairs
-                .iter()
-                .map(|(name, value)| (name.to_string(), value.to_string())),
-        )
-    }
-}
 
 /// The environment layer: every `RINGMQ_*` variable of `vars` over what `loaded` holds.
 pub(super) fn apply_vars(
@@ -76,7 +50,7 @@ fn is_reserved(name: &str) -> bool {
 mod tests {
     use std::path::PathBuf;
 
-    use super::*;
+    use crate::config::Config;
     use crate::config::FlushPolicy;
 
     #[test]

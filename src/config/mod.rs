@@ -24,6 +24,7 @@ mod env;
 mod error;
 mod fields;
 mod properties;
+mod provenance;
 mod sections;
 mod source;
 mod validate;
@@ -34,10 +35,9 @@ pub use describe::markdown_table;
 pub use error::{ConfigError, ConfigErrors};
 pub use fields::{fields, FieldSpec};
 pub use properties::{parse as parse_properties, PropertiesError, Property};
+pub use provenance::{ConfWarning, ConfigInputs, LoadedConfig, Process, Source, WarningKind};
 pub use sections::{
     BrokerRole, BrokerSection, Config, FlushPolicy, LogSection, LongpollSection, NamesrvSection,
     ServerSection, StoreIoMode, StoreSection, TransferMode, TransferSection, WAKE_THREADS_MAX,
 };
-pub use source::{
-    ConfWarning, ConfigInputs, LoadError, LoadedConfig, Process, Source, WarningKind,
-};
+pub use source::LoadError;
