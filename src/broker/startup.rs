@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use crate::broker::broker_stats::BrokerStats;
 use crate::broker::client::{ConsumerManager, ProducerManager, RebalanceLockManager};
 use crate::broker::consumer_filter_manager::FilterCache;
 use crate::broker::consumer_offset_manager::ConsumerOffsetManager;
@@ -16,6 +17,7 @@ use crate::broker::longpoll::pull_request_hold_service::{
     ArrivalNotifier, PullRequestHoldService, WakeItem, WakeService,
 };
 use crate::broker::schedule_message_service as schedule;
+use crate::broker::slave_synchronize::SlaveSynchronize;
 use crate::broker::subscription_group_manager::SubscriptionGroupManager;
 use crate::broker::topic_config_manager::{TopicConfigManager, TopicDefaults};
 use crate::common::now_ms;
@@ -211,6 +213,9 @@ pub fn build_controller(config: Config) -> Result<ControllerParts, StartupError>
         topic_changes_tx,
         delay_levels_ms,
         boot_timestamp_ms: now_ms(),
+        stats: BrokerStats::new(now_ms()),
+        slave_sync: SlaveSynchronize::new(),
+        schedule_offsets: std::sync::RwLock::new(std::collections::BTreeMap::new()),
         config,
     });
     let notifier = ArrivalNotifier::new(Arc::downgrade(&ctrl));
@@ -293,10 +298,15 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
     let shutdown = ShutdownSignal::new();
     let stop = StopFlag::new();
     let mut threads = start_pull_wake(&ctrl, wake_rx, &stop)?;
+    *ctrl
+        .schedule_offsets
+        .write()
+        .unwrap_or_else(|p| p.into_inner()) = delay_offsets.clone();
     threads.extend([
         start_offset_flusher(&ctrl, &stop)?,
         start_housekeeping(&ctrl, &stop)?,
         start_schedule(&ctrl, &stop, delay_offsets)?,
+        start_stats_sampling(&ctrl, &stop)?,
     ]);
     let handler = Arc::new(BrokerRequestHandler { ctrl: ctrl.clone() });
     let server = listeners.serve(handler, shutdown.clone())?;
@@ -421,6 +431,25 @@ fn start_schedule(
     })
 }
 
+/// Samples the store's counters once a second (Java `StoreStatsService.run`) and takes the
+/// midnight snapshot of the message totals (Java's daily `BrokerStats.record`).
+fn start_stats_sampling(
+    ctrl: &Arc<BrokerController>,
+    stop: &StopFlag,
+) -> Result<JoinHandle<()>, StartupError> {
+    let ctrl = ctrl.clone();
+    let stop = stop.clone();
+    let interval = Duration::from_millis(store::store_stats_service::SAMPLING_INTERVAL_MS);
+    spawn("ringmq-store-stats", move || loop {
+        let now = now_ms();
+        ctrl.store.stats().sample(now);
+        ctrl.stats.record_if_new_day(now);
+        if stop.wait_timeout(interval) {
+            return;
+        }
+    })
+}
+
 /// Expires silent client channels (Java `ClientHousekeepingService`, every 10 s).
 fn start_housekeeping(
     ctrl: &Arc<BrokerController>,
@@ -512,7 +541,13 @@ fn register_all(
             &wrapper.data_version,
         );
         match invoke_namesrv(connections, addr, request) {
-            Ok(r) if r.code == 0 => tracing::debug!(namesrv = addr, "registered with name server"),
+            Ok(r) if r.code == 0 => {
+                tracing::debug!(namesrv = addr, "registered with name server");
+                if ctrl.is_slave() {
+                    // Java `BrokerController.registerBrokerAll`: a slave learns its master here.
+                    ctrl.slave_sync.set_master_addr(r.ext_opt_str("masterAddr"));
+                }
+            }
             Ok(r) => {
                 tracing::warn!(namesrv = addr, code = r.code, remark = ?r.remark, "name server refused registration")
             }

@@ -91,8 +91,36 @@ pub async fn send_message(cx: &RequestContext<'_>, request: &RemotingCommand) ->
         .as_deref()
         .and_then(|p| property_value(p.as_bytes(), property::WAIT.as_bytes()))
         .is_none_or(|v| !v.eq_ignore_ascii_case(b"false"));
+    if put.status == PutMessageStatus::PutOk {
+        // Java counts the message stored, whatever the flush then says.
+        ctrl.stats
+            .inc_put(&header.topic, put.message_count.max(0) as u64);
+    }
     let put = wait_for_flush(ctrl, put, wait_store_msg_ok).await;
     respond(send_response(ctrl, request, put, queue_id, uniq_key))
+}
+
+/// A slave stores only what it replicates from its master: every send is refused before
+/// anything else is checked (Java `SendMessageProcessor.rejectRequest` / the store's slave
+/// mode check).
+fn refuse_on_slave(ctrl: &BrokerController) -> Result<(), BrokerError> {
+    if ctrl.is_slave() {
+        return Err(BrokerError::SlaveSendForbidden {
+            broker_id: ctrl.config.broker.id,
+        });
+    }
+    Ok(())
+}
+
+/// A send-back needs the master beside the broker that got it (Java 5's
+/// `peekMasterBroker`), which only a master has.
+fn refuse_send_back_on_slave(ctrl: &BrokerController) -> Result<(), BrokerError> {
+    if ctrl.is_slave() {
+        return Err(BrokerError::SendBackNoMaster {
+            broker_ip: ctrl.config.broker.advertised_ip.clone(),
+        });
+    }
+    Ok(())
 }
 
 /// Java `msgCheck` plus topic auto-creation.
@@ -101,6 +129,7 @@ fn msg_check(
     header: &SendMessageRequestHeader,
     remote_addr: SocketAddr,
 ) -> Result<Arc<TopicConfig>, BrokerError> {
+    refuse_on_slave(ctrl)?;
     if ctrl.broker_permission() & perm::PERM_WRITE == 0 {
         return Err(BrokerError::BrokerForbidden {
             broker_addr: ctrl.broker_addr.clone(),
@@ -395,6 +424,7 @@ pub async fn consumer_send_msg_back(
 ) -> ProcessResult {
     let (ctrl, remote_addr) = (cx.ctrl, cx.conn.remote_addr);
     let header = ConsumerSendMsgBackRequestHeader::decode(request)?;
+    refuse_send_back_on_slave(ctrl)?;
     let gc = ctrl
         .groups
         .find_or_auto_create(&header.group)?

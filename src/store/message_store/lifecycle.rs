@@ -20,6 +20,7 @@ use crate::store::error::StoreError;
 use crate::store::format;
 use crate::store::fs;
 use crate::store::io::IoEngine;
+use crate::store::store_stats_service::StoreStatsService;
 
 impl MessageStore {
     /// Opens (creating if needed) the store at `config.root_dir`, recovers it, and starts the
@@ -54,6 +55,7 @@ impl MessageStore {
             listener: RwLock::new(None),
             retention_lock: Mutex::new(()),
             shut_down: AtomicBool::new(false),
+            stats: StoreStatsService::new(crate::common::now_ms()),
             _lock_file: lock_file,
         });
         let recovery = inner.recover(abnormal, checkpoint)?;
