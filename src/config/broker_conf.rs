@@ -217,9 +217,9 @@ mod tests {
     use std::path::PathBuf;
 
     use super::*;
-    use crate::config::BrokerRole;
     use crate::config::provenance::ConfigInputs;
     use crate::config::source::layer;
+    use crate::config::BrokerRole;
     use crate::config::{parse_properties, Config, ConfigErrors, FlushPolicy};
 
     const FILE: &str = "/etc/ringmq/broker.conf";

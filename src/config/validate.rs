@@ -4,8 +4,8 @@ use std::net::IpAddr;
 
 use super::error::ConfigError;
 use super::sections::{
-    BrokerRole, BrokerSection, Config, HaSection, LongpollSection, NamesrvSection, ServerSection, StoreIoMode,
-    StoreSection, TransferMode, TransferSection, WAKE_THREADS_MAX,
+    BrokerRole, BrokerSection, Config, HaSection, LongpollSection, NamesrvSection, ServerSection,
+    StoreIoMode, StoreSection, TransferMode, TransferSection, WAKE_THREADS_MAX,
 };
 use super::value::ConfigValue;
 use crate::store::format::CQ_UNIT_SIZE_BYTES;
@@ -467,4 +467,3 @@ mod tests {
         assert!(mode(&[("RINGMQ_TRANSFER_MSG_BY_HEAP", "maybe")]).is_err());
     }
 }
-
