@@ -76,9 +76,10 @@ impl StoreError {
             StoreError::Poisoned { .. } | StoreError::ShutDown | StoreError::Locked { .. } => {
                 PutMessageStatus::ServiceNotAvailable
             }
-            StoreError::Io { .. } | StoreError::Corrupted { .. } | StoreError::Config { .. } => {
-                PutMessageStatus::UnknownError
-            }
+            StoreError::Io { .. }
+            | StoreError::Corrupted { .. }
+            | StoreError::Config { .. }
+            | StoreError::ReplicaOffsetMismatch { .. } => PutMessageStatus::UnknownError,
         }
     }
 }

@@ -369,7 +369,7 @@ impl Inner {
         Ok(())
     }
 
-    fn check_writable(&self) -> Result<(), StoreError> {
+    pub(super) fn check_writable(&self) -> Result<(), StoreError> {
         if self.shut_down.load(Ordering::Acquire) {
             return Err(StoreError::ShutDown);
         }
@@ -417,7 +417,12 @@ impl Inner {
         })
     }
 
-    fn write_or_poison(&self, segment: &Segment, bytes: &[u8], pos: u64) -> Result<(), StoreError> {
+    pub(super) fn write_or_poison(
+        &self,
+        segment: &Segment,
+        bytes: &[u8],
+        pos: u64,
+    ) -> Result<(), StoreError> {
         assert!(pos + bytes.len() as u64 <= self.commit_log.file_size_bytes() as u64);
         match fs::write_at(&segment.file, &segment.path, bytes, pos) {
             Ok(()) => {
@@ -432,7 +437,7 @@ impl Inner {
         }
     }
 
-    fn write_units(
+    pub(super) fn write_units(
         &self,
         cq: &ConsumeQueue,
         first_queue_offset: i64,
@@ -449,7 +454,7 @@ impl Inner {
         self.commit_log.set_max_phy_offset(end_phy_offset);
     }
 
-    fn after_append(&self) {
+    pub(super) fn after_append(&self) {
         if self.config.flush_policy == FlushPolicy::Sync {
             self.request_flush();
         }
