@@ -316,6 +316,10 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
         topic_changes_rx,
         &stop,
     )?);
+    if ctrl.is_slave() {
+        // After the first registration, which told the slave its master.
+        threads.push(start_slave_sync(&ctrl, &stop)?);
+    }
     let addrs: Vec<String> = server
         .local_addrs()
         .iter()
@@ -447,6 +451,20 @@ fn start_stats_sampling(
         if stop.wait_timeout(interval) {
             return;
         }
+    })
+}
+
+/// A slave's copy of its master's metadata every RINGMQ_BROKER_SLAVE_SYNC_INTERVAL_MS (Java
+/// `BrokerController`'s `slaveSynchronize.syncAll` task).
+fn start_slave_sync(
+    ctrl: &Arc<BrokerController>,
+    stop: &StopFlag,
+) -> Result<JoinHandle<()>, StartupError> {
+    let ctrl = ctrl.clone();
+    let stop = stop.clone();
+    let interval = Duration::from_millis(ctrl.config.broker.slave_sync_interval_ms);
+    spawn("ringmq-slave-sync", move || {
+        crate::broker::slave_synchronize::run(&ctrl, &stop, interval)
     })
 }
 
