@@ -13,6 +13,7 @@ use super::broker_stats::BrokerStats;
 use super::client::{ConsumerManager, ProducerManager, RebalanceLockManager};
 use super::consumer_filter_manager::FilterCache;
 use super::consumer_offset_manager::ConsumerOffsetManager;
+use super::ha::ha_service::HaService;
 use super::longpoll::pull_request_hold_service::PullRequestHoldService;
 use super::slave_synchronize::SlaveSynchronize;
 use super::subscription_group_manager::SubscriptionGroupManager;
@@ -48,6 +49,8 @@ pub struct BrokerController {
     /// Delayed delivery's progress, level → offset in SCHEDULE_TOPIC_XXXX (GET_ALL_DELAY_OFFSET
     /// serves it; the schedule thread or, on a slave, the sync writes it).
     pub schedule_offsets: RwLock<BTreeMap<i32, i64>>,
+    /// Replication: the SYNC_MASTER wait, the HA runtime state, a slave's master addresses.
+    pub ha: Arc<HaService>,
 }
 
 impl BrokerController {

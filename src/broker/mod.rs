@@ -13,6 +13,7 @@
 //! - [`schedule_message_service`]: delay levels.
 //! - [`broker_stats`]: message totals for GET_BROKER_RUNTIME_INFO.
 //! - [`slave_synchronize`]: a slave's copy of its master's metadata.
+//! - [`ha`]: master/slave replication of the CommitLog (Java `DefaultHAService`).
 
 pub mod broker_stats;
 pub mod client;
@@ -22,6 +23,7 @@ pub mod consumer_offset_manager;
 pub mod controller;
 pub mod dispatch;
 pub mod error;
+pub mod ha;
 pub mod longpoll;
 pub mod msg_id;
 pub mod processor;

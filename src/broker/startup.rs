@@ -13,6 +13,7 @@ use crate::broker::consumer_filter_manager::FilterCache;
 use crate::broker::consumer_offset_manager::ConsumerOffsetManager;
 use crate::broker::controller::BrokerController;
 use crate::broker::dispatch::BrokerRequestHandler;
+use crate::broker::ha::ha_service::{self, HaService};
 use crate::broker::longpoll::pull_request_hold_service::{
     ArrivalNotifier, PullRequestHoldService, WakeItem, WakeService,
 };
@@ -57,6 +58,8 @@ pub enum StartupError {
     Config(crate::config::ConfigError),
     #[error("configuration: {var}={text:?} is not an IP address")]
     IpAddress { var: &'static str, text: String },
+    #[error("{0}")]
+    HaListen(#[from] crate::broker::ha::ha_service::HaBindError),
     #[error("cannot start thread {name}: {source}")]
     Thread {
         name: String,
@@ -216,6 +219,7 @@ pub fn build_controller(config: Config) -> Result<ControllerParts, StartupError>
         stats: BrokerStats::new(now_ms()),
         slave_sync: SlaveSynchronize::new(),
         schedule_offsets: std::sync::RwLock::new(std::collections::BTreeMap::new()),
+        ha: HaService::new(&config),
         config,
     });
     let notifier = ArrivalNotifier::new(Arc::downgrade(&ctrl));
@@ -286,7 +290,14 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
             .collect(),
     };
     // Bound before the store opens: a broker refused for its port leaves its data dir alone.
-    let (config, listeners) = bind_broker_listeners(config)?;
+    let (mut config, listeners) = bind_broker_listeners(config)?;
+    let ha_listener = match ha_service::bind(&config)? {
+        Some((listener, port)) => {
+            config.ha.listen_port = port;
+            Some(listener)
+        }
+        None => None,
+    };
     let ControllerParts {
         ctrl,
         wake_rx,
@@ -307,6 +318,12 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
         start_housekeeping(&ctrl, &stop)?,
         start_schedule(&ctrl, &stop, delay_offsets)?,
         start_stats_sampling(&ctrl, &stop)?,
+        ctrl.ha
+            .start(ctrl.store.clone(), &ctrl.config, ha_listener, &stop)
+            .map_err(|source| StartupError::Thread {
+                name: "ringmq-ha".into(),
+                source,
+            })?,
     ]);
     let handler = Arc::new(BrokerRequestHandler { ctrl: ctrl.clone() });
     let server = listeners.serve(handler, shutdown.clone())?;
@@ -547,7 +564,8 @@ fn register_all(
     let wrapper = ctrl.topics.wrapper();
     let topics: Vec<_> = wrapper.topic_config_table.values().cloned().collect();
     let c = &ctrl.config.broker;
-    let ha_addr = format!("{}:{}", c.advertised_ip, c.listen_port + 1);
+    let ha_port = ctrl.config.ha.effective_listen_port(c.listen_port);
+    let ha_addr = format!("{}:{ha_port}", c.advertised_ip);
     for addr in namesrv_addrs {
         let request = build_register_broker_request(
             &c.cluster_name,
@@ -561,10 +579,16 @@ fn register_all(
         match invoke_namesrv(connections, addr, request) {
             Ok(r) if r.code == 0 => {
                 tracing::debug!(namesrv = addr, "registered with name server");
+                // Java `BrokerController.registerBrokerAll`: a slave learns its master here
+                // (the metadata sync and the pull's "master online" follow `masterAddr`, empty
+                // while no master is registered; replication follows `haServerAddr`).
                 if ctrl.is_slave() {
-                    // Java `BrokerController.registerBrokerAll`: a slave learns its master here.
                     ctrl.slave_sync.set_master_addr(r.ext_opt_str("masterAddr"));
                 }
+                ctrl.ha.update_master(
+                    r.ext_fields.get("haServerAddr").map(String::as_str),
+                    r.ext_fields.get("masterAddr").map(String::as_str),
+                );
             }
             Ok(r) => {
                 tracing::warn!(namesrv = addr, code = r.code, remark = ?r.remark, "name server refused registration")

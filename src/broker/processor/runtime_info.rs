@@ -85,7 +85,29 @@ pub fn prepare_runtime_info(ctrl: &BrokerController) -> BTreeMap<String, String>
     store_runtime_info(ctrl, now, &mut table);
     schedule_running_stats(ctrl, &mut table);
     broker_runtime_info(ctrl, &mut table);
+    ha_runtime_info(ctrl, &mut table);
     table
+}
+
+/// Replication, which Java reports through GET_BROKER_HA_STATUS (`HARuntimeInfo`) rather than
+/// here; ringmq adds it under `ha*` keys named after that body's fields. A master: the slaves
+/// connected to its HA port, the highest offset one acknowledged, and how far the best slave is
+/// behind (Java `slaveFallBehindMuch`). A slave: its master's addresses.
+fn ha_runtime_info(ctrl: &BrokerController, table: &mut BTreeMap<String, String>) {
+    if ctrl.is_slave() {
+        let master = ctrl.slave_sync.master_addr().unwrap_or_default();
+        table.insert("haMasterAddr".into(), master);
+        let master_ha = ctrl.ha.master_ha_addr().unwrap_or_default();
+        table.insert("haMasterHaAddr".into(), master_ha);
+        return;
+    }
+    let state = ctrl.ha.runtime_state(ctrl.store.max_phy_offset());
+    table.insert("haConnectionNums".into(), state.slave_count.to_string());
+    table.insert(
+        "haSlaveAckOffset".into(),
+        state.max_replicated_offset.to_string(),
+    );
+    table.insert("haSlaveFallBehindBytes".into(), state.lag_bytes.to_string());
 }
 
 /// Java `DefaultMessageStore.getRuntimeInfo`: the store's counters, disk ratios and offsets.
