@@ -378,3 +378,106 @@ fn the_slave_syncs_the_masters_tables_and_keeps_offsets_committed_to_it() {
     .expect("offset JSON");
     assert!(offsets["offsetTable"]["Synced@cg"].is_object(), "{offsets}");
 }
+
+fn pull_from(c: &mut BlockingClient, topic: &str, offset: i64, max: i32) -> RemotingCommand {
+    invoke(
+        c,
+        common::pull(
+            req::PULL_MESSAGE,
+            topic,
+            0,
+            offset,
+            max,
+            0,
+            "*",
+            0,
+            SerializeType::Json,
+        ),
+    )
+}
+
+/// 600 KiB of backlog against a memory window of 40 % of 1 MiB: a consumer at the start is
+/// sent to the slave (brokerId 1, the group's whichBrokerWhenConsumeSlowly), the slave serves
+/// it and sends it back once it caught up.
+#[test]
+fn a_consumer_behind_is_sent_to_the_slave_and_back_once_caught_up() {
+    let env = [
+        ("RINGMQ_BROKER_SLAVE_READ_ENABLED", "true"),
+        ("RINGMQ_STORE_TOTAL_PHYSICAL_MEMORY_BYTES", "1048576"),
+    ];
+    let namesrv = Namesrv::start();
+    let mut master_env = vec![("RINGMQ_BROKER_NAME", "split")];
+    master_env.extend_from_slice(&env);
+    let master = Broker::start_with_namesrv(&namesrv.addr(), &master_env);
+    let mut slave_env = master_env.clone();
+    slave_env.extend_from_slice(&[
+        ("RINGMQ_BROKER_ROLE", "SLAVE"),
+        ("RINGMQ_BROKER_ID", "1"),
+        ("RINGMQ_BROKER_SLAVE_SYNC_INTERVAL_MS", "300"),
+        ("RINGMQ_BROKER_REGISTER_NAME_SERVER_PERIOD_MS", "1000"),
+    ]);
+    let slave = Broker::start_with_namesrv(&namesrv.addr(), &slave_env);
+    let mut m = master.client();
+    let mut s = slave.client();
+    let body = "x".repeat(4000);
+    for _ in 0..150 {
+        let r = send(&mut m, "Split", &body, SerializeType::Json);
+        assert_eq!(r.code, rc::SUCCESS, "{r:?}");
+    }
+    let master_max = num(
+        &runtime_info(&mut m, SerializeType::Json),
+        "commitLogMaxOffset",
+    );
+    wait_until("the slave to replicate", Duration::from_secs(30), || {
+        num(
+            &runtime_info(&mut s, SerializeType::Json),
+            "commitLogMaxOffset",
+        ) == master_max
+    });
+    let info = runtime_info(&mut m, SerializeType::Json);
+    assert_eq!(info["haConnectionNums"], "1");
+    assert_eq!(info["haSlaveAckOffset"], master_max.to_string());
+    assert_eq!(info["haSlaveFallBehindBytes"], "0");
+    // On the master: behind → the slave; near the head → the master.
+    let p = pull_from(&mut m, "Split", 0, 4);
+    assert_eq!(p.code, rc::SUCCESS, "{p:?}");
+    assert_eq!(p.ext_i64("suggestWhichBrokerId").unwrap(), 1);
+    let p = pull_from(&mut m, "Split", 140, 4);
+    assert_eq!(p.ext_i64("suggestWhichBrokerId").unwrap(), 0);
+    // The slave needs the topic and the group from its master before it serves.
+    wait_until(
+        "the slave to know its master",
+        Duration::from_secs(15),
+        || !runtime_info(&mut s, SerializeType::Json)["haMasterAddr"].is_empty(),
+    );
+    wait_until("the topic synced", Duration::from_secs(15), || {
+        let r = invoke(&mut s, RemotingCommand::request(req::GET_ALL_TOPIC_CONFIG));
+        String::from_utf8_lossy(&r.body).contains("\"Split\"")
+    });
+    let before = num(
+        &runtime_info(&mut s, SerializeType::Json),
+        "msgGetTotalTodayNow",
+    );
+    let p = pull_from(&mut s, "Split", 0, 4);
+    assert_eq!(p.code, rc::SUCCESS, "{p:?}");
+    assert_eq!(
+        p.ext_i64("suggestWhichBrokerId").unwrap(),
+        1,
+        "stay on the slave"
+    );
+    let p = pull_from(&mut s, "Split", 140, 4);
+    assert_eq!(p.code, rc::SUCCESS, "{p:?}");
+    assert_eq!(
+        p.ext_i64("suggestWhichBrokerId").unwrap(),
+        0,
+        "back to the master"
+    );
+    let p = pull_from(&mut s, "Split", 150, 4);
+    assert_eq!(p.code, rc::PULL_RETRY_IMMEDIATELY, "{p:?}");
+    assert_eq!(p.ext_i64("nextBeginOffset").unwrap(), 150);
+    let after = num(
+        &runtime_info(&mut s, SerializeType::Json),
+        "msgGetTotalTodayNow",
+    );
+    assert_eq!(after - before, 8, "the slave counts what it served");
+}
