@@ -146,6 +146,9 @@ impl Inner {
         common: &AppendCommon<'_>,
         entries: &[AppendEntry<'_>],
     ) -> Result<PutMessageResult, StoreError> {
+        if self.config.broker_role_slave {
+            return Err(StoreError::SlaveReadOnly);
+        }
         let shape = self.validate_append(common, entries)?;
         let mut writer = lock(&self.writer);
         let slot = self.reserve(&mut writer, common, &shape, entries.len())?;
