@@ -31,7 +31,7 @@ use ringmq::store::{MessageStore, MessageToStore, StoreConfig};
 
 const FILE_SIZE_BYTES: u64 = 64 << 20;
 const BODY_BYTES: usize = 1024;
-const BATCHES_BYTES: [usize; 2] = [32 * 1024, 256 * 1024];
+const BATCHES_BYTES: [usize; 4] = [4 * 1024, 16 * 1024, 32 * 1024, 256 * 1024];
 
 fn fill(store: &MessageStore, backlog_mib: usize) {
     let body = Bytes::from(vec![b'x'; BODY_BYTES]);
@@ -56,9 +56,7 @@ fn fill(store: &MessageStore, backlog_mib: usize) {
 
 /// Reads frames until `end`, acking after each read; returns the reader thread's CPU seconds.
 fn slave(mut stream: TcpStream, end: i64) -> f64 {
-    stream
-        .write_all(&encode_offset_report(1))
-        .expect("report");
+    stream.write_all(&encode_offset_report(1)).expect("report");
     let mut buf = vec![0u8; 4 << 20];
     let (mut filled, mut offset) = (0usize, 1i64);
     while offset < end {
@@ -129,7 +127,10 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
     let backlog_mib: usize = args.first().and_then(|a| a.parse().ok()).unwrap_or(256);
     let rounds: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(3);
     let dir = tempfile::tempdir().unwrap();
@@ -149,7 +150,7 @@ fn main() {
         }
     }
     // Warm-up: the whole log once, untimed, so every mode reads a hot page cache.
-    run(&store, BodyTransfer::Copy, BATCHES_BYTES[1]);
+    run(&store, BodyTransfer::Copy, BATCHES_BYTES[3]);
     for round in 0..rounds {
         for i in 0..results.len() {
             let idx = (i + round) % results.len();
