@@ -245,3 +245,36 @@ fn kill(mut child: Child) {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+#[test]
+fn a_slave_reports_its_offset_every_heartbeat_and_leaves_a_silent_master() {
+    let port = free_port();
+    let port_arg = port.to_string();
+    let mut mute = peer(&["master", "--port", &port_arg, "--mute"])
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(mute.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert!(line.contains("listening"), "peer master: {line}");
+    let master_addr = format!("127.0.0.1:{port}");
+    let mut env: Vec<(&str, &str)> = store_env().into_iter().collect();
+    env.extend([
+        ("RINGMQ_BROKER_ROLE", "SLAVE"),
+        ("RINGMQ_BROKER_ID", "1"),
+        ("RINGMQ_HA_MASTER_ADDRESS", master_addr.as_str()),
+        ("RINGMQ_HA_SEND_HEARTBEAT_INTERVAL_MS", "300"),
+        ("RINGMQ_HA_HOUSEKEEPING_INTERVAL_MS", "1500"),
+    ]);
+    let _slave = Broker::start(&env);
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    mute.wait().unwrap();
+    let s: serde_json::Value =
+        serde_json::from_str(rest.lines().last().unwrap_or_default()).unwrap();
+    assert_eq!(s["closed_by_slave"], true, "{s}");
+    let elapsed = s["elapsed_s"].as_f64().unwrap();
+    assert!((1.4..10.0).contains(&elapsed), "{s}");
+    // One report on connect, then one per 300 ms heartbeat.
+    assert!(s["reports"].as_u64().unwrap() >= 4, "{s}");
+}

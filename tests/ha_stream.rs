@@ -45,6 +45,12 @@ fn a_slave_found_through_the_name_server_holds_the_masters_bytes_and_resumes_aft
         files(&master.store_dir().join("commitlog")).len() >= 3,
         "the messages cross CommitLog files"
     );
+    // A slave's store takes no sends: its CommitLog is the master's alone.
+    let refused = invoke(
+        &mut slave.client(),
+        send_v2("HaTopic", 0, body(0), &[], 0, SerializeType::Json),
+    );
+    assert_eq!(refused.code, response_code::SERVICE_NOT_AVAILABLE);
 
     slave.stop();
     produce(&master, 600..800, response_code::SUCCESS);

@@ -21,6 +21,9 @@ Modes (each prints one JSON line with what happened, then exits):
       Serves the CommitLog files of DIR (named by their 20-digit start offset) to one slave;
       the data ends at the last valid record (scanned here). Stops once the slave acknowledged
       the end and --linger-s passed.
+  master --port N --mute [--timeout-s N]
+      Accepts one slave and never sends anything; counts the slave's offset reports and stops
+      when the slave closes the connection (or after --timeout-s).
 """
 
 import argparse
@@ -143,7 +146,40 @@ def read_range(files, file_size, offset, size):
     return b""
 
 
+def run_mute_master(args):
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", args.port))
+    listener.listen(1)
+    listener.settimeout(30)
+    print(json.dumps({"listening": args.port}), flush=True)
+    conn, _ = listener.accept()
+    accepted = time.monotonic()
+    conn.settimeout(0.05)
+    received = 0
+    closed_by_slave = False
+    while time.monotonic() - accepted < args.timeout_s:
+        try:
+            data = conn.recv(4096)
+        except socket.timeout:
+            continue
+        except ConnectionResetError:
+            closed_by_slave = True
+            break
+        if not data:
+            closed_by_slave = True
+            break
+        received += len(data)
+    elapsed = time.monotonic() - accepted
+    conn.close()
+    print(json.dumps({"reports": received // 8, "closed_by_slave": closed_by_slave,
+                      "elapsed_s": elapsed}))
+    return 0
+
+
 def run_master(args):
+    if args.mute:
+        return run_mute_master(args)
     files = commitlog_files(args.commitlog)
     end = data_end(files, args.file_size)
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -225,8 +261,10 @@ def main():
     s.add_argument("--timeout-s", type=float, default=30)
     m = sub.add_parser("master")
     m.add_argument("--port", type=int, required=True)
-    m.add_argument("--commitlog", required=True)
-    m.add_argument("--file-size", type=int, required=True)
+    m.add_argument("--commitlog")
+    m.add_argument("--file-size", type=int)
+    m.add_argument("--mute", action="store_true")
+    m.add_argument("--timeout-s", type=float, default=20)
     m.add_argument("--batch", type=int, default=32 * 1024)
     m.add_argument("--heartbeat-ms", type=int, default=5000)
     m.add_argument("--linger-s", type=float, default=1.0)

@@ -196,6 +196,11 @@ impl HaConnection {
         let mut next = start_offset(requested, store.max_phy_offset(), params);
         tracing::info!(slave = %self.peer, from = next, requested, "HA transfer starts");
         let mut last_write = Instant::now();
+        if next < store.min_phy_offset() {
+            // Java's master waits the same way: the bytes are gone, nothing can be sent.
+            tracing::warn!(slave = %self.peer, from = next, min = store.min_phy_offset(),
+                "HA slave asks for CommitLog bytes retention already deleted; it gets heartbeats only");
+        }
         while !stop.is_raised() && !self.is_closed() {
             let generation = self.group.data_generation();
             if let Some(region) = store.commit_log_region(next, params.transfer_batch_bytes) {

@@ -18,8 +18,11 @@ use crate::store::MessageStore;
 
 /// How often the accept thread looks for a new slave and the stop flag.
 const ACCEPT_POLL_INTERVAL: Duration = Duration::from_millis(100);
-/// Most slaves one master serves at once; more are refused (closed at accept).
-pub const SLAVE_CONNECTIONS_MAX: usize = 16;
+/// Most slaves one master serves at once; more are refused (closed at accept). A broker group
+/// has one or two slaves; each connection has two threads, and its writer reads through the
+/// store's read engine, whose per-thread rings are bounded for the whole process
+/// (`io_thread_rings_max`, 16).
+pub const SLAVE_CONNECTIONS_MAX: usize = 8;
 
 /// Why the HA port could not be opened.
 #[derive(Debug, thiserror::Error)]

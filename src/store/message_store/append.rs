@@ -163,6 +163,9 @@ impl Inner {
         common: &AppendCommon<'_>,
         entries: &[AppendEntry<'_>],
     ) -> Result<PutMessageResult, StoreError> {
+        if self.config.broker_role_slave {
+            return Err(StoreError::SlaveReadOnly);
+        }
         let shape = self.validate_append(common, entries)?;
         let mut writer = lock(&self.writer);
         // Declared after the lock, so an early return clears it before the lock is released.
