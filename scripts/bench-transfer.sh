@@ -115,6 +115,7 @@ start_broker() {
   BROKER_LOG=$log
   env RINGMQ_STORE_ROOT_DIR="$store" \
     RINGMQ_BROKER_LISTEN_PORT="$broker_port" \
+    RINGMQ_METRICS_LISTEN="${BENCH_METRICS_LISTEN-127.0.0.1:0}" \
     RINGMQ_NAMESRV_LISTEN_PORT="$namesrv_port" \
     RINGMQ_BROKER_FAST_PORT_ENABLED=false \
     RINGMQ_TRANSFER_MODE="$mode" \

@@ -116,6 +116,7 @@ start_ringmq() {
   # shellcheck disable=SC2086
   env RINGMQ_STORE_ROOT_DIR="$RINGMQ_STORE" \
     RINGMQ_BROKER_LISTEN_PORT="$broker_port" \
+    RINGMQ_METRICS_LISTEN="${BENCH_METRICS_LISTEN-127.0.0.1:0}" \
     RINGMQ_NAMESRV_LISTEN_PORT="$namesrv_port" \
     RINGMQ_BROKER_FAST_PORT_ENABLED=false \
     RINGMQ_STORE_FLUSH_POLICY="$flush" \

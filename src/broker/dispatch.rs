@@ -10,6 +10,7 @@ use crate::broker::processor::{
     admin, client_manage, consumer_manage, lock, pull, query, send, Handled, ProcessResult,
     RequestContext,
 };
+use crate::metrics::BrokerMetrics;
 use crate::net::{ConnectionContext, RequestHandler};
 use crate::remoting::codes::request_code as code;
 use crate::remoting::command::RemotingCommand;
@@ -73,6 +74,25 @@ impl BrokerRequestHandler {
     }
 }
 
+/// Latency of sends and pulls, and refusals by response code.
+fn record(
+    metrics: &BrokerMetrics,
+    request_code: i32,
+    elapsed: std::time::Duration,
+    result: &ProcessResult,
+) {
+    match request_code {
+        code::SEND_MESSAGE | code::SEND_MESSAGE_V2 | code::SEND_BATCH_MESSAGE => {
+            metrics.observe_send(elapsed);
+        }
+        code::PULL_MESSAGE | code::LITE_PULL_MESSAGE => metrics.observe_pull(elapsed),
+        _ => {}
+    }
+    if let Err(e) = result {
+        metrics.record_error(e.response_code());
+    }
+}
+
 impl RequestHandler for BrokerRequestHandler {
     async fn handle(
         &self,
@@ -83,7 +103,12 @@ impl RequestHandler for BrokerRequestHandler {
             // Answers to broker-initiated requests (none expect one today).
             return None;
         }
-        let response = match self.dispatch(&conn, &request).await {
+        let started = std::time::Instant::now();
+        let result = self.dispatch(&conn, &request).await;
+        if let Some(metrics) = self.ctrl.metrics() {
+            record(metrics, request.code, started.elapsed(), &result);
+        }
+        let response = match result {
             Ok(Handled::Response(response)) => response,
             Ok(Handled::Queued | Handled::Parked) => return None,
             Err(e) => {
