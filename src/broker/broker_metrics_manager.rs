@@ -7,6 +7,10 @@ use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 
 use crate::broker::controller::BrokerController;
+use crate::broker::topic_config_manager::{
+    AUTO_CREATE_TOPIC_KEY_TOPIC, BENCHMARK_TOPIC, OFFSET_MOVED_EVENT, SCHEDULE_TOPIC,
+    SELF_TEST_TOPIC,
+};
 use crate::common::StopFlag;
 use crate::config::BrokerRole;
 use crate::metrics::view::{
@@ -14,6 +18,9 @@ use crate::metrics::view::{
 };
 use crate::metrics::{exporter, BrokerMetrics, BrokerSnapshot, BrokerView, HaSnapshot};
 use crate::net::LiveConnections;
+
+/// Java `TopicValidator.SYSTEM_TOPIC_PREFIX`.
+const SYSTEM_TOPIC_PREFIX: &str = "rmq_sys_";
 
 /// The broker as the metrics room sees it.
 pub struct BrokerMetricsView {
@@ -85,6 +92,24 @@ fn store_snapshot(ctrl: &BrokerController) -> StoreSnapshot {
     }
 }
 
+/// The topics the broker makes for itself (those of Java's `TopicValidator.SYSTEM_TOPIC_SET`
+/// that ringmq has, the cluster and broker name topics, and the `rmq_sys_` prefix).
+fn is_system_topic(ctrl: &BrokerController, topic: &str) -> bool {
+    let b = &ctrl.config.broker;
+    [
+        AUTO_CREATE_TOPIC_KEY_TOPIC,
+        SELF_TEST_TOPIC,
+        BENCHMARK_TOPIC,
+        OFFSET_MOVED_EVENT,
+        SCHEDULE_TOPIC,
+    ]
+    .contains(&topic)
+        || topic == b.cluster_name
+        || topic == b.name
+        || topic.strip_suffix("_REPLY_TOPIC") == Some(b.cluster_name.as_str())
+        || topic.starts_with(SYSTEM_TOPIC_PREFIX)
+}
+
 fn topics(ctrl: &BrokerController) -> Vec<TopicInfo> {
     // The table is a BTreeMap: sorted by name.
     ctrl.topics
@@ -96,6 +121,7 @@ fn topics(ctrl: &BrokerController) -> Vec<TopicInfo> {
             name: tc.topic_name.clone(),
             read_queue_nums: tc.read_queue_nums,
             write_queue_nums: tc.write_queue_nums,
+            system: is_system_topic(ctrl, &tc.topic_name),
         })
         .collect()
 }

@@ -20,6 +20,7 @@ struct TopicRow {
     name: String,
     read_queue_nums: i32,
     write_queue_nums: i32,
+    system: bool,
     totals: TopicTotals,
     rates: Rates,
 }
@@ -61,6 +62,7 @@ pub fn stats_json(
             name: t.name.clone(),
             read_queue_nums: t.read_queue_nums,
             write_queue_nums: t.write_queue_nums,
+            system: t.system,
             totals: totals.get(&t.name).copied().unwrap_or_default(),
             rates: history.topic_rates(&t.name),
         })
@@ -106,6 +108,7 @@ mod tests {
             name: "T".into(),
             read_queue_nums: 4,
             write_queue_nums: 4,
+            system: false,
         });
         for (q, lag) in [(0, 3), (1, 4)] {
             s.lags.push(QueueLag {

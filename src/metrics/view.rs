@@ -48,6 +48,9 @@ pub struct TopicInfo {
     pub name: String,
     pub read_queue_nums: i32,
     pub write_queue_nums: i32,
+    /// One of the broker's own topics (Java `TopicValidator.isSystemTopic`); the dashboard
+    /// lists them apart.
+    pub system: bool,
 }
 
 /// One consumer group's position in one queue.

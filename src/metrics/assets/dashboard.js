@@ -94,7 +94,8 @@ function render(s) {
   text("parked-pulls", number(s.parked_pulls, 0));
   text("commitlog-size", bytes(s.store.commit_log_max_offset - s.store.commit_log_min_offset));
   text("commitlog-fsyncs", number(s.store.fsyncs, 0) + " fsyncs");
-  fillTable("topics", s.topics, [
+  const system = s.topics.filter((t) => t.system).map((t) => t.name);
+  fillTable("topics", s.topics.filter((t) => !t.system), [
     [(t) => t.name],
     [(t) => t.read_queue_nums + "/" + t.write_queue_nums, true],
     [(t) => number(t.rates.send_messages_per_s), true],
@@ -102,6 +103,7 @@ function render(s) {
     [(t) => number(t.totals.send_messages, 0), true],
     [(t) => number(t.totals.pull_messages, 0), true],
   ]);
+  text("system-topics", system.length ? "Broker topics: " + system.join(", ") : "");
   fillTable("groups", s.groups, [
     [(g) => g.group],
     [(g) => g.topic],
