@@ -36,6 +36,7 @@
 # Output: $TRANSFER_OUT_DIR/<layout>-<size>-<mode>-r<rep>.json per measured run, runs.tsv (one
 # line per run) and TRANSFER.md (the table). Everything talks to 127.0.0.1 only; the brokers
 # this script starts are stopped on exit (trap), whatever happens.
+# The broker's RINGMQ_METRICS_LISTEN is BENCH_METRICS_LISTEN [127.0.0.1:0]; empty = metrics off.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -13,6 +13,7 @@ use crate::broker::processor::{
 use crate::metrics::BrokerMetrics;
 use crate::net::{ConnectionContext, RequestHandler};
 use crate::remoting::codes::request_code as code;
+use crate::remoting::codes::response_code::SUCCESS;
 use crate::remoting::command::RemotingCommand;
 
 /// Listener index of the fast/VIP port (`listen_port - 2`) in the server config.
@@ -81,15 +82,22 @@ fn record(
     elapsed: std::time::Duration,
     result: &ProcessResult,
 ) {
-    match request_code {
-        code::SEND_MESSAGE | code::SEND_MESSAGE_V2 | code::SEND_BATCH_MESSAGE => {
-            metrics.observe_send(elapsed);
-        }
-        code::PULL_MESSAGE | code::LITE_PULL_MESSAGE => metrics.observe_pull(elapsed),
-        _ => {}
+    let send = matches!(
+        request_code,
+        code::SEND_MESSAGE | code::SEND_MESSAGE_V2 | code::SEND_BATCH_MESSAGE
+    );
+    if send {
+        metrics.observe_send(elapsed);
+    } else if matches!(request_code, code::PULL_MESSAGE | code::LITE_PULL_MESSAGE) {
+        metrics.observe_pull(elapsed);
     }
-    if let Err(e) = result {
-        metrics.record_error(e.response_code());
+    match result {
+        Err(e) => metrics.record_error(e.response_code()),
+        // A stored message whose flush or replication wait failed (FLUSH_DISK_TIMEOUT, …) is
+        // answered, not refused, and is a failure to its producer all the same. (A pull's
+        // PULL_NOT_FOUND and friends are normal answers, not errors.)
+        Ok(Handled::Response(r)) if send && r.code != SUCCESS => metrics.record_error(r.code),
+        Ok(_) => {}
     }
 }
 
