@@ -173,3 +173,54 @@ fn a_metrics_address_in_use_fails_the_start_naming_the_variable() {
         "{stderr}"
     );
 }
+
+/// PullSysFlag FLAG_SUSPEND: park when nothing is there.
+const SUSPEND: i32 = 0x2;
+
+/// Scrapes until `series` has a value `ok` accepts, for up to 10 s.
+fn wait_for(metrics_addr: &str, series: &str, ok: impl Fn(f64) -> bool) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let (_, text) = http_get(metrics_addr, "/metrics");
+        if value(&text, series).is_some_and(&ok) {
+            return text;
+        }
+        assert!(std::time::Instant::now() < deadline, "{series}:\n{text}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn long_polling_shows_the_parked_pull_and_the_wake_latency() {
+    let (broker, metrics_addr) = broker_with_metrics(&[]);
+    let mut producer = broker.client();
+    send_v2_ok(&broker);
+    let mut consumer = broker.client();
+    let parked = pull(
+        req::PULL_MESSAGE,
+        TOPIC,
+        0,
+        1,
+        32,
+        SUSPEND,
+        "*",
+        20_000,
+        SerializeType::Json,
+    );
+    consumer.send(&parked.with_opaque(77)).unwrap();
+    wait_for(&metrics_addr, "ringmq_longpoll_parked_pulls", |n| n == 1.0);
+    let body = Bytes::from_static(b"wake");
+    let r = invoke(
+        &mut producer,
+        send_v2(TOPIC, 0, body, &[], 0, SerializeType::Json),
+    );
+    assert_eq!(r.code, rc::SUCCESS, "{r:?}");
+    let woken = consumer.read_command().unwrap();
+    assert_eq!((woken.opaque, woken.code), (77, rc::SUCCESS), "{woken:?}");
+    let text = wait_for(
+        &metrics_addr,
+        "ringmq_longpoll_wake_latency_seconds_count",
+        |n| n >= 1.0,
+    );
+    assert_eq!(value(&text, "ringmq_longpoll_parked_pulls"), Some(0.0));
+}
