@@ -75,7 +75,9 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>, stop: &StopFlag) {
     while !stop.is_raised() {
         if Instant::now() >= next_sample {
             sample(shared);
-            next_sample += sample_interval;
+            // From now, not from the missed slot: a stalled thread takes one sample, not a
+            // burst of them with tiny intervals.
+            next_sample = Instant::now() + sample_interval;
         }
         match listener.accept() {
             Ok((stream, _)) => admit(stream, shared),
