@@ -60,12 +60,19 @@ impl BrokerView for BrokerMetricsView {
             topics: topics(&ctrl),
             lags,
             lag_series_dropped,
-            // Replication hook: the HA service reports its state and the slowest slave's lag
-            // in bytes here once it lands; until then the gauge is absent and the dashboard
-            // says "not replicating".
-            ha: HaSnapshot::not_replicating(),
+            ha: ha_snapshot(&ctrl),
         }
     }
+}
+
+/// The replication hook. Master/slave replication (`src/broker/ha/`, not in the tree yet)
+/// answers here with its state and, on a master, the CommitLog bytes its slowest slave is
+/// behind (`HaSnapshot { replicating: true, state, lag_bytes: Some(..) }`); the
+/// `ringmq_ha_lag_bytes` gauge and the dashboard's HA tag follow. Until then there is no
+/// replication, which is what this reports: no gauge, and "not replicating".
+fn ha_snapshot(ctrl: &BrokerController) -> HaSnapshot {
+    let _ = ctrl;
+    HaSnapshot::not_replicating()
 }
 
 fn identity(ctrl: &BrokerController) -> BrokerIdentity {
@@ -164,4 +171,41 @@ pub fn start_exporter(
 ) -> std::io::Result<JoinHandle<()>> {
     let view = Arc::new(BrokerMetricsView::new(ctrl, connections));
     exporter::serve(listener, metrics, view, stop.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    #[test]
+    fn lag_rows_are_bounded_and_broker_topics_are_marked() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = Config::default();
+        config.store.root_dir = dir.path().join("store");
+        let ctrl = crate::broker::startup::build_controller(config)
+            .unwrap()
+            .ctrl;
+        for q in 0..3 {
+            ctrl.offsets.commit_offset("G", "T", q, 0);
+        }
+        let (rows, dropped) = consumer_lags(&ctrl, 2);
+        assert_eq!((rows.len(), dropped), (2, 1));
+        assert_eq!((rows[0].group.as_str(), rows[0].topic.as_str()), ("G", "T"));
+        assert_eq!(rows[0].lag, 0, "nothing stored: nothing to consume");
+        let listed = topics(&ctrl);
+        let tbw = listed.iter().find(|t| t.name == "TBW102").unwrap();
+        assert!(tbw.system);
+        assert!(is_system_topic(&ctrl, "DefaultCluster_REPLY_TOPIC"));
+        assert!(!is_system_topic(&ctrl, "Orders"));
+        let view = BrokerMetricsView {
+            ctrl: Arc::downgrade(&ctrl),
+            connections: crate::net::LiveConnections::default(),
+        };
+        let snapshot = view.snapshot();
+        assert_eq!(snapshot.broker.role, "ASYNC_MASTER");
+        assert_eq!(snapshot.ha.state, "not replicating");
+        assert_eq!(snapshot.lags.len(), 3);
+        ctrl.store.shutdown().unwrap();
+    }
 }

@@ -18,7 +18,8 @@ const SHUTDOWN_FLUSH_MARGIN_MS: u64 = 500;
 
 /// The number of open connections of a server, readable from any thread: a plain atomic the
 /// broker's metrics read at scrape time (the network runtime imports no metrics code).
-#[derive(Debug, Clone)]
+/// (`Default` counts nothing: a reader for code that has no server, e.g. tests.)
+#[derive(Debug, Clone, Default)]
 pub struct LiveConnections(Arc<AtomicUsize>);
 
 impl LiveConnections {
