@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, RwLock};
 
 use crate::config::{BrokerRole, Config};
+use crate::metrics::BrokerMetrics;
 use crate::store::MessageStore;
 
 use super::broker_stats::BrokerStats;
@@ -51,6 +52,9 @@ pub struct BrokerController {
     pub schedule_offsets: RwLock<BTreeMap<i32, i64>>,
     /// Replication: the SYNC_MASTER wait, the HA runtime state, a slave's master addresses.
     pub ha: Arc<HaService>,
+    /// What requests record for `/metrics` and the dashboard; `None` with
+    /// `RINGMQ_METRICS_LISTEN` empty, so a broker without metrics records nothing.
+    pub metrics: Option<Arc<BrokerMetrics>>,
 }
 
 impl BrokerController {
@@ -60,6 +64,11 @@ impl BrokerController {
 
     pub fn broker_permission(&self) -> i32 {
         self.permission.load(Ordering::Relaxed)
+    }
+
+    /// The metrics to record into, when metrics are on.
+    pub fn metrics(&self) -> Option<&BrokerMetrics> {
+        self.metrics.as_deref()
     }
 
     /// Tell the registration thread that the topic table changed.

@@ -15,6 +15,7 @@
 //! - [`slave_synchronize`]: a slave's copy of its master's metadata.
 //! - [`ha`]: master/slave replication of the CommitLog (Java `DefaultHAService`).
 
+pub mod broker_metrics_manager;
 pub mod broker_stats;
 pub mod client;
 pub mod config_manager;

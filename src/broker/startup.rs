@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use crate::broker::broker_metrics_manager;
 use crate::broker::broker_stats::BrokerStats;
 use crate::broker::client::{ConsumerManager, ProducerManager, RebalanceLockManager};
 use crate::broker::consumer_filter_manager::FilterCache;
@@ -24,6 +25,7 @@ use crate::broker::topic_config_manager::{TopicConfigManager, TopicDefaults};
 use crate::common::now_ms;
 pub use crate::common::StopFlag;
 use crate::config::{Config, FlushPolicy, StoreIoMode};
+use crate::metrics::BrokerMetrics;
 use crate::namesrv::{start_namesrv, NamesrvHandle, NamesrvStartError};
 use crate::net::remoting_client::BlockingClient;
 use crate::net::{self as server, ServerConfig, ServerHandle, ShutdownSignal};
@@ -49,6 +51,16 @@ pub enum StartupError {
         setting: String,
         #[source]
         source: server::ServerError,
+    },
+    /// The metrics listener could not bind.
+    #[error(
+        "metrics listener: cannot listen on RINGMQ_METRICS_LISTEN={addr}: {source}; set it to a \
+         free ip:port, or to an empty value to turn metrics and the dashboard off"
+    )]
+    MetricsListen {
+        addr: String,
+        #[source]
+        source: std::io::Error,
     },
     #[error("embedded name server: {0}")]
     Namesrv(#[from] NamesrvStartError),
@@ -220,6 +232,7 @@ pub fn build_controller(config: Config) -> Result<ControllerParts, StartupError>
         slave_sync: SlaveSynchronize::new(),
         schedule_offsets: std::sync::RwLock::new(std::collections::BTreeMap::new()),
         ha: HaService::new(&config),
+        metrics: (!config.metrics.listen.trim().is_empty()).then(|| Arc::new(BrokerMetrics::new())),
         config,
     });
     let notifier = ArrivalNotifier::new(Arc::downgrade(&ctrl));
@@ -278,17 +291,7 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
     } else {
         None
     };
-    let namesrv_addrs: Vec<String> = match &namesrv {
-        Some(n) => vec![n.server.local_addrs()[0].to_string()],
-        None => config
-            .namesrv
-            .addr
-            .split(';')
-            .map(str::trim)
-            .filter(|a| !a.is_empty())
-            .map(String::from)
-            .collect(),
-    };
+    let namesrv_addrs = namesrv_addresses(&config, namesrv.as_ref());
     // Bound before the store opens: a broker refused for its port leaves its data dir alone.
     let (mut config, listeners) = bind_broker_listeners(config)?;
     let ha_listener = match ha_service::bind(&config)? {
@@ -298,6 +301,7 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
         }
         None => None,
     };
+    let metrics_listener = bind_metrics_listener(&config)?;
     let ControllerParts {
         ctrl,
         wake_rx,
@@ -327,6 +331,7 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
     ]);
     let handler = Arc::new(BrokerRequestHandler { ctrl: ctrl.clone() });
     let server = listeners.serve(handler, shutdown.clone())?;
+    threads.extend(start_metrics(&ctrl, metrics_listener, &server, &stop)?);
     threads.push(start_registration(
         &ctrl,
         namesrv_addrs,
@@ -354,6 +359,48 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
     })
 }
 
+/// The name servers to register with: the embedded one, or RINGMQ_NAMESRV_ADDR's list.
+fn namesrv_addresses(config: &Config, embedded: Option<&NamesrvHandle>) -> Vec<String> {
+    match embedded {
+        Some(n) => vec![n.server.local_addrs()[0].to_string()],
+        None => config
+            .namesrv
+            .addr
+            .split(';')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .map(String::from)
+            .collect(),
+    }
+}
+
+/// The `/metrics` and dashboard exporter on its bound listener, when metrics are on.
+fn start_metrics(
+    ctrl: &Arc<BrokerController>,
+    listener: Option<std::net::TcpListener>,
+    server: &ServerHandle,
+    stop: &StopFlag,
+) -> Result<Option<JoinHandle<()>>, StartupError> {
+    let (Some(listener), Some(metrics)) = (listener, ctrl.metrics.clone()) else {
+        return Ok(None);
+    };
+    let addr = listener
+        .local_addr()
+        .map_err(|source| StartupError::MetricsListen {
+            addr: ctrl.config.metrics.listen.clone(),
+            source,
+        })?;
+    let connections = server.live_connections();
+    let thread = broker_metrics_manager::start_exporter(ctrl, metrics, listener, connections, stop)
+        .map_err(|source| StartupError::Thread {
+            name: "ringmq-metrics".into(),
+            source,
+        })?;
+    tracing::info!(%addr, "ringmq metrics listening");
+    eprintln!("ringmq metrics and dashboard on http://{addr}/");
+    Ok(Some(thread))
+}
+
 /// Binds the main port and, when enabled, the fast port (listen port - 2, as Java's
 /// `BrokerController`). A listen port of 0 becomes the port the kernel chose, so the broker
 /// registers the address it really listens on.
@@ -371,6 +418,27 @@ fn bind_broker_listeners(
     let bound = server::bind(sc).map_err(|e| listen_error(e, &config))?;
     config.broker.listen_port = bound.local_addrs()[0].port();
     Ok((config, bound))
+}
+
+/// Binds `RINGMQ_METRICS_LISTEN`, or nothing when it is empty.
+fn bind_metrics_listener(config: &Config) -> Result<Option<std::net::TcpListener>, StartupError> {
+    let listen = config.metrics.listen.trim();
+    if listen.is_empty() {
+        return Ok(None);
+    }
+    let error = |source| StartupError::MetricsListen {
+        addr: listen.to_string(),
+        source,
+    };
+    let addr: SocketAddr = listen.parse().map_err(|_| {
+        error(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not an ip:port",
+        ))
+    })?;
+    crate::metrics::exporter::bind(addr)
+        .map(Some)
+        .map_err(error)
 }
 
 /// Names the settings behind an address in use: the main port, or the fast port derived from it.
