@@ -420,6 +420,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn delay_offsets_encode_as_javas_delay_offset_json() {
+        let offsets = BTreeMap::from([(1, 0), (3, 17)]);
+        assert_eq!(
+            encode_offsets(&offsets),
+            r#"{"offsetTable":{"1":0,"3":17}}"#
+        );
+        assert_eq!(
+            parse_delay_offsets(r#"{"dataVersion":{"counter":2},"offsetTable":{1:0,"3":"17"}}"#)
+                .unwrap(),
+            offsets,
+            "a Java master's body (bare integer keys, dataVersion) reads the same"
+        );
+    }
+
+    #[test]
     fn delay_offsets_come_from_the_backup_when_the_file_is_corrupt() {
         let dir = tempfile::tempdir().unwrap();
         let file = offset_file_in(dir.path());

@@ -305,6 +305,8 @@ impl StoreStatsService {
             ("getMissTps", tps(|s| s.get_miss)),
             ("getTotalTps", self.total_tps_text()),
             ("getTransferredTps", tps(|s| s.transferred)),
+            // Java 4.x's spelling, which its mqadmin `clusterList` reads.
+            ("getTransferedTps", tps(|s| s.transferred)),
             ("putLatency99", format!("{:.2}", self.put_latency_px(0.99))),
             (
                 "putLatency999",
@@ -471,6 +473,7 @@ mod tests {
         // 10 samples after the first: 50 puts in 10 s; the 1 min and 10 min windows are empty.
         assert_eq!(info["putTps"], "5.0  ");
         assert_eq!(info["getTransferredTps"], "3.0  ");
+        assert_eq!(info["getTransferedTps"], info["getTransferredTps"]);
         assert_eq!(info["getTotalTps"], "1.0 0.0 0.0");
         assert_eq!(info["putMessageTimesTotal"], "55");
         assert_eq!(info["putMessageSizeTotal"], "5500");
