@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Replication benchmark: W1 (send 128 B, async flush, 64 sync producers) against a master with a
 # slave, ASYNC_MASTER and SYNC_MASTER side by side in one run, then the slave's lag once the
-# producers stop: the bytes it lacked when its CommitLog was scanned right after the run, and
-# the ms until it held every byte of the master's (an upper bound: the scans are in Python).
+# producers stop: the bytes it lacked when its CommitLog was scanned right after the run (the
+# scan is in Python and takes seconds for a 10 s run, so this bounds the lag from above only
+# coarsely); the run fails if the slave does not hold every byte of the master's within 60 s.
 #
 # Usage: scripts/bench-ha.sh
 #
@@ -92,7 +93,7 @@ EOF
 }
 
 run_role() {
-  local role=$1 label=$2 ns_port m_port s_port ns_dir m_dir s_dir m_end s_end t0 lag_ms
+  local role=$1 label=$2 ns_port m_port s_port ns_dir m_dir s_dir m_end s_end t0 scan_ms
   ns_port=$(free_port); m_port=$(free_port); s_port=$(free_port)
   ns_dir=$(mktemp -d); m_dir=$(mktemp -d); s_dir=$(mktemp -d)
   DIRS+=("$ns_dir" "$m_dir" "$s_dir")
@@ -121,8 +122,8 @@ run_role() {
     sleep 0.01
     s_end=$(commit_log_end "$s_dir/store")
   done
-  lag_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
-  printf '%s\t%s\t%s\t%s\t%s\n' "$label" "$role" "$m_end" "$behind" "$lag_ms" >>"$OUT_DIR/lag.tsv"
+  scan_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+  printf '%s\t%s\t%s\t%s\t%s\n' "$label" "$role" "$m_end" "$behind" "$scan_ms" >>"$OUT_DIR/lag.tsv"
   cleanup
 }
 
@@ -132,5 +133,5 @@ for ((r = 1; r <= ROUNDS; r++)); do
   for role in "${order[@]}"; do run_role "$role" "$role-r$r"; done
 done
 "$BENCH_BIN" summary "$OUT_DIR"/*.json
-printf '\n| run | role | master CommitLog bytes | slave behind after the run (bytes) | ms until the slave had every byte (upper bound: includes both scans) |\n|---|---|---:|---:|---:|\n'
+printf '\n| run | role | master CommitLog bytes | slave behind after the run (bytes) | ms until verified (scans included) |\n|---|---|---:|---:|---:|\n'
 awk -F'\t' '{printf "| %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5}' "$OUT_DIR/lag.tsv"

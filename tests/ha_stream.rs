@@ -152,3 +152,21 @@ fn every_message_a_sync_master_acknowledged_is_on_the_slave_after_a_sigkill() {
         &missing[..missing.len().min(10)]
     );
 }
+
+#[test]
+fn the_slave_reconnects_to_a_restarted_master_and_catches_up() {
+    let namesrv = Namesrv::start();
+    let mut master = start_master(&namesrv, "ASYNC_MASTER");
+    let slave = start_slave(&namesrv);
+    wait_connected(&master, 1);
+    produce(&master, 0..100, response_code::SUCCESS);
+    wait_same_files(&master, &slave, "commitlog");
+    master.kill_hard();
+    master.restart();
+    produce(&master, 100..300, response_code::SUCCESS);
+    // The slave reconnects within its 5 s retry and asks for its own end.
+    wait_same_files(&master, &slave, "commitlog");
+    wait_same_files(&master, &slave, "consumequeue");
+    assert!(plain_log(&slave).matches("HA connected to master").count() >= 2);
+    assert_eq!(commit_log_bodies(&slave.store_dir()).len(), 300);
+}
