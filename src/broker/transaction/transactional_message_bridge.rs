@@ -44,11 +44,13 @@ pub fn reset_transaction_value(flag: i32, transaction_type: i32) -> i32 {
     (flag & !sys_flag::TRANSACTION_MASK) | transaction_type
 }
 
-/// Stores a half message (`prepareMessage`).
+/// Stores a half message (`prepareMessage`). The half topic gets its config first, so its queue
+/// can be read like any other (Java creates it on the scan's first look).
 pub fn put_half_message(
     ctrl: &BrokerController,
     msg: MessageToStore,
 ) -> Result<PutMessageResult, StoreError> {
+    ensure_system_topic(ctrl, HALF_TOPIC, 1);
     ctrl.store.put_message(&half_message(msg))
 }
 
@@ -76,6 +78,7 @@ pub fn write_op(
     half_queue_id: i32,
     half_queue_offset: i64,
 ) -> Result<PutMessageResult, StoreError> {
+    ensure_system_topic(ctrl, OP_HALF_TOPIC, 1);
     let uniq = create_uniq_id(ctrl.store_host);
     let mut props = Properties::default();
     props.put(property::TAGS, REMOVE_TAG);
