@@ -231,20 +231,32 @@ fn commit_and_rollback(st: SerializeType) {
     create_topic(&mut c);
     let a = send_half(&mut c, 1, "committed", st);
     let b = send_half(&mut c, 1, "rolled-back", st);
-    assert_eq!((a.queue_offset, b.queue_offset), (0, 1), "half queue offsets");
-    assert!(queue(&mut c, TOPIC, 1).is_empty(), "half messages are not visible");
+    assert_eq!(
+        (a.queue_offset, b.queue_offset),
+        (0, 1),
+        "half queue offsets"
+    );
+    assert!(
+        queue(&mut c, TOPIC, 1).is_empty(),
+        "half messages are not visible"
+    );
     let halves = queue(&mut c, HALF_TOPIC, 0);
     assert_eq!(halves.len(), 2);
     assert_eq!(halves[0].prop("REAL_TOPIC"), Some(TOPIC));
     assert_eq!(halves[0].prop("REAL_QID"), Some("1"));
     assert_eq!(halves[0].prop("TRAN_MSG"), Some("true"));
     assert_eq!(halves[0].prop("__transactionId__"), Some(a.uniq.as_str()));
-    assert_eq!(halves[0].sys_flag & 0xC, 0, "stored with no transaction bits");
+    assert_eq!(
+        halves[0].sys_flag & 0xC,
+        0,
+        "stored with no transaction bits"
+    );
 
     // A request-response END_TRANSACTION is answered; the oneway one only acts.
     let r = invoke(&mut c, end_request(&a, COMMIT, false, st));
     assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
-    c.send(&end_request(&b, ROLLBACK, false, st).oneway()).unwrap();
+    c.send(&end_request(&b, ROLLBACK, false, st).oneway())
+        .unwrap();
 
     let ops = wait_for(&mut c, OP_TOPIC, 0, 2);
     let op_bodies: Vec<&str> = ops.iter().map(|o| o.body.as_str()).collect();
@@ -254,7 +266,10 @@ fn commit_and_rollback(st: SerializeType) {
     let delivered = queue(&mut c, TOPIC, 1);
     assert_eq!(delivered.len(), 1, "{delivered:?}");
     let m = &delivered[0];
-    assert_eq!((m.topic.as_str(), m.queue_id, m.queue_offset), (TOPIC, 1, 0));
+    assert_eq!(
+        (m.topic.as_str(), m.queue_id, m.queue_offset),
+        (TOPIC, 1, 0)
+    );
     assert_eq!(m.body, "committed");
     assert_eq!(m.sys_flag & 0xC, COMMIT);
     assert_eq!(m.prepared_transaction_offset, a.commit_log_offset);
@@ -455,7 +470,10 @@ fn an_unended_half_message_is_checked_back_and_committed_by_the_answer() {
     let copy_phy = check.ext_i64("commitLogOffset").unwrap();
     assert_eq!(copy_offset, 1, "the checked copy follows the half message");
     let offset_msg_id = check.ext_opt_str("offsetMsgId").unwrap();
-    assert_eq!(format::decode_offset_msg_id(offset_msg_id).unwrap().1, copy_phy);
+    assert_eq!(
+        format::decode_offset_msg_id(offset_msg_id).unwrap().1,
+        copy_phy
+    );
     let m = decode_check_body(&check.body);
     assert_eq!((m.topic.as_str(), m.queue_id), (TOPIC, 3), "the real queue");
     assert_eq!((m.queue_offset, m.phy_offset), (copy_offset, copy_phy));

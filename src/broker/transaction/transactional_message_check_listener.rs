@@ -70,7 +70,7 @@ pub fn send_check_message(
         broker_name: Some(ctrl.config.broker.name.clone()),
     }
     .encode(&mut request);
-    let body = encode_checked_message(ctrl, copy, real_topic, real_queue_id);
+    let body = encode_checked_message(ctrl.store_host, copy, real_topic, real_queue_id);
     let request = request.with_body(body.into());
     channel
         .sender
@@ -85,7 +85,7 @@ pub fn send_check_message(
 /// copy with its topic and queue set to the real ones (the record layout, with the copy's
 /// queue offset, CommitLog offset and store time).
 fn encode_checked_message(
-    ctrl: &BrokerController,
+    store_host: std::net::SocketAddr,
     copy: &CheckedCopy<'_>,
     real_topic: &str,
     real_queue_id: i32,
@@ -103,7 +103,7 @@ fn encode_checked_message(
             born_timestamp_ms: record.born_timestamp_ms,
             born_host: record.born_host,
             store_timestamp_ms: copy.put.store_timestamp_ms,
-            store_host: ctrl.store_host,
+            store_host,
             reconsume_times: record.reconsume_times,
             prepared_transaction_offset: record.prepared_transaction_offset,
             body: record.body,
@@ -140,4 +140,96 @@ pub fn resolve_discard_msg(
         prepared_transaction_offset: 0,
     };
     ctrl.store.put_message(&msg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::PutMessageStatus;
+
+    const BORN: &str = "10.0.0.7:5000";
+    const STORE: &str = "127.0.0.1:10911";
+
+    /// A half message as stored: "hi", flag 3, real queue TopicA:2.
+    fn stored_half() -> Vec<u8> {
+        let mut stored = Vec::new();
+        format::encode_record(
+            &RecordFields {
+                queue_id: 0,
+                flag: 3,
+                queue_offset: 0,
+                phy_offset: 0,
+                sys_flag: 0,
+                born_timestamp_ms: 1_000,
+                born_host: BORN.parse().unwrap(),
+                store_timestamp_ms: 1_001,
+                store_host: STORE.parse().unwrap(),
+                reconsume_times: 0,
+                prepared_transaction_offset: 0,
+                body: b"hi",
+                topic: b"RMQ_SYS_TRANS_HALF_TOPIC",
+                properties: "REAL_TOPIC\u{1}TopicA\u{2}REAL_QID\u{1}2\u{2}".as_bytes(),
+            },
+            &mut stored,
+        );
+        stored
+    }
+
+    /// Java's `MessageDecoder.encode` of the copy at queue offset 9, CommitLog offset 4096,
+    /// stored at 2000, with its topic and queue set to TopicA:2, field by field.
+    fn java_encoding(props_text: &str) -> Vec<u8> {
+        let mut want = Vec::new();
+        let fixed = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 8 + 8 + 4 + 8;
+        let total = fixed + 4 + 2 + 1 + 6 + 2 + props_text.len();
+        want.extend((total as i32).to_be_bytes());
+        want.extend(0xDAA3_20A7_u32.to_be_bytes());
+        want.extend(((crc32fast::hash(b"hi") & 0x7FFF_FFFF) as i32).to_be_bytes());
+        want.extend(2i32.to_be_bytes()); // QUEUEID: the real queue
+        want.extend(3i32.to_be_bytes()); // FLAG
+        want.extend(9i64.to_be_bytes()); // QUEUEOFFSET: the copy's
+        want.extend(4096i64.to_be_bytes()); // PHYSICALOFFSET: the copy's
+        want.extend(0i32.to_be_bytes()); // SYSFLAG
+        want.extend(1_000i64.to_be_bytes()); // BORNTIMESTAMP
+        want.extend([10, 0, 0, 7]);
+        want.extend(5000i32.to_be_bytes());
+        want.extend(2_000i64.to_be_bytes()); // STORETIMESTAMP: the copy's
+        want.extend([127, 0, 0, 1]);
+        want.extend(10911i32.to_be_bytes());
+        want.extend(0i32.to_be_bytes()); // RECONSUMETIMES
+        want.extend(0i64.to_be_bytes()); // PREPARED TRANSACTION OFFSET
+        want.extend(2i32.to_be_bytes());
+        want.extend(b"hi");
+        want.push(6);
+        want.extend(b"TopicA");
+        want.extend((props_text.len() as i16).to_be_bytes());
+        want.extend(props_text.as_bytes());
+        want
+    }
+
+    /// The CHECK_TRANSACTION_STATE body, byte for byte as Java lays it out.
+    #[test]
+    fn the_check_body_is_javas_message_encoding_of_the_copy_in_its_real_queue() {
+        let stored = stored_half();
+        let record = format::decode_record(&stored).unwrap();
+        let mut props = Properties::parse(record.properties);
+        props.put(property::TRANSACTION_CHECK_TIMES, "1");
+        let put = PutMessageResult {
+            status: PutMessageStatus::PutOk,
+            wrote_phy_offset: 4096,
+            wrote_bytes: 0,
+            queue_offset: 9,
+            msg_ids: vec![],
+            store_timestamp_ms: 2_000,
+            message_count: 1,
+        };
+        let copy = CheckedCopy {
+            record: &record,
+            properties: &props,
+            put: &put,
+        };
+        let body = encode_checked_message(STORE.parse().unwrap(), &copy, "TopicA", 2);
+        let props_text =
+            "REAL_TOPIC\u{1}TopicA\u{2}REAL_QID\u{1}2\u{2}TRANSACTION_CHECK_TIMES\u{1}1\u{2}";
+        assert_eq!(body, java_encoding(props_text));
+    }
 }
