@@ -20,8 +20,24 @@ use super::{respond, Handled, ProcessResult, RequestContext};
 use crate::broker::controller::BrokerController;
 use crate::broker::error::BrokerError;
 
-/// END_TRANSACTION.
+/// END_TRANSACTION. A refusal is logged at warn here too when the request expects an answer
+/// (`dispatch` logs the oneway ones): a transaction that could not be ended is worth a look.
 pub async fn end_transaction(cx: &RequestContext<'_>, request: &RemotingCommand) -> ProcessResult {
+    let result = end(cx, request);
+    if let Err(e) = &result {
+        if !request.is_oneway() {
+            tracing::warn!(
+                producer = %cx.conn.remote_addr,
+                response = e.response_code(),
+                error = %e,
+                "END_TRANSACTION refused"
+            );
+        }
+    }
+    result
+}
+
+fn end(cx: &RequestContext<'_>, request: &RemotingCommand) -> ProcessResult {
     let ctrl = cx.ctrl;
     let header = EndTransactionRequestHeader::decode(request)?;
     if ctrl.is_slave() {

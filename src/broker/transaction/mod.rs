@@ -19,3 +19,6 @@ pub mod transactional_message_check_listener;
 pub mod transactional_message_check_service;
 pub mod transactional_message_service;
 pub mod transactional_message_util;
+
+#[cfg(test)]
+mod tests;
