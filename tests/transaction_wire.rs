@@ -527,26 +527,38 @@ fn a_half_message_checked_too_often_goes_to_trans_check_max_time_topic() {
     assert!(queue(&mut c, TOPIC, 0).is_empty());
 }
 
-/// A clean restart between a half message and its end: the commit still delivers it, and the
-/// check-back scan goes on from its saved progress (group CID_SYS_RMQ_TRANS) instead of
-/// checking every old copy again.
+/// A restart between a half message and its end, clean or (with sync flush, so the half
+/// message was acknowledged after its fsync) by SIGKILL: the commit still delivers it.
 #[test]
 fn a_restart_between_half_and_end_still_delivers_on_commit() {
-    let mut broker = Broker::start(&[]);
+    let mut broker = Broker::start(&[("RINGMQ_STORE_FLUSH_POLICY", "sync")]);
     let mut c = broker.client();
     create_topic(&mut c);
-    let h = send_half(&mut c, 1, "survives", SerializeType::Json);
+    let a = send_half(&mut c, 1, "survives-stop", SerializeType::Json);
     drop(c);
     broker.stop();
     broker.restart();
     let mut c = broker.client();
     assert!(queue(&mut c, TOPIC, 1).is_empty());
-    c.send(&end_request(&h, COMMIT, false, SerializeType::RocketMq).oneway())
+    c.send(&end_request(&a, COMMIT, false, SerializeType::RocketMq).oneway())
         .unwrap();
     let delivered = wait_for(&mut c, TOPIC, 1, 1);
-    assert_eq!(delivered[0].body, "survives");
+    assert_eq!(delivered[0].body, "survives-stop");
+
+    let b = send_half(&mut c, 1, "survives-kill", SerializeType::RocketMq);
+    drop(c);
+    broker.kill_hard();
+    broker.restart();
+    let mut c = broker.client();
+    let r = invoke(&mut c, end_request(&b, COMMIT, false, SerializeType::Json));
+    assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
+    let delivered = wait_for(&mut c, TOPIC, 1, 2);
+    let bodies: Vec<&str> = delivered.iter().map(|m| m.body.as_str()).collect();
+    assert_eq!(bodies, ["survives-stop", "survives-kill"]);
 }
 
+/// The check-back scan goes on from its saved progress (group CID_SYS_RMQ_TRANS) after a
+/// restart instead of checking every old copy again.
 #[test]
 fn the_check_back_scan_resumes_from_its_saved_progress_after_a_restart() {
     let env = [

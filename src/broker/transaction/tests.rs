@@ -8,7 +8,7 @@ use bytes::Bytes;
 
 use crate::broker::controller::BrokerController;
 use crate::broker::startup::build_controller;
-use crate::common::now_ms;
+use crate::common::{now_ms, StopFlag};
 use crate::config::Config;
 use crate::store::format::{encode_properties, sys_flag};
 use crate::store::MessageToStore;
@@ -54,7 +54,7 @@ fn halves(ctrl: &BrokerController, count: usize) -> Vec<i64> {
 fn pass(ctrl: &BrokerController, settings: CheckSettings) -> CheckReport {
     // Messages stored in the pass's first millisecond are left for the next pass.
     std::thread::sleep(Duration::from_millis(5));
-    check(ctrl, settings).unwrap()
+    check(ctrl, settings, &StopFlag::new()).unwrap()
 }
 
 /// Ended half messages are never checked, even when the op message ending one comes after

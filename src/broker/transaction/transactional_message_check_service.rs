@@ -31,7 +31,7 @@ pub fn run(ctrl: &Arc<BrokerController>, stop: &StopFlag) {
             continue;
         }
         let begin_ms = crate::common::now_ms();
-        match service::check(ctrl, check_settings(ctrl)) {
+        match service::check(ctrl, check_settings(ctrl), stop) {
             Ok(report) => tracing::debug!(
                 ?report,
                 took_ms = crate::common::now_ms() - begin_ms,

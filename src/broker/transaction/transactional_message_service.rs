@@ -16,7 +16,7 @@ use bytes::Bytes;
 
 use crate::broker::controller::BrokerController;
 use crate::broker::error::BrokerError;
-use crate::common::now_ms;
+use crate::common::{now_ms, StopFlag};
 use crate::remoting::headers::EndTransactionRequestHeader;
 use crate::store::format::{self, property_value, DecodedRecord};
 use crate::store::{GetMessageStatus, StoreError};
@@ -120,8 +120,13 @@ pub struct CheckReport {
     pub discarded: usize,
 }
 
-/// Java `check`: one pass over the half queue; the progress is saved as it stops.
-pub fn check(ctrl: &BrokerController, settings: CheckSettings) -> Result<CheckReport, StoreError> {
+/// Java `check`: one pass over the half queue; the progress is saved as it stops. A raised
+/// `stop` ends the pass at the next half message (the broker is shutting down).
+pub fn check(
+    ctrl: &BrokerController,
+    settings: CheckSettings,
+    stop: &StopFlag,
+) -> Result<CheckReport, StoreError> {
     bridge::ensure_system_topic(ctrl, HALF_TOPIC, 1);
     bridge::ensure_system_topic(ctrl, OP_HALF_TOPIC, 1);
     let queue_min = |topic| ctrl.store.min_offset_in_queue(topic, HALF_QUEUE_ID);
@@ -133,6 +138,7 @@ pub fn check(ctrl: &BrokerController, settings: CheckSettings) -> Result<CheckRe
         ctrl,
         settings,
         start_ms: now_ms(),
+        stop,
         half_offset,
         ops: OpState::new(op_offset),
         report: CheckReport::default(),
@@ -244,6 +250,7 @@ struct CheckPass<'a> {
     ctrl: &'a BrokerController,
     settings: CheckSettings,
     start_ms: i64,
+    stop: &'a StopFlag,
     /// The half offset the pass has reached.
     half_offset: i64,
     ops: OpState,
@@ -255,6 +262,9 @@ impl CheckPass<'_> {
         self.read_ops()?;
         let mut looked = 0usize;
         loop {
+            if self.stop.is_raised() {
+                return Ok(());
+            }
             if now_ms() - self.start_ms > CHECK_PASS_TIME_MAX_MS
                 || looked >= CHECK_PASS_HALF_MESSAGES_MAX
             {
