@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 
 use crate::config::{BrokerRole, Config};
+use crate::metrics::BrokerMetrics;
 use crate::store::MessageStore;
 
 use super::client::{ConsumerManager, ProducerManager, RebalanceLockManager};
@@ -38,6 +39,9 @@ pub struct BrokerController {
     pub topic_changes_tx: crossbeam::channel::Sender<()>,
     pub delay_levels_ms: Vec<u64>,
     pub boot_timestamp_ms: i64,
+    /// What requests record for `/metrics` and the dashboard; `None` with
+    /// `RINGMQ_METRICS_LISTEN` empty, so a broker without metrics records nothing.
+    pub metrics: Option<Arc<BrokerMetrics>>,
 }
 
 impl BrokerController {
@@ -47,6 +51,11 @@ impl BrokerController {
 
     pub fn broker_permission(&self) -> i32 {
         self.permission.load(Ordering::Relaxed)
+    }
+
+    /// The metrics to record into, when metrics are on.
+    pub fn metrics(&self) -> Option<&BrokerMetrics> {
+        self.metrics.as_deref()
     }
 
     /// Tell the registration thread that the topic table changed.

@@ -13,6 +13,7 @@
 //! - [`schedule_message_service`]: delay levels.
 //! - [`transaction`]: half messages, their end and their check-back.
 
+pub mod broker_metrics_manager;
 pub mod client;
 pub mod config_manager;
 pub mod consumer_filter_manager;

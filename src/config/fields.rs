@@ -470,6 +470,12 @@ static FIELDS: &[FieldSpec] = &[
         "auto: and only if its average record is at least this long."
     ),
     field!(
+        "RINGMQ_METRICS_LISTEN",
+        "",
+        metrics.listen,
+        "ip:port serving Prometheus text on GET /metrics and the dashboard on GET /; empty turns both off."
+    ),
+    field!(
         "RINGMQ_LOG_LEVEL",
         "",
         log.level,

@@ -188,6 +188,13 @@ impl TransferSection {
     }
 }
 
+/// The metrics and dashboard listener (ringmq's own; RocketMQ exports through OpenTelemetry).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricsSection {
+    /// `ip:port` of `GET /metrics` and the dashboard; empty turns both off.
+    pub listen: String,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct LogSection {
     /// A `tracing` filter, e.g. `info` or `ringmq=debug`.
@@ -203,6 +210,7 @@ pub struct Config {
     pub longpoll: LongpollSection,
     pub server: ServerSection,
     pub transfer: TransferSection,
+    pub metrics: MetricsSection,
     pub log: LogSection,
 }
 
@@ -304,6 +312,9 @@ impl Default for Config {
                 // 32 KiB; contiguous records, copy tied or won at 4 KiB, zero-copy won at 8 KiB.
                 auto_zerocopy_min_range_bytes: 24 * 1024,
                 auto_zerocopy_min_message_bytes: 6 * 1024,
+            },
+            metrics: MetricsSection {
+                listen: "127.0.0.1:5557".into(),
             },
             log: LogSection {
                 level: "info".into(),
