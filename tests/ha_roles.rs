@@ -157,6 +157,35 @@ fn runtime_info_has_javas_keys_and_counts_sends_and_pulls() {
         let ratio: f64 = after["commitLogDiskRatio"].parse().expect("ratio");
         assert!((0.0..=1.0).contains(&ratio), "{ratio}");
     }
+    // A delayed message counts once, when it is delivered to its topic (as Java: stored first
+    // in the system topic SCHEDULE_TOPIC_XXXX, which the totals leave out).
+    let before = num(
+        &runtime_info(&mut c, SerializeType::Json),
+        "msgPutTotalTodayNow",
+    );
+    let delayed = invoke(
+        &mut c,
+        common::send_v2(
+            "CountedDelay",
+            0,
+            Bytes::from_static(b"later"),
+            &[("DELAY", "1")],
+            0,
+            SerializeType::Json,
+        ),
+    );
+    assert_eq!(delayed.code, rc::SUCCESS, "{delayed:?}");
+    let now = num(
+        &runtime_info(&mut c, SerializeType::Json),
+        "msgPutTotalTodayNow",
+    );
+    assert_eq!(now, before, "not counted while it waits");
+    wait_until("the delayed delivery", Duration::from_secs(15), || {
+        num(
+            &runtime_info(&mut c, SerializeType::Json),
+            "msgPutTotalTodayNow",
+        ) == before + 1
+    });
     // The per-second samples: after ten of them the 10 s rates are numbers.
     wait_until("ten stats samples", Duration::from_secs(20), || {
         !runtime_info(&mut c, SerializeType::Json)["putTps"].starts_with(' ')

@@ -14,6 +14,7 @@
 //! - [`broker_stats`]: message totals for GET_BROKER_RUNTIME_INFO.
 //! - [`slave_synchronize`]: a slave's copy of its master's metadata.
 //! - [`ha`]: master/slave replication of the CommitLog (Java `DefaultHAService`).
+//! - [`transaction`]: half messages, their end and their check-back.
 
 pub mod broker_metrics_manager;
 pub mod broker_stats;
@@ -33,6 +34,7 @@ pub mod slave_synchronize;
 pub mod startup;
 pub mod subscription_group_manager;
 pub mod topic_config_manager;
+pub mod transaction;
 
 #[cfg(test)]
 mod retry_tests;

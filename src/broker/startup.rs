@@ -22,6 +22,7 @@ use crate::broker::schedule_message_service as schedule;
 use crate::broker::slave_synchronize::SlaveSynchronize;
 use crate::broker::subscription_group_manager::SubscriptionGroupManager;
 use crate::broker::topic_config_manager::{TopicConfigManager, TopicDefaults};
+use crate::broker::transaction::transactional_message_check_service as transaction_check;
 use crate::common::now_ms;
 pub use crate::common::StopFlag;
 use crate::config::{Config, FlushPolicy, StoreIoMode};
@@ -328,6 +329,7 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
                 name: "ringmq-ha".into(),
                 source,
             })?,
+        start_transaction_check(&ctrl, &stop)?,
     ]);
     let handler = Arc::new(BrokerRequestHandler { ctrl: ctrl.clone() });
     let server = listeners.serve(handler, shutdown.clone())?;
@@ -554,6 +556,17 @@ fn start_slave_sync(
 }
 
 /// Expires silent client channels (Java `ClientHousekeepingService`, every 10 s).
+fn start_transaction_check(
+    ctrl: &Arc<BrokerController>,
+    stop: &StopFlag,
+) -> Result<JoinHandle<()>, StartupError> {
+    let ctrl = ctrl.clone();
+    let stop = stop.clone();
+    spawn("ringmq-transaction-check", move || {
+        transaction_check::run(&ctrl, &stop)
+    })
+}
+
 fn start_housekeeping(
     ctrl: &Arc<BrokerController>,
     stop: &StopFlag,

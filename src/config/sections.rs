@@ -59,6 +59,14 @@ pub struct BrokerSection {
     pub offset_check_in_slave: bool,
     /// A slave fetches topics, offsets and groups from its master this often.
     pub slave_sync_interval_ms: u64,
+    /// Refuse half (prepared) messages with NO_PERMISSION (rejectTransactionMessage).
+    pub reject_transaction_message: bool,
+    /// A half message younger than this is not checked back (transactionTimeOut).
+    pub transaction_timeout_ms: u64,
+    /// A half message checked back this many times goes to TRANS_CHECK_MAX_TIME_TOPIC.
+    pub transaction_check_max: u32,
+    /// Period of the transaction check-back scan (transactionCheckInterval).
+    pub transaction_check_interval_ms: u64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -308,6 +316,11 @@ impl Default for Config {
                 offset_check_in_slave: false,
                 // Java's `BrokerController` runs `SlaveSynchronize.syncAll` every 10 s.
                 slave_sync_interval_ms: 10_000,
+                reject_transaction_message: false,
+                transaction_timeout_ms: 6_000,
+                transaction_check_max: 15,
+                // RocketMQ 4.x's default; 5.1 lowered it to 30 s.
+                transaction_check_interval_ms: 60_000,
             },
             namesrv: NamesrvSection {
                 addr: String::new(),
