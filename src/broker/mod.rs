@@ -13,6 +13,7 @@
 //! - [`schedule_message_service`]: delay levels.
 //! - [`ha`]: master/slave replication of the CommitLog (Java `DefaultHAService`).
 
+pub mod broker_metrics_manager;
 pub mod client;
 pub mod config_manager;
 pub mod consumer_filter_manager;

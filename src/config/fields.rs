@@ -494,6 +494,12 @@ static FIELDS: &[FieldSpec] = &[
         "SYNC_MASTER: with no slave this close, a send answers SLAVE_NOT_AVAILABLE."
     ),
     field!(
+        "RINGMQ_METRICS_LISTEN",
+        "",
+        metrics.listen,
+        "ip:port serving Prometheus text on GET /metrics and the dashboard on GET /; empty turns both off."
+    ),
+    field!(
         "RINGMQ_LOG_LEVEL",
         "",
         log.level,

@@ -38,8 +38,8 @@ pub use properties::{parse as parse_properties, PropertiesError, Property};
 pub use provenance::{ConfWarning, ConfigInputs, LoadedConfig, Process, Source, WarningKind};
 pub use sections::{
     BrokerRole, BrokerSection, Config, FlushPolicy, HaSection, LogSection, LongpollSection,
-    NamesrvSection, ServerSection, StoreIoMode, StoreSection, TransferMode, TransferSection,
-    WAKE_THREADS_MAX,
+    MetricsSection, NamesrvSection, ServerSection, StoreIoMode, StoreSection, TransferMode,
+    TransferSection, WAKE_THREADS_MAX,
 };
 pub use source::LoadError;
 pub use validate::HA_TRANSFER_BATCH_MAX_BYTES;

@@ -227,6 +227,13 @@ impl HaSection {
     }
 }
 
+/// The metrics and dashboard listener (ringmq's own; RocketMQ exports through OpenTelemetry).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricsSection {
+    /// `ip:port` of `GET /metrics` and the dashboard; empty turns both off.
+    pub listen: String,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct LogSection {
     /// A `tracing` filter, e.g. `info` or `ringmq=debug`.
@@ -243,6 +250,7 @@ pub struct Config {
     pub server: ServerSection,
     pub transfer: TransferSection,
     pub ha: HaSection,
+    pub metrics: MetricsSection,
     pub log: LogSection,
 }
 
@@ -343,6 +351,9 @@ impl Default for Config {
                 auto_zerocopy_min_message_bytes: 6 * 1024,
             },
             ha: HaSection::default(),
+            metrics: MetricsSection {
+                listen: "127.0.0.1:5557".into(),
+            },
             log: LogSection {
                 level: "info".into(),
             },

@@ -87,6 +87,11 @@ pub async fn send_message(cx: &RequestContext<'_>, request: &RemotingCommand) ->
     };
     let (put, uniq_key) = stored;
     ctrl.ha.notify_data_appended();
+    if let Some(metrics) = ctrl.metrics() {
+        let messages = u64::try_from(put.message_count).unwrap_or(0);
+        let bytes = u64::try_from(put.wrote_bytes).unwrap_or(0);
+        metrics.record_send(&header.topic, messages, bytes);
+    }
     // Java `isWaitStoreMsgOK`: wait unless the message says WAIT=false.
     let wait_store_msg_ok = header
         .properties
