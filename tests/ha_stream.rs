@@ -170,3 +170,20 @@ fn the_slave_reconnects_to_a_restarted_master_and_catches_up() {
     assert!(plain_log(&slave).matches("HA connected to master").count() >= 2);
     assert_eq!(commit_log_bodies(&slave.store_dir()).len(), 300);
 }
+
+#[test]
+fn the_masters_metrics_show_the_slowest_slaves_lag() {
+    let namesrv = Namesrv::start();
+    let namesrv_addr = namesrv.addr();
+    let mut env: Vec<(&str, &str)> = store_env().into_iter().collect();
+    env.push(("RINGMQ_NAMESRV_ADDR", namesrv_addr.as_str()));
+    let (master, metrics) = common::broker_with_metrics(&env);
+    let slave = start_slave(&namesrv);
+    wait_connected(&master, 1);
+    produce(&master, 0..50, response_code::SUCCESS);
+    wait_same_files(&master, &slave, "commitlog");
+    wait_until("the lag gauge at 0", Duration::from_secs(10), || {
+        let (status, text) = common::http_get(&metrics, "/metrics");
+        status == 200 && text.lines().any(|l| l == "ringmq_ha_lag_bytes 0")
+    });
+}

@@ -292,16 +292,10 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
     } else {
         None
     };
-    let namesrv_addrs = namesrv_addresses(&config, namesrv.as_ref());
+    let namesrv_addrs = namesrv_addrs(&config, namesrv.as_ref());
     // Bound before the store opens: a broker refused for its port leaves its data dir alone.
-    let (mut config, listeners) = bind_broker_listeners(config)?;
-    let ha_listener = match ha_service::bind(&config)? {
-        Some((listener, port)) => {
-            config.ha.listen_port = port;
-            Some(listener)
-        }
-        None => None,
-    };
+    let (config, listeners) = bind_broker_listeners(config)?;
+    let (config, ha_listener) = bind_ha_listener(config)?;
     let metrics_listener = bind_metrics_listener(&config)?;
     let ControllerParts {
         ctrl,
@@ -361,8 +355,8 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
     })
 }
 
-/// The name servers to register with: the embedded one, or RINGMQ_NAMESRV_ADDR's list.
-fn namesrv_addresses(config: &Config, embedded: Option<&NamesrvHandle>) -> Vec<String> {
+/// The name servers the broker registers with: the embedded one, or RINGMQ_NAMESRV_ADDR's.
+fn namesrv_addrs(config: &Config, embedded: Option<&NamesrvHandle>) -> Vec<String> {
     match embedded {
         Some(n) => vec![n.server.local_addrs()[0].to_string()],
         None => config
@@ -374,6 +368,21 @@ fn namesrv_addresses(config: &Config, embedded: Option<&NamesrvHandle>) -> Vec<S
             .map(String::from)
             .collect(),
     }
+}
+
+/// Binds a master's HA port (a slave has none); the port bound goes into the configuration, so
+/// the registration advertises the real one.
+fn bind_ha_listener(
+    mut config: Config,
+) -> Result<(Config, Option<std::net::TcpListener>), StartupError> {
+    let listener = match ha_service::bind(&config)? {
+        Some((listener, port)) => {
+            config.ha.listen_port = port;
+            Some(listener)
+        }
+        None => None,
+    };
+    Ok((config, listener))
 }
 
 /// The `/metrics` and dashboard exporter on its bound listener, when metrics are on.

@@ -470,12 +470,6 @@ static FIELDS: &[FieldSpec] = &[
         "auto: zerocopy only if a pull's average contiguous CommitLog range is at least this long."
     ),
     field!(
-        "RINGMQ_METRICS_LISTEN",
-        "",
-        metrics.listen,
-        "ip:port serving Prometheus text on GET /metrics and the dashboard on GET /; empty turns both off."
-    ),
-    field!(
         "RINGMQ_TRANSFER_AUTO_ZEROCOPY_MIN_MESSAGE_BYTES",
         "",
         transfer.auto_zerocopy_min_message_bytes,
@@ -522,6 +516,12 @@ static FIELDS: &[FieldSpec] = &[
         "haMaxGapNotInSync",
         ha.max_gap_not_in_sync_bytes,
         "SYNC_MASTER: with no slave this close, a send answers SLAVE_NOT_AVAILABLE."
+    ),
+    field!(
+        "RINGMQ_METRICS_LISTEN",
+        "",
+        metrics.listen,
+        "ip:port serving Prometheus text on GET /metrics and the dashboard on GET /; empty turns both off."
     ),
     field!(
         "RINGMQ_LOG_LEVEL",

@@ -8,6 +8,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -54,13 +55,21 @@ pub enum HaClientError {
 #[derive(Debug, Default)]
 pub struct MasterAddress {
     addr: Mutex<Option<String>>,
+    /// The client follows the master now.
+    connected: AtomicBool,
 }
 
 impl MasterAddress {
     pub fn new(fixed: Option<String>) -> Self {
         MasterAddress {
             addr: Mutex::new(fixed),
+            connected: AtomicBool::new(false),
         }
+    }
+
+    /// Whether the slave's client is connected to its master.
+    pub fn is_connected(&self) -> bool {
+        self.connected.load(Ordering::Acquire)
     }
 
     pub fn get(&self) -> Option<String> {
@@ -103,7 +112,10 @@ pub fn run(
         match connect(&addr) {
             Ok(stream) => {
                 tracing::info!(master = %addr, offset = store.max_phy_offset(), "HA connected to master");
-                match follow(stream, store, master, &addr, params, stop) {
+                master.connected.store(true, Ordering::Release);
+                let followed = follow(stream, store, master, &addr, params, stop);
+                master.connected.store(false, Ordering::Release);
+                match followed {
                     Ok(()) => tracing::info!(master = %addr, "HA connection to master closed"),
                     Err(e) => {
                         tracing::warn!(master = %addr, error = %e, "HA connection to master closed")

@@ -93,22 +93,28 @@ impl HaConnection {
         conn.group.connection_opened();
         tracing::info!(slave = %peer, "HA slave connected");
         let reader = {
-            let (conn, stop, mut stream) = (conn.clone(), stop.clone(), stream.try_clone()?);
+            let (c, stop) = (conn.clone(), stop.clone());
+            let mut read_stream = stream
+                .try_clone()
+                .inspect_err(|_| conn.close("no socket"))?;
             spawn("ringmq-ha-read", move || {
-                conn.read_acks(&mut stream, &params, &stop);
-                conn.close("read side ended");
-            })?
+                c.read_acks(&mut read_stream, &params, &stop);
+                c.close("read side ended");
+            })
+            .inspect_err(|_| conn.close("no read thread"))?
         };
         let writer = {
-            let (conn, stop) = (conn.clone(), stop.clone());
+            let (c, stop) = (conn.clone(), stop.clone());
             let mut stream = stream;
             spawn("ringmq-ha-write", move || {
-                let why = match conn.write_frames(&mut stream, &store, &params, &counters, &stop) {
+                let why = match c.write_frames(&mut stream, &store, &params, &counters, &stop) {
                     Ok(()) => "stopped".to_owned(),
                     Err(e) => format!("write failed: {e}"),
                 };
-                conn.close(&why);
-            })?
+                c.close(&why);
+            })
+            // The reader ends on the closed socket.
+            .inspect_err(|_| conn.close("no write thread"))?
         };
         Ok((conn, vec![reader, writer]))
     }

@@ -31,8 +31,11 @@ pub struct HaBindError {
     pub addr: SocketAddr,
     pub setting: String,
     #[source]
-    pub source: io::Error,
+    pub source: crate::net::ServerError,
 }
+
+/// Pending slave connections the HA port queues (a group has one or two slaves).
+const HA_LISTEN_BACKLOG: u32 = 16;
 
 /// The HA state of one broker.
 pub struct HaService {
@@ -106,6 +109,29 @@ impl HaService {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    /// Master: the lowest offset a connected slave acknowledged (`None` without a slave that
+    /// reported yet): what the slowest slave lacks is the write position minus this.
+    pub fn slowest_slave_ack(&self) -> Option<i64> {
+        self.connections
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|c| !c.is_closed())
+            .map(|c| c.slave_ack_offset())
+            .filter(|offset| *offset >= 0)
+            .min()
+    }
+
+    /// Slave: whether it follows its master now.
+    pub fn slave_connected(&self) -> bool {
+        self.master_ha_addr.is_connected()
+    }
+
+    /// This broker's role.
+    pub fn role(&self) -> BrokerRole {
+        self.role
     }
 
     /// Slave: the master's HA address in use.
@@ -258,11 +284,14 @@ pub fn bind(config: &Config) -> Result<Option<(TcpListener, u16)>, HaBindError> 
     } else {
         format!("RINGMQ_HA_LISTEN_PORT={port}")
     };
-    let listener = TcpListener::bind(addr).map_err(|source| HaBindError {
-        addr,
-        setting,
-        source,
-    })?;
+    // The same bind as the main port: an address in use is retried for a moment (a killed
+    // broker's socket outlives it briefly), then fails the start naming the setting.
+    let listener =
+        crate::net::bind_listener(addr, HA_LISTEN_BACKLOG).map_err(|source| HaBindError {
+            addr,
+            setting,
+            source,
+        })?;
     let bound = listener.local_addr().map_or(port, |a| a.port());
     Ok(Some((listener, bound)))
 }
