@@ -1,6 +1,7 @@
 //! `BrokerController`: the broker's shared state, built once at start and shared by every
 //! runtime thread (Java `BrokerController`).
 
+use crate::acl::PlainAccessValidator;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
@@ -38,6 +39,8 @@ pub struct BrokerController {
     pub topic_changes_tx: crossbeam::channel::Sender<()>,
     pub delay_levels_ms: Vec<u64>,
     pub boot_timestamp_ms: i64,
+    /// The ACL rules every request is checked against (`RINGMQ_ACL_ENABLED`), else `None`.
+    pub acl: Option<Arc<PlainAccessValidator>>,
 }
 
 impl BrokerController {

@@ -28,6 +28,10 @@ impl BrokerRequestHandler {
             ctrl: &self.ctrl,
             conn,
         };
+        // Java's ACL runs as an RPC hook before any processor.
+        if let Some(acl) = &self.ctrl.acl {
+            acl.validate(request, conn.remote_addr.ip())?;
+        }
         let fast_port = conn.listener_index == FAST_LISTENER_INDEX;
         match request.code {
             code::SEND_MESSAGE | code::SEND_MESSAGE_V2 | code::SEND_BATCH_MESSAGE => {

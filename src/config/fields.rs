@@ -446,6 +446,18 @@ static FIELDS: &[FieldSpec] = &[
         "auto: and only if its average record is at least this long."
     ),
     field!(
+        "RINGMQ_ACL_ENABLED",
+        "aclEnable",
+        acl.enabled,
+        "Check every request against RocketMQ's ACL 1.0 rules: accounts, signatures, topic and group permissions (docs/ARCHITECTURE.md, ACL)."
+    ),
+    field!(
+        "RINGMQ_ACL_FILE_PATH",
+        "rocketmq.acl.plain.file",
+        acl.file_path,
+        "The plain_acl.yml of the ACL rules; empty = plain_acl.yml in RINGMQ_STORE_ROOT_DIR. Reloaded when it changes."
+    ),
+    field!(
         "RINGMQ_LOG_LEVEL",
         "",
         log.level,

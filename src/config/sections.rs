@@ -180,6 +180,15 @@ impl TransferSection {
     }
 }
 
+/// RocketMQ's ACL 1.0 (`aclEnable`, `plain_acl.yml`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct AclSection {
+    /// Check every broker request against the rules (off by default, as in RocketMQ).
+    pub enabled: bool,
+    /// The rules file; empty = `plain_acl.yml` in the store root ([`Config::acl_file_path`]).
+    pub file_path: String,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct LogSection {
     /// A `tracing` filter, e.g. `info` or `ringmq=debug`.
@@ -195,7 +204,25 @@ pub struct Config {
     pub longpoll: LongpollSection,
     pub server: ServerSection,
     pub transfer: TransferSection,
+    pub acl: AclSection,
     pub log: LogSection,
+}
+
+/// The name of the ACL rules file, in the store root unless `RINGMQ_ACL_FILE_PATH` says
+/// otherwise (RocketMQ reads `${ROCKETMQ_HOME}/conf/plain_acl.yml`; ringmq has no home
+/// directory, and the store root is the one directory it owns).
+pub const ACL_FILE_NAME: &str = "plain_acl.yml";
+
+impl Config {
+    /// The `plain_acl.yml` ACL reads: `RINGMQ_ACL_FILE_PATH`, or [`ACL_FILE_NAME`] in
+    /// `RINGMQ_STORE_ROOT_DIR`.
+    pub fn acl_file_path(&self) -> PathBuf {
+        if self.acl.file_path.is_empty() {
+            self.store.root_dir.join(ACL_FILE_NAME)
+        } else {
+            PathBuf::from(&self.acl.file_path)
+        }
+    }
 }
 
 /// RocketMQ's default store root is `${user.home}/store`.
@@ -292,6 +319,7 @@ impl Default for Config {
                 auto_zerocopy_min_range_bytes: 24 * 1024,
                 auto_zerocopy_min_message_bytes: 6 * 1024,
             },
+            acl: AclSection::default(),
             log: LogSection {
                 level: "info".into(),
             },
