@@ -266,8 +266,8 @@ fn parse_range_v6(text: &str) -> Result<RemoteAddressStrategy, AddressPatternErr
         }
     }
     let parts = split(text, ':');
-    for i in 1..parts.len() {
-        let Some((start, end)) = range_part(parts[i], 16, 0xFFFF)? else {
+    for part in parts.iter().skip(1) {
+        let Some((start, end)) = range_part(part, 16, 0xFFFF)? else {
             continue;
         };
         let prefix_end = match (asterisk.is_some(), text.contains('-')) {
