@@ -91,12 +91,24 @@ impl RequestHandler for BrokerRequestHandler {
             Ok(Handled::Response(response)) => response,
             Ok(Handled::Queued | Handled::Parked) => return None,
             Err(e) => {
-                tracing::debug!(
-                    code = request.code,
-                    response = e.response_code(),
-                    error = %e,
-                    "request refused"
-                );
+                if request.is_oneway() {
+                    // No answer will tell the sender.
+                    tracing::warn!(
+                        code = request.code,
+                        remote = %conn.remote_addr,
+                        response = e.response_code(),
+                        error = %e,
+                        "oneway request refused"
+                    );
+                } else {
+                    tracing::debug!(
+                        code = request.code,
+                        remote = %conn.remote_addr,
+                        response = e.response_code(),
+                        error = %e,
+                        "request refused"
+                    );
+                }
                 e.into_response(&request)
             }
         };
