@@ -293,21 +293,19 @@ impl RouteInfoManager {
         origin: &RegistrationOrigin<'_>,
     ) -> Result<bool, RegisterBrokerError> {
         let mut tables = self.write();
-        let key = BrokerAddrInfo {
-            cluster_name: cluster_name.to_owned(),
-            broker_addr: broker_addr.to_owned(),
-        };
-        if let Some(live) = tables.broker_live_table.get(&key) {
-            if held_elsewhere(live, now_ms, origin) {
-                return Err(RegisterBrokerError::LiveBrokerHeldElsewhere {
-                    cluster_name: cluster_name.to_owned(),
-                    broker_name: broker_name.to_owned(),
-                    broker_id,
-                    live_addr: broker_addr.to_owned(),
-                    new_addr: broker_addr.to_owned(),
-                    action: "unregistering",
-                });
-            }
+        // Whatever cluster the request names: the broker group forgets the address either way.
+        let held = tables.broker_live_table.iter().find(|(key, live)| {
+            key.broker_addr == broker_addr && held_elsewhere(live, now_ms, origin)
+        });
+        if let Some((key, _)) = held {
+            return Err(RegisterBrokerError::LiveBrokerHeldElsewhere {
+                cluster_name: key.cluster_name.clone(),
+                broker_name: broker_name.to_owned(),
+                broker_id,
+                live_addr: broker_addr.to_owned(),
+                new_addr: broker_addr.to_owned(),
+                action: "unregistering",
+            });
         }
         Ok(unregister_locked(
             &mut tables,
