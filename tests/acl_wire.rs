@@ -182,6 +182,68 @@ fn keys_signatures_and_permissions_are_checked_as_java_does() {
     assert_eq!(invoke(&mut c, white).code, rc::SUCCESS);
 }
 
+fn commit_offset(offset: i64) -> RemotingCommand {
+    RemotingCommand::request(req::UPDATE_CONSUMER_OFFSET)
+        .with_ext("consumerGroup", "cg")
+        .with_ext("topic", TOPIC)
+        .with_ext("queueId", 0)
+        .with_ext("commitOffset", offset)
+}
+
+#[test]
+fn a_refused_oneway_request_changes_nothing_and_gets_no_answer() {
+    let tmp = tempfile::tempdir().unwrap();
+    let broker = acl_broker(&write_acl(tmp.path(), PLAIN_ACL));
+    let mut c = broker.client();
+    let sent = invoke(&mut c, signed(send(TOPIC), "producerAK", "producerSK123"));
+    assert_eq!(sent.code, rc::SUCCESS, "{sent:?}");
+    // A pull creates the subscription group.
+    let pulled = invoke(&mut c, signed(pull(TOPIC), "consumerAK", "consumerSK123"));
+    assert_eq!(pulled.code, rc::SUCCESS, "{pulled:?}");
+    let ok = invoke(
+        &mut c,
+        signed(commit_offset(1), "consumerAK", "consumerSK123"),
+    );
+    assert_eq!(ok.code, rc::SUCCESS, "{ok:?}");
+    // Oneway, signed with the wrong secret: refused (logged at warn) without an answer.
+    let forged = signed(commit_offset(0), "consumerAK", "wrong-secret")
+        .oneway()
+        .with_opaque(77_001);
+    c.send(&forged).unwrap();
+    assert!(
+        wait_until(|| broker.log().contains("oneway request refused")),
+        "{}",
+        broker.log()
+    );
+    let query = RemotingCommand::request(req::QUERY_CONSUMER_OFFSET)
+        .with_ext("consumerGroup", "cg")
+        .with_ext("topic", TOPIC)
+        .with_ext("queueId", 0);
+    let offset = |c: &mut BlockingClient| {
+        let answer = invoke(c, signed(query.clone(), "consumerAK", "consumerSK123"));
+        assert_ne!(answer.opaque, 77_001, "the oneway request was answered");
+        assert_eq!(answer.code, rc::SUCCESS, "{answer:?}");
+        answer.ext_i64("offset").unwrap()
+    };
+    assert_eq!(offset(&mut c), 1, "the forged commit changed the offset");
+    // The same oneway commit, signed right, does change it.
+    let genuine = signed(commit_offset(0), "consumerAK", "consumerSK123").oneway();
+    c.send(&genuine).unwrap();
+    assert!(wait_until(|| offset(&mut c) == 0));
+}
+
+/// Polls `condition` every 20 ms for up to 10 s.
+fn wait_until(mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if condition() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
 #[test]
 fn binary_headers_are_signed_over_the_same_fields() {
     let tmp = tempfile::tempdir().unwrap();
