@@ -314,28 +314,7 @@ impl RouteInfoManager {
             broker_name,
         ))
     }
-}
 
-// Java removes the address under every id, so the id only matters for its (disabled)
-// min-broker-id notification.
-fn unregister_locked(
-    tables: &mut Tables,
-    cluster_name: &str,
-    broker_addr: &str,
-    broker_name: &str,
-) -> bool {
-    let removed = unregister_all(
-        tables,
-        &[Unregistration {
-            cluster_name: cluster_name.to_owned(),
-            broker_addr: broker_addr.to_owned(),
-            broker_name: broker_name.to_owned(),
-        }],
-    );
-    removed == 1
-}
-
-impl RouteInfoManager {
     /// Drops every broker whose last registration is older than its timeout
     /// (`last_update + timeout < now_ms`). Returns the dropped addresses, so the caller can
     /// close their connections as Java does.
@@ -806,6 +785,25 @@ fn unregistrations_for(tables: &Tables, keys: &[BrokerAddrInfo]) -> Vec<Unregist
                 })
         })
         .collect()
+}
+
+// Java removes the address under every id, so the id only matters for its (disabled)
+// min-broker-id notification.
+fn unregister_locked(
+    tables: &mut Tables,
+    cluster_name: &str,
+    broker_addr: &str,
+    broker_name: &str,
+) -> bool {
+    let removed = unregister_all(
+        tables,
+        &[Unregistration {
+            cluster_name: cluster_name.to_owned(),
+            broker_addr: broker_addr.to_owned(),
+            broker_name: broker_name.to_owned(),
+        }],
+    );
+    removed == 1
 }
 
 /// `unRegisterBroker(Set)`: removes the addresses, then the emptied broker groups and their
