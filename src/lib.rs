@@ -10,6 +10,8 @@
 //!   the io_uring read path (`store::io`, the only place that touches io_uring for files).
 //!   The store knows nothing of the remoting protocol.
 //! - [`filter`]: TAG and SQL92 subscriptions.
+//! - [`metrics`]: the broker's counters, the Prometheus exposition and the dashboard, served on
+//!   `RINGMQ_METRICS_LISTEN`.
 //! - [`config`]: the one configuration struct, read from a broker.conf (Java keys) and from
 //!   `RINGMQ_<SECTION>_<FIELD>` env vars, which override it.
 //! - [`net`]: the io_uring network runtime (tokio-uring), the zero-copy writer and a blocking
@@ -24,6 +26,7 @@ pub mod broker;
 pub mod common;
 pub mod config;
 pub mod filter;
+pub mod metrics;
 pub mod namesrv;
 pub mod net;
 pub mod remoting;

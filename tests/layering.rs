@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 const ALLOWED_IMPORTS: &[(&str, &[&str])] = &[
     ("common", &[]),
     ("remoting", &["common"]),
-    ("store", &["common"]),
+    ("metrics", &["common"]),
+    ("store", &["common", "metrics"]),
     ("filter", &["common", "remoting", "store"]),
     ("config", &["common", "store"]),
     ("net", &["common", "config", "remoting"]),
@@ -21,7 +22,7 @@ const ALLOWED_IMPORTS: &[(&str, &[&str])] = &[
     (
         "broker",
         &[
-            "acl", "common", "config", "filter", "namesrv", "net", "remoting", "store",
+            "acl", "common", "config", "filter", "metrics", "namesrv", "net", "remoting", "store",
         ],
     ),
 ];

@@ -10,8 +10,10 @@ use crate::broker::processor::{
     admin, client_manage, consumer_manage, lock, pull, query, send, Handled, ProcessResult,
     RequestContext,
 };
+use crate::metrics::BrokerMetrics;
 use crate::net::{ConnectionContext, RequestHandler};
 use crate::remoting::codes::request_code as code;
+use crate::remoting::codes::response_code::SUCCESS;
 use crate::remoting::command::RemotingCommand;
 
 /// Listener index of the fast/VIP port (`listen_port - 2`) in the server config.
@@ -77,6 +79,32 @@ impl BrokerRequestHandler {
     }
 }
 
+/// Latency of sends and pulls, and refusals by response code.
+fn record(
+    metrics: &BrokerMetrics,
+    request_code: i32,
+    elapsed: std::time::Duration,
+    result: &ProcessResult,
+) {
+    let send = matches!(
+        request_code,
+        code::SEND_MESSAGE | code::SEND_MESSAGE_V2 | code::SEND_BATCH_MESSAGE
+    );
+    if send {
+        metrics.observe_send(elapsed);
+    } else if matches!(request_code, code::PULL_MESSAGE | code::LITE_PULL_MESSAGE) {
+        metrics.observe_pull(elapsed);
+    }
+    match result {
+        Err(e) => metrics.record_error(e.response_code()),
+        // A stored message whose flush or replication wait failed (FLUSH_DISK_TIMEOUT, …) is
+        // answered, not refused, and is a failure to its producer all the same. (A pull's
+        // PULL_NOT_FOUND and friends are normal answers, not errors.)
+        Ok(Handled::Response(r)) if send && r.code != SUCCESS => metrics.record_error(r.code),
+        Ok(_) => {}
+    }
+}
+
 impl RequestHandler for BrokerRequestHandler {
     async fn handle(
         &self,
@@ -87,7 +115,12 @@ impl RequestHandler for BrokerRequestHandler {
             // Answers to broker-initiated requests (none expect one today).
             return None;
         }
-        let response = match self.dispatch(&conn, &request).await {
+        let started = std::time::Instant::now();
+        let result = self.dispatch(&conn, &request).await;
+        if let Some(metrics) = self.ctrl.metrics() {
+            record(metrics, request.code, started.elapsed(), &result);
+        }
+        let response = match result {
             Ok(Handled::Response(response)) => response,
             Ok(Handled::Queued | Handled::Parked) => return None,
             Err(e) => {

@@ -12,6 +12,7 @@
 //! - [`client`]: the producer and consumer tables filled by heartbeats.
 //! - [`schedule_message_service`]: delay levels.
 
+pub mod broker_metrics_manager;
 pub mod client;
 pub mod config_manager;
 pub mod consumer_filter_manager;

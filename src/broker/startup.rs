@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use crate::broker::broker_metrics_manager;
 use crate::broker::client::{ConsumerManager, ProducerManager, RebalanceLockManager};
 use crate::broker::consumer_filter_manager::FilterCache;
 use crate::broker::consumer_offset_manager::ConsumerOffsetManager;
@@ -22,6 +23,7 @@ use crate::broker::topic_config_manager::{TopicConfigManager, TopicDefaults};
 use crate::common::now_ms;
 pub use crate::common::StopFlag;
 use crate::config::{Config, FlushPolicy, StoreIoMode};
+use crate::metrics::BrokerMetrics;
 use crate::namesrv::{start_namesrv, NamesrvHandle, NamesrvStartError};
 use crate::net::remoting_client::BlockingClient;
 use crate::net::{self as server, ServerConfig, ServerHandle, ShutdownSignal};
@@ -50,6 +52,16 @@ pub enum StartupError {
     },
     #[error("{0}")]
     Acl(#[from] crate::acl::AclConfigError),
+    /// The metrics listener could not bind.
+    #[error(
+        "metrics listener: cannot listen on RINGMQ_METRICS_LISTEN={addr}: {source}; set it to a \
+         free ip:port, or to an empty value to turn metrics and the dashboard off"
+    )]
+    MetricsListen {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("embedded name server: {0}")]
     Namesrv(#[from] NamesrvStartError),
     #[error("broker metadata: {0}")]
@@ -216,6 +228,7 @@ pub fn build_controller(config: Config) -> Result<ControllerParts, StartupError>
         topic_changes_tx,
         delay_levels_ms,
         boot_timestamp_ms: now_ms(),
+        metrics: (!config.metrics.listen.trim().is_empty()).then(|| Arc::new(BrokerMetrics::new())),
         config,
     });
     let notifier = ArrivalNotifier::new(Arc::downgrade(&ctrl));
@@ -302,6 +315,7 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
     };
     // Bound before the store opens: a broker refused for its port leaves its data dir alone.
     let (config, listeners) = bind_broker_listeners(config)?;
+    let metrics_listener = bind_metrics_listener(&config)?;
     let ControllerParts {
         ctrl,
         wake_rx,
@@ -320,6 +334,24 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
     ]);
     let handler = Arc::new(BrokerRequestHandler { ctrl: ctrl.clone() });
     let server = listeners.serve(handler, shutdown.clone())?;
+    if let (Some(listener), Some(metrics)) = (metrics_listener, ctrl.metrics.clone()) {
+        let addr = listener
+            .local_addr()
+            .map_err(|source| StartupError::MetricsListen {
+                addr: ctrl.config.metrics.listen.clone(),
+                source,
+            })?;
+        let connections = server.live_connections();
+        let thread =
+            broker_metrics_manager::start_exporter(&ctrl, metrics, listener, connections, &stop)
+                .map_err(|source| StartupError::Thread {
+                    name: "ringmq-metrics".into(),
+                    source,
+                })?;
+        threads.push(thread);
+        tracing::info!(%addr, "ringmq metrics listening");
+        eprintln!("ringmq metrics and dashboard on http://{addr}/");
+    }
     threads.push(start_registration(
         &ctrl,
         namesrv_addrs,
@@ -360,6 +392,27 @@ fn bind_broker_listeners(
     let bound = server::bind(sc).map_err(|e| listen_error(e, &config))?;
     config.broker.listen_port = bound.local_addrs()[0].port();
     Ok((config, bound))
+}
+
+/// Binds `RINGMQ_METRICS_LISTEN`, or nothing when it is empty.
+fn bind_metrics_listener(config: &Config) -> Result<Option<std::net::TcpListener>, StartupError> {
+    let listen = config.metrics.listen.trim();
+    if listen.is_empty() {
+        return Ok(None);
+    }
+    let error = |source| StartupError::MetricsListen {
+        addr: listen.to_string(),
+        source,
+    };
+    let addr: SocketAddr = listen.parse().map_err(|_| {
+        error(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not an ip:port",
+        ))
+    })?;
+    crate::metrics::exporter::bind(addr)
+        .map(Some)
+        .map_err(error)
 }
 
 /// Names the settings behind an address in use: the main port, or the fast port derived from it.

@@ -458,6 +458,12 @@ static FIELDS: &[FieldSpec] = &[
         "The plain_acl.yml of the ACL rules; empty = plain_acl.yml in RINGMQ_STORE_ROOT_DIR. Reloaded when it changes."
     ),
     field!(
+        "RINGMQ_METRICS_LISTEN",
+        "",
+        metrics.listen,
+        "ip:port serving Prometheus text on GET /metrics and the dashboard on GET /; empty turns both off."
+    ),
+    field!(
         "RINGMQ_LOG_LEVEL",
         "",
         log.level,

@@ -38,7 +38,7 @@ pub use properties::{parse as parse_properties, PropertiesError, Property};
 pub use provenance::{ConfWarning, ConfigInputs, LoadedConfig, Process, Source, WarningKind};
 pub use sections::{
     AclSection, BrokerRole, BrokerSection, Config, FlushPolicy, LogSection, LongpollSection,
-    NamesrvSection, ServerSection, StoreIoMode, StoreSection, TransferMode, TransferSection,
-    ACL_FILE_NAME, WAKE_THREADS_MAX,
+    MetricsSection, NamesrvSection, ServerSection, StoreIoMode, StoreSection, TransferMode,
+    TransferSection, ACL_FILE_NAME, WAKE_THREADS_MAX,
 };
 pub use source::LoadError;

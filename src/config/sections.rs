@@ -189,6 +189,13 @@ pub struct AclSection {
     pub file_path: String,
 }
 
+/// The metrics and dashboard listener (ringmq's own; RocketMQ exports through OpenTelemetry).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricsSection {
+    /// `ip:port` of `GET /metrics` and the dashboard; empty turns both off.
+    pub listen: String,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct LogSection {
     /// A `tracing` filter, e.g. `info` or `ringmq=debug`.
@@ -205,6 +212,7 @@ pub struct Config {
     pub server: ServerSection,
     pub transfer: TransferSection,
     pub acl: AclSection,
+    pub metrics: MetricsSection,
     pub log: LogSection,
 }
 
@@ -320,6 +328,9 @@ impl Default for Config {
                 auto_zerocopy_min_message_bytes: 6 * 1024,
             },
             acl: AclSection::default(),
+            metrics: MetricsSection {
+                listen: "127.0.0.1:5557".into(),
+            },
             log: LogSection {
                 level: "info".into(),
             },

@@ -85,6 +85,11 @@ pub async fn send_message(cx: &RequestContext<'_>, request: &RemotingCommand) ->
         send_single(ctrl, request, &header, &topic_config, queue_id, remote_addr)?
     };
     let (put, uniq_key) = stored;
+    if let Some(metrics) = ctrl.metrics() {
+        let messages = u64::try_from(put.message_count).unwrap_or(0);
+        let bytes = u64::try_from(put.wrote_bytes).unwrap_or(0);
+        metrics.record_send(&header.topic, messages, bytes);
+    }
     // Java `isWaitStoreMsgOK`: wait unless the message says WAIT=false.
     let wait_store_msg_ok = header
         .properties
