@@ -304,6 +304,7 @@ fn a_broker_with_acl_and_no_file_refuses_to_start() {
             "RINGMQ_NAMESRV_LISTEN_PORT",
             common::free_port().to_string(),
         )
+        .env("RINGMQ_METRICS_LISTEN", "")
         .env("RINGMQ_ACL_ENABLED", "true")
         .env("RINGMQ_ACL_FILE_PATH", &missing)
         .output()
