@@ -7,8 +7,8 @@ use std::sync::Arc;
 use crate::broker::controller::BrokerController;
 use crate::broker::error::BrokerError;
 use crate::broker::processor::{
-    admin, client_manage, consumer_manage, lock, pull, query, send, Handled, ProcessResult,
-    RequestContext,
+    admin, client_manage, consumer_manage, end_transaction, lock, pull, query, send, Handled,
+    ProcessResult, RequestContext,
 };
 use crate::metrics::BrokerMetrics;
 use crate::net::{ConnectionContext, RequestHandler};
@@ -40,6 +40,7 @@ impl BrokerRequestHandler {
                 send::send_message(&cx, request).await
             }
             code::CONSUMER_SEND_MSG_BACK => send::consumer_send_msg_back(&cx, request).await,
+            code::END_TRANSACTION => end_transaction::end_transaction(&cx, request).await,
             // Java's fast port serves everything but pulls.
             code::PULL_MESSAGE | code::LITE_PULL_MESSAGE if !fast_port => {
                 pull::pull_message(&cx, request).await
@@ -122,10 +123,10 @@ impl RequestHandler for BrokerRequestHandler {
         }
         let response = match result {
             Ok(Handled::Response(response)) => response,
-            Ok(Handled::Queued | Handled::Parked) => return None,
+            Ok(Handled::Queued | Handled::Parked | Handled::NoAnswer) => return None,
             Err(e) => {
                 if request.is_oneway() {
-                    // No answer will tell the sender.
+                    // No response will say it: the log must.
                     tracing::warn!(
                         code = request.code,
                         remote = %conn.remote_addr,

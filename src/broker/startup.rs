@@ -20,6 +20,7 @@ use crate::broker::longpoll::pull_request_hold_service::{
 use crate::broker::schedule_message_service as schedule;
 use crate::broker::subscription_group_manager::SubscriptionGroupManager;
 use crate::broker::topic_config_manager::{TopicConfigManager, TopicDefaults};
+use crate::broker::transaction::transactional_message_check_service as transaction_check;
 use crate::common::now_ms;
 pub use crate::common::StopFlag;
 use crate::config::{Config, FlushPolicy, StoreIoMode};
@@ -331,6 +332,7 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
         start_offset_flusher(&ctrl, &stop)?,
         start_housekeeping(&ctrl, &stop)?,
         start_schedule(&ctrl, &stop, delay_offsets)?,
+        start_transaction_check(&ctrl, &stop)?,
     ]);
     let handler = Arc::new(BrokerRequestHandler { ctrl: ctrl.clone() });
     let server = listeners.serve(handler, shutdown.clone())?;
@@ -495,6 +497,17 @@ fn start_schedule(
 }
 
 /// Expires silent client channels (Java `ClientHousekeepingService`, every 10 s).
+fn start_transaction_check(
+    ctrl: &Arc<BrokerController>,
+    stop: &StopFlag,
+) -> Result<JoinHandle<()>, StartupError> {
+    let ctrl = ctrl.clone();
+    let stop = stop.clone();
+    spawn("ringmq-transaction-check", move || {
+        transaction_check::run(&ctrl, &stop)
+    })
+}
+
 fn start_housekeeping(
     ctrl: &Arc<BrokerController>,
     stop: &StopFlag,

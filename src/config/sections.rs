@@ -57,6 +57,14 @@ pub struct BrokerSection {
     pub region_id: String,
     pub trace_on: bool,
     pub offset_check_in_slave: bool,
+    /// Refuse half (prepared) messages with NO_PERMISSION (rejectTransactionMessage).
+    pub reject_transaction_message: bool,
+    /// A half message younger than this is not checked back (transactionTimeOut).
+    pub transaction_timeout_ms: u64,
+    /// A half message checked back this many times goes to TRANS_CHECK_MAX_TIME_TOPIC.
+    pub transaction_check_max: u32,
+    /// Period of the transaction check-back scan (transactionCheckInterval).
+    pub transaction_check_interval_ms: u64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -285,6 +293,11 @@ impl Default for Config {
                 region_id: "DefaultRegion".into(),
                 trace_on: true,
                 offset_check_in_slave: false,
+                reject_transaction_message: false,
+                transaction_timeout_ms: 6_000,
+                transaction_check_max: 15,
+                // RocketMQ 4.x's default; 5.1 lowered it to 30 s.
+                transaction_check_interval_ms: 60_000,
             },
             namesrv: NamesrvSection {
                 addr: String::new(),
