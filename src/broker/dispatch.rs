@@ -30,6 +30,10 @@ impl BrokerRequestHandler {
             ctrl: &self.ctrl,
             conn,
         };
+        // Java's ACL runs as an RPC hook before any processor.
+        if let Some(acl) = &self.ctrl.acl {
+            acl.validate(request, conn.remote_addr.ip())?;
+        }
         let fast_port = conn.listener_index == FAST_LISTENER_INDEX;
         match request.code {
             code::SEND_MESSAGE | code::SEND_MESSAGE_V2 | code::SEND_BATCH_MESSAGE => {
@@ -128,6 +132,7 @@ impl RequestHandler for BrokerRequestHandler {
                     // No response will say it: the log must.
                     tracing::warn!(
                         code = request.code,
+                        remote = %conn.remote_addr,
                         response = e.response_code(),
                         error = %e,
                         "oneway request refused"
@@ -135,6 +140,7 @@ impl RequestHandler for BrokerRequestHandler {
                 } else {
                     tracing::debug!(
                         code = request.code,
+                        remote = %conn.remote_addr,
                         response = e.response_code(),
                         error = %e,
                         "request refused"

@@ -51,6 +51,11 @@ pub enum BrokerError {
     RequestCodeNotSupported { code: i32 },
 
     // ---- Permissions.
+    /// Refused by ACL (`RINGMQ_ACL_ENABLED`); the text is Java's `AclException` message. Java
+    /// answers SYSTEM_ERROR with the exception and a stack frame in the remark; ringmq answers
+    /// NO_PERMISSION, the code RocketMQ defines for it (docs/PROTOCOL.md, ACL).
+    #[error("{0}")]
+    Acl(#[from] crate::acl::AclError),
     #[error("the broker[{broker_addr}] {} message is forbidden", access.verb())]
     BrokerForbidden { broker_addr: String, access: Access },
     #[error("the topic[{topic}] {} message is forbidden", access.verb())]
@@ -216,7 +221,8 @@ impl BrokerError {
         use BrokerError as E;
         match self {
             E::RequestCodeNotSupported { .. } => rc::REQUEST_CODE_NOT_SUPPORTED,
-            E::BrokerForbidden { .. }
+            E::Acl(_)
+            | E::BrokerForbidden { .. }
             | E::TopicForbidden { .. }
             | E::SystemTopicSendForbidden { .. }
             | E::GroupConsumeDisabled { .. }

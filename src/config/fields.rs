@@ -518,6 +518,18 @@ static FIELDS: &[FieldSpec] = &[
         "SYNC_MASTER: with no slave this close, a send answers SLAVE_NOT_AVAILABLE."
     ),
     field!(
+        "RINGMQ_ACL_ENABLED",
+        "aclEnable",
+        acl.enabled,
+        "Check every request against RocketMQ's ACL 1.0 rules: accounts, signatures, topic and group permissions (docs/ARCHITECTURE.md, ACL)."
+    ),
+    field!(
+        "RINGMQ_ACL_FILE_PATH",
+        "rocketmq.acl.plain.file",
+        acl.file_path,
+        "The plain_acl.yml of the ACL rules; empty = plain_acl.yml in RINGMQ_STORE_ROOT_DIR. Reloaded when it changes."
+    ),
+    field!(
         "RINGMQ_METRICS_LISTEN",
         "",
         metrics.listen,

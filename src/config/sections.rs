@@ -235,6 +235,15 @@ impl HaSection {
     }
 }
 
+/// RocketMQ's ACL 1.0 (`aclEnable`, `plain_acl.yml`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct AclSection {
+    /// Check every broker request against the rules (off by default, as in RocketMQ).
+    pub enabled: bool,
+    /// The rules file; empty = `plain_acl.yml` in the store root ([`Config::acl_file_path`]).
+    pub file_path: String,
+}
+
 /// The metrics and dashboard listener (ringmq's own; RocketMQ exports through OpenTelemetry).
 #[derive(Debug, Clone, PartialEq)]
 pub struct MetricsSection {
@@ -258,8 +267,26 @@ pub struct Config {
     pub server: ServerSection,
     pub transfer: TransferSection,
     pub ha: HaSection,
+    pub acl: AclSection,
     pub metrics: MetricsSection,
     pub log: LogSection,
+}
+
+/// The name of the ACL rules file, in the store root unless `RINGMQ_ACL_FILE_PATH` says
+/// otherwise (RocketMQ reads `${ROCKETMQ_HOME}/conf/plain_acl.yml`; ringmq has no home
+/// directory, and the store root is the one directory it owns).
+pub const ACL_FILE_NAME: &str = "plain_acl.yml";
+
+impl Config {
+    /// The `plain_acl.yml` ACL reads: `RINGMQ_ACL_FILE_PATH`, or [`ACL_FILE_NAME`] in
+    /// `RINGMQ_STORE_ROOT_DIR`.
+    pub fn acl_file_path(&self) -> PathBuf {
+        if self.acl.file_path.is_empty() {
+            self.store.root_dir.join(ACL_FILE_NAME)
+        } else {
+            PathBuf::from(&self.acl.file_path)
+        }
+    }
 }
 
 /// RocketMQ's default store root is `${user.home}/store`.
@@ -364,6 +391,7 @@ impl Default for Config {
                 auto_zerocopy_min_message_bytes: 6 * 1024,
             },
             ha: HaSection::default(),
+            acl: AclSection::default(),
             metrics: MetricsSection {
                 listen: "127.0.0.1:5557".into(),
             },
