@@ -1,6 +1,7 @@
 //! `BrokerController`: the broker's shared state, built once at start and shared by every
 //! runtime thread (Java `BrokerController`).
 
+use crate::acl::PlainAccessValidator;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
@@ -42,6 +43,8 @@ pub struct BrokerController {
     pub boot_timestamp_ms: i64,
     /// Replication: the SYNC_MASTER wait, the HA runtime state, a slave's master addresses.
     pub ha: Arc<HaService>,
+    /// The ACL rules every request is checked against (`RINGMQ_ACL_ENABLED`), else `None`.
+    pub acl: Option<Arc<PlainAccessValidator>>,
     /// What requests record for `/metrics` and the dashboard; `None` with
     /// `RINGMQ_METRICS_LISTEN` empty, so a broker without metrics records nothing.
     pub metrics: Option<Arc<BrokerMetrics>>,

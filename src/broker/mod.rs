@@ -12,6 +12,7 @@
 //! - [`client`]: the producer and consumer tables filled by heartbeats.
 //! - [`schedule_message_service`]: delay levels.
 //! - [`ha`]: master/slave replication of the CommitLog (Java `DefaultHAService`).
+//! - [`transaction`]: half messages, their end and their check-back.
 
 pub mod broker_metrics_manager;
 pub mod client;
@@ -29,6 +30,7 @@ pub mod schedule_message_service;
 pub mod startup;
 pub mod subscription_group_manager;
 pub mod topic_config_manager;
+pub mod transaction;
 
 #[cfg(test)]
 mod retry_tests;

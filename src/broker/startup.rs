@@ -1,5 +1,6 @@
 //! Starting and stopping a broker and a name server (Java `BrokerStartup`, `NamesrvStartup`).
 
+use crate::acl::PlainAccessValidator;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::AtomicI32;
@@ -20,6 +21,7 @@ use crate::broker::longpoll::pull_request_hold_service::{
 use crate::broker::schedule_message_service as schedule;
 use crate::broker::subscription_group_manager::SubscriptionGroupManager;
 use crate::broker::topic_config_manager::{TopicConfigManager, TopicDefaults};
+use crate::broker::transaction::transactional_message_check_service as transaction_check;
 use crate::common::now_ms;
 pub use crate::common::StopFlag;
 use crate::config::{Config, FlushPolicy, StoreIoMode};
@@ -50,6 +52,8 @@ pub enum StartupError {
         #[source]
         source: server::ServerError,
     },
+    #[error("{0}")]
+    Acl(#[from] crate::acl::AclConfigError),
     /// The metrics listener could not bind.
     #[error(
         "metrics listener: cannot listen on RINGMQ_METRICS_LISTEN={addr}: {source}; set it to a \
@@ -210,7 +214,9 @@ pub fn build_controller(config: Config) -> Result<ControllerParts, StartupError>
         "{}:{}",
         config.broker.advertised_ip, config.broker.listen_port
     );
+    let acl = start_acl(&config)?;
     let ctrl = Arc::new(BrokerController {
+        acl,
         store_host: store_cfg.store_host,
         pull_hold,
         permission: AtomicI32::new(config.broker.permission as i32),
@@ -237,6 +243,21 @@ pub fn build_controller(config: Config) -> Result<ControllerParts, StartupError>
         wake_rx,
         topic_changes_rx,
     })
+}
+
+/// With `RINGMQ_ACL_ENABLED`, loads the `plain_acl.yml` (refusing the start if it does not
+/// load) and starts the thread that reloads it when it changes.
+pub fn start_acl(config: &Config) -> Result<Option<Arc<PlainAccessValidator>>, StartupError> {
+    if !config.acl.enabled {
+        return Ok(None);
+    }
+    let validator = PlainAccessValidator::load(&config.acl_file_path())?;
+    // The thread ends by itself once the validator is dropped.
+    validator.watch().map_err(|source| StartupError::Thread {
+        name: "ringmq-acl-watch".into(),
+        source,
+    })?;
+    Ok(Some(validator))
 }
 
 /// The number of pull-wake threads `RINGMQ_LONGPOLL_WAKE_THREADS` asks for (0 = one per core).
@@ -312,6 +333,7 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
                 name: "ringmq-ha".into(),
                 source,
             })?,
+        start_transaction_check(&ctrl, &stop)?,
     ]);
     let handler = Arc::new(BrokerRequestHandler { ctrl: ctrl.clone() });
     let server = listeners.serve(handler, shutdown.clone())?;
@@ -506,6 +528,17 @@ fn start_schedule(
 }
 
 /// Expires silent client channels (Java `ClientHousekeepingService`, every 10 s).
+fn start_transaction_check(
+    ctrl: &Arc<BrokerController>,
+    stop: &StopFlag,
+) -> Result<JoinHandle<()>, StartupError> {
+    let ctrl = ctrl.clone();
+    let stop = stop.clone();
+    spawn("ringmq-transaction-check", move || {
+        transaction_check::run(&ctrl, &stop)
+    })
+}
+
 fn start_housekeeping(
     ctrl: &Arc<BrokerController>,
     stop: &StopFlag,

@@ -222,6 +222,24 @@ fn check_broker(b: &BrokerSection, checks: &mut Checks) {
         b.rebalance_lock_max_live_time_ms.to_string(),
         "must be at least 1",
     );
+    checks.check(
+        b.transaction_check_interval_ms >= 1,
+        "RINGMQ_BROKER_TRANSACTION_CHECK_INTERVAL_MS",
+        b.transaction_check_interval_ms.to_string(),
+        "must be at least 1",
+    );
+    checks.check(
+        (1..=i32::MAX as u32).contains(&b.transaction_check_max),
+        "RINGMQ_BROKER_TRANSACTION_CHECK_MAX",
+        b.transaction_check_max.to_string(),
+        "must be between 1 and 2147483647 (a check count is a Java int)",
+    );
+    checks.check(
+        b.transaction_timeout_ms <= i64::MAX as u64,
+        "RINGMQ_BROKER_TRANSACTION_TIMEOUT_MS",
+        b.transaction_timeout_ms.to_string(),
+        "must fit a Java long",
+    );
 }
 
 fn check_namesrv(n: &NamesrvSection, checks: &mut Checks) {
