@@ -220,7 +220,7 @@ fn index_files_are_byte_exact_with_the_format_doc() {
 
 fn query(store: &MessageStore, topic: &str, key: &str) -> Vec<i64> {
     store
-        .query_message(topic, key, 32, 0, i64::MAX)
+        .query_message(topic, key, 32, (0, i64::MAX), usize::MAX)
         .unwrap()
         .messages
         .iter()
@@ -246,12 +246,20 @@ fn query_finds_keys_and_unique_keys_across_files() {
     assert_eq!(query(&store, "T", "shared"), offsets);
     assert!(query(&store, "T", "nope").is_empty());
     assert!(query(&store, "Other", "k1").is_empty());
-    let r = store.query_message("T", "shared", 4, 0, i64::MAX).unwrap();
+    let r = store
+        .query_message("T", "shared", 4, (0, i64::MAX), usize::MAX)
+        .unwrap();
     assert_eq!(r.messages.len(), 4);
     assert_eq!(r.index_last_update_phy_offset, offsets[9]);
+    // The byte bound keeps the first record and stops before the one that would pass it.
+    let one = r.messages[0].len();
+    let r = store
+        .query_message("T", "shared", 32, (0, i64::MAX), one + 1)
+        .unwrap();
+    assert_eq!(r.messages.len(), 1);
     // A time window before every message finds nothing.
     assert!(store
-        .query_message("T", "k1", 32, 0, 1)
+        .query_message("T", "k1", 32, (0, 1), usize::MAX)
         .unwrap()
         .messages
         .is_empty());

@@ -80,7 +80,11 @@ mod offsets;
 mod pull;
 mod send;
 
-pub use admin::{CreateTopicRequestHeader, ViewMessageRequestHeader};
+pub use admin::{
+    CreateTopicRequestHeader, GetConsumerRunningInfoRequestHeader, QueryMessageRequestHeader,
+    QueryMessageResponseHeader, ResetOffsetRequestHeader, ViewMessageRequestHeader,
+    UNIQUE_MSG_QUERY_FLAG,
+};
 pub use client::{
     ConsumerSendMsgBackRequestHeader, GetConsumerListByGroupRequestHeader,
     NotifyConsumerIdsChangedRequestHeader, UnregisterClientRequestHeader,

@@ -117,14 +117,15 @@ impl Inner {
     }
 
     /// Java `DefaultMessageStore.queryMessage`: the records indexed under `topic#key` stored
-    /// within `begin_ms..=end_ms`, at most `max_num` (and [`QUERY_MESSAGES_MAX`]).
+    /// within `begin_ms..=end_ms`, at most `max_num` (and [`QUERY_MESSAGES_MAX`]) and, past
+    /// the first record, at most `max_total_bytes` in all.
     pub(super) fn query_message(
         &self,
         topic: &str,
         key: &str,
         max_num: usize,
-        begin_ms: i64,
-        end_ms: i64,
+        (begin_ms, end_ms): (i64, i64),
+        max_total_bytes: usize,
     ) -> Result<QueryMessageResult, StoreError> {
         let mut result = QueryMessageResult::default();
         let Some(index) = &self.index else {
@@ -132,6 +133,7 @@ impl Inner {
         };
         let max_num = max_num.min(QUERY_MESSAGES_MAX);
         let mut last_query_ms = end_ms;
+        let mut total_bytes = 0usize;
         for _ in 0..QUERY_TRIES {
             let mut found = index.query_offset(topic, key, max_num, begin_ms, last_query_ms)?;
             if found.phy_offsets.is_empty() {
@@ -148,6 +150,10 @@ impl Inner {
                 if i == 0 {
                     last_query_ms = format::record_store_timestamp(&record).unwrap_or(i64::MIN);
                 }
+                if !result.messages.is_empty() && total_bytes + record.len() > max_total_bytes {
+                    break;
+                }
+                total_bytes += record.len();
                 result.messages.push(record);
             }
             if !result.messages.is_empty() || last_query_ms < begin_ms {

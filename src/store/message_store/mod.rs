@@ -255,17 +255,18 @@ impl MessageStore {
 
     /// Java `queryMessage`: the records indexed under `topic#key` (a KEYS token or the
     /// UNIQ_KEY) stored within `begin_ms..=end_ms`, oldest first, at most `max_num` and
-    /// [`QUERY_MESSAGES_MAX`]. Empty when the index is disabled.
+    /// [`QUERY_MESSAGES_MAX`], and past the first record at most `max_total_bytes` in all.
+    /// Empty when the index is disabled.
     pub fn query_message(
         &self,
         topic: &str,
         key: &str,
         max_num: usize,
-        begin_ms: i64,
-        end_ms: i64,
+        (begin_ms, end_ms): (i64, i64),
+        max_total_bytes: usize,
     ) -> Result<QueryMessageResult, StoreError> {
         self.inner
-            .query_message(topic, key, max_num, begin_ms, end_ms)
+            .query_message(topic, key, max_num, (begin_ms, end_ms), max_total_bytes)
     }
 
     /// The index files, oldest first (empty when the index is disabled).
