@@ -12,7 +12,7 @@ use bytes::Bytes;
 use common::{invoke, Broker};
 use ringmq::net::remoting_client::BlockingClient;
 use ringmq::remoting::codes::{request_code as req, response_code as rc};
-use ringmq::remoting::command::{RemotingCommand, SerializeType};
+use ringmq::remoting::command::{LanguageCode, RemotingCommand, SerializeType};
 use ringmq::store::format;
 
 fn send(c: &mut BlockingClient, topic: &str, queue_id: i32, keys: &str, uniq: &str) -> i64 {
@@ -279,6 +279,11 @@ fn reset_offset_by_time_commits_and_tells_the_clients() {
         invoke(&mut client, heartbeat("c-1", "rg", "RTopic")).code,
         rc::SUCCESS
     );
+    // A C++ client of the group gets the list form.
+    let mut cpp = broker.client();
+    let mut cpp_heartbeat = heartbeat("c-cpp", "rg", "RTopic");
+    cpp_heartbeat.language = LanguageCode::Cpp;
+    assert_eq!(invoke(&mut cpp, cpp_heartbeat).code, rc::SUCCESS);
     let r = reset(&mut admin, "rg", "RTopic", times[2], false);
     assert_eq!(r.code, rc::SUCCESS, "{r:?}");
     let lower = times.iter().position(|t| *t == times[2]).unwrap();
@@ -302,6 +307,12 @@ fn reset_offset_by_time_commits_and_tells_the_clients() {
     assert_eq!(notice.ext_opt_str("group"), Some("rg"));
     assert_eq!(notice.ext_i64("timestamp").unwrap(), times[2]);
     assert_eq!(String::from_utf8(notice.body.to_vec()).unwrap(), body);
+    let notice = next_request(&mut cpp, req::RESET_CONSUMER_CLIENT_OFFSET);
+    let list: serde_json::Value = serde_json::from_slice(&notice.body).unwrap();
+    let first = &list["offsetTable"][0];
+    assert_eq!(first["topic"], "RTopic");
+    assert_eq!(first["brokerName"], "broker-a");
+    assert_eq!(list["offsetTable"].as_array().unwrap().len(), 4, "{list}");
 
     // Forced to the max (timestamp -1).
     let r = reset(&mut admin, "rg", "RTopic", -1, true);
@@ -363,5 +374,34 @@ fn get_consumer_running_info_is_relayed_to_the_client_and_back() {
     assert_eq!(
         r.remark.as_deref(),
         Some("The Consumer <run-g> <c-gone> not online")
+    );
+}
+
+#[test]
+fn get_consumer_running_info_of_a_client_that_leaves_instead_of_answering() {
+    let broker = Broker::start(&[]);
+    let mut client = broker.client();
+    assert_eq!(
+        invoke(&mut client, heartbeat("c-leaves", "leave-g", "T")).code,
+        rc::SUCCESS
+    );
+    let fake_client = std::thread::spawn(move || {
+        next_request(&mut client, req::GET_CONSUMER_RUNNING_INFO);
+        // Gone without an answer.
+        drop(client);
+    });
+    let mut admin = broker.client();
+    let r = invoke(
+        &mut admin,
+        RemotingCommand::request(req::GET_CONSUMER_RUNNING_INFO)
+            .with_ext("consumerGroup", "leave-g")
+            .with_ext("clientId", "c-leaves"),
+    );
+    fake_client.join().unwrap();
+    assert_eq!(r.code, rc::SYSTEM_ERROR, "{r:?}");
+    let remark = r.remark.unwrap_or_default();
+    assert!(
+        remark.starts_with("invoke consumer <leave-g> <c-leaves> Exception:"),
+        "{remark}"
     );
 }
