@@ -30,6 +30,10 @@ pub const INDEX_ENTRY_SIZE_BYTES: usize = 20;
 pub const INVALID_INDEX: i32 = 0;
 /// Width of an index file name (`UtilAll.timeMillisToHumanString`: yyyyMMddHHmmssSSS).
 pub const INDEX_FILE_NAME_DIGITS: usize = 17;
+/// Most entries one query visits in one file (a hot key's chain, or a time window far behind
+/// the newest entries, can be millions long; each visit is a 20-byte read). Java walks the whole
+/// chain; past this bound the query answers what it found.
+pub const INDEX_CHAIN_VISITS_MAX: i32 = 100_000;
 /// Entry blocks are allocated this far ahead of the entry being written (3,276 entries).
 const ENTRY_RESERVE_STEP_BYTES: u64 = 64 * 1024;
 
@@ -172,6 +176,11 @@ pub fn is_index_file_name(name: &str) -> bool {
 #[derive(Debug, Default)]
 struct WriteState {
     header: IndexHeader,
+    /// The slot values as written, so a put reads no slot from the file: loaded at the first
+    /// put (zeros for a new file), dropped when the file is full. `maxHashSlotNum` × 4 bytes
+    /// (20 MB with Java's default, in zeroed pages the OS commits as they are touched), for
+    /// the one file being written.
+    slots: Option<Vec<i32>>,
     /// File position below which the entry blocks are allocated.
     reserved_end_bytes: u64,
     /// Header changed since the last [`IndexFile::flush`].
@@ -219,6 +228,7 @@ impl IndexFile {
             index_num,
             state: Mutex::new(WriteState {
                 header,
+                slots: Some(vec![0; hash_slot_num as usize]),
                 reserved_end_bytes: slots_end,
                 dirty: true,
             }),
@@ -255,6 +265,7 @@ impl IndexFile {
             index_num,
             state: Mutex::new(WriteState {
                 header: decode_index_header(&raw),
+                slots: None,
                 reserved_end_bytes: 0,
                 dirty: false,
             }),
@@ -315,7 +326,11 @@ impl IndexFile {
         }
         let key_hash = index_key_hash(key);
         let slot_pos = self.slot_pos(key_hash);
-        let mut slot_value = self.read_slot(key_hash)?;
+        let slot = (key_hash % self.hash_slot_num) as usize;
+        if state.slots.is_none() {
+            state.slots = Some(self.read_all_slots()?);
+        }
+        let mut slot_value = state.slots.as_ref().map_or(INVALID_INDEX, |slots| slots[slot]);
         // Java takes `> indexCount` as empty; the slot's entry is always below indexCount, so
         // `>=` is the same for a whole file and also drops a slot left by a torn write.
         if slot_value <= INVALID_INDEX || slot_value >= count {
@@ -342,6 +357,9 @@ impl IndexFile {
             entry_pos,
         )?;
         fs::write_at(&self.file, &self.path, &count.to_be_bytes(), slot_pos)?;
+        if let Some(slots) = state.slots.as_mut() {
+            slots[slot] = count;
+        }
         let h = &mut state.header;
         if h.index_count <= 1 {
             h.begin_phy_offset = phy_offset;
@@ -353,8 +371,21 @@ impl IndexFile {
         h.index_count += 1;
         h.end_phy_offset = phy_offset;
         h.end_timestamp_ms = store_timestamp_ms;
+        if h.index_count >= self.index_num {
+            state.slots = None;
+        }
         state.dirty = true;
         Ok(true)
+    }
+
+    /// The whole slot area, in one read.
+    fn read_all_slots(&self) -> Result<Vec<i32>, StoreError> {
+        let mut raw = vec![0u8; self.hash_slot_num as usize * HASH_SLOT_SIZE_BYTES];
+        read_exact_at(&self.file, &self.path, &mut raw, INDEX_HEADER_SIZE_BYTES as u64)?;
+        Ok(raw
+            .chunks_exact(HASH_SLOT_SIZE_BYTES)
+            .map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+            .collect())
     }
 
     fn reserve_entry_blocks(&self, state: &mut WriteState, end: u64) -> Result<(), StoreError> {
@@ -415,8 +446,13 @@ impl IndexFile {
         }
         let mut next = slot_value;
         // Each step moves to a strictly older entry (prevIndex < index), so the walk ends
-        // within `count` steps even in a damaged file.
-        for _ in 0..count {
+        // within `count` steps even in a damaged file; and it visits at most
+        // INDEX_CHAIN_VISITS_MAX of them.
+        for visited in 0..count {
+            if visited >= INDEX_CHAIN_VISITS_MAX {
+                tracing::debug!(key, file = %self.path.display(), "index chain walk bound reached");
+                break;
+            }
             if out.len() >= max_num {
                 break;
             }
@@ -460,6 +496,8 @@ impl IndexFile {
             }
             index += 1;
         }
+        // Slots changed on disk: the next put reads them again.
+        self.lock().slots = None;
         if found > 0 {
             // The stale entries are rewritten as recovery re-indexes; zero them meanwhile.
             let from = self.entry_pos(count);
