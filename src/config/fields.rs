@@ -305,7 +305,7 @@ static FIELDS: &[FieldSpec] = &[
         "RINGMQ_STORE_MESSAGE_INDEX_ENABLE",
         "messageIndexEnable",
         store.message_index_enable,
-        "Build the message index under <root>/index/ (QUERY_MESSAGE by key and unique key)."
+        "Build the message index in index/ of the store root (QUERY_MESSAGE by key and by unique key)."
     ),
     field!(
         "RINGMQ_STORE_MAX_HASH_SLOT_NUM",

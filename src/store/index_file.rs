@@ -330,7 +330,10 @@ impl IndexFile {
         if state.slots.is_none() {
             state.slots = Some(self.read_all_slots()?);
         }
-        let mut slot_value = state.slots.as_ref().map_or(INVALID_INDEX, |slots| slots[slot]);
+        let mut slot_value = state
+            .slots
+            .as_ref()
+            .map_or(INVALID_INDEX, |slots| slots[slot]);
         // Java takes `> indexCount` as empty; the slot's entry is always below indexCount, so
         // `>=` is the same for a whole file and also drops a slot left by a torn write.
         if slot_value <= INVALID_INDEX || slot_value >= count {
@@ -381,7 +384,12 @@ impl IndexFile {
     /// The whole slot area, in one read.
     fn read_all_slots(&self) -> Result<Vec<i32>, StoreError> {
         let mut raw = vec![0u8; self.hash_slot_num as usize * HASH_SLOT_SIZE_BYTES];
-        read_exact_at(&self.file, &self.path, &mut raw, INDEX_HEADER_SIZE_BYTES as u64)?;
+        read_exact_at(
+            &self.file,
+            &self.path,
+            &mut raw,
+            INDEX_HEADER_SIZE_BYTES as u64,
+        )?;
         Ok(raw
             .chunks_exact(HASH_SLOT_SIZE_BYTES)
             .map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
