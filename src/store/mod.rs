@@ -29,7 +29,7 @@ pub use error::StoreError;
 pub use filter::{AcceptAll, MessageFilter};
 pub use format::{DecodedRecord, FormatError};
 pub use message_store::{
-    MessageStore, QueryMessageResult, PULL_MSG_SIZE_MAX_BYTES, QUERY_MESSAGES_MAX,
+    FlushStats, MessageStore, QueryMessageResult, PULL_MSG_SIZE_MAX_BYTES, QUERY_MESSAGES_MAX,
 };
 pub use region::{FileRegion, GetMessageRegions, RegionShape};
 pub use types::{

@@ -463,6 +463,8 @@ impl BrokerProcess {
             // slots allocated); overrides below may set other sizes.
             .env("RINGMQ_STORE_MAX_HASH_SLOT_NUM", INDEX_HASH_SLOTS_IN_TESTS)
             .env("RINGMQ_STORE_MAX_INDEX_NUM", INDEX_ENTRIES_IN_TESTS)
+            // Brokers run side by side: metrics on a port of the kernel's choice.
+            .env("RINGMQ_METRICS_LISTEN", "127.0.0.1:0")
             .env(ENV_LOG, log_filter)
             .envs(self.env_overrides.iter().map(|(k, v)| (k, v)))
             .current_dir(&self.temp_path)
