@@ -57,7 +57,8 @@ pub struct BrokerSection {
     pub region_id: String,
     pub trace_on: bool,
     pub offset_check_in_slave: bool,
-    /// A slave fetches topics, offsets and groups from its master this often.
+    /// A slave fetches topics, offsets and groups from its master this often (Java's
+    /// `BrokerController` runs `SlaveSynchronize.syncAll` every 10 s).
     pub slave_sync_interval_ms: u64,
     /// Refuse half (prepared) messages with NO_PERMISSION (rejectTransactionMessage).
     pub reject_transaction_message: bool,
@@ -103,6 +104,9 @@ pub struct StoreSection {
     pub io_fixed_buffer_count: u64,
     pub io_fixed_buffer_size_bytes: u64,
     pub io_thread_rings_max: u64,
+    pub message_index_enable: bool,
+    pub max_hash_slot_num: u64,
+    pub max_index_num: u64,
 }
 
 /// Most pull-wake threads (`RINGMQ_LONGPOLL_WAKE_THREADS`).
@@ -257,6 +261,14 @@ pub struct LogSection {
     pub level: String,
 }
 
+impl Default for LogSection {
+    fn default() -> Self {
+        LogSection {
+            level: "info".into(),
+        }
+    }
+}
+
 /// The whole configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -341,7 +353,6 @@ impl Default for Config {
                 region_id: "DefaultRegion".into(),
                 trace_on: true,
                 offset_check_in_slave: false,
-                // Java's `BrokerController` runs `SlaveSynchronize.syncAll` every 10 s.
                 slave_sync_interval_ms: 10_000,
                 reject_transaction_message: false,
                 transaction_timeout_ms: 6_000,
@@ -378,6 +389,9 @@ impl Default for Config {
                 io_fixed_buffer_count: 32,
                 io_fixed_buffer_size_bytes: 32 * 1024,
                 io_thread_rings_max: 16,
+                message_index_enable: true,
+                max_hash_slot_num: 5_000_000,
+                max_index_num: 5_000_000 * 4,
             },
             longpoll: LongpollSection::default(),
             server: ServerSection::default(),
@@ -395,9 +409,7 @@ impl Default for Config {
             metrics: MetricsSection {
                 listen: "127.0.0.1:5557".into(),
             },
-            log: LogSection {
-                level: "info".into(),
-            },
+            log: LogSection::default(),
         }
     }
 }
