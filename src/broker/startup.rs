@@ -123,6 +123,7 @@ pub fn store_config(config: &Config) -> Result<StoreConfig, StartupError> {
     sc.store_host = store_host;
     sc.broker_role_slave = config.broker.role == crate::config::BrokerRole::Slave;
     sc.offset_check_in_slave = config.broker.offset_check_in_slave;
+    sc.corruption_policy = s.corruption_policy;
     Ok(sc)
 }
 

@@ -302,6 +302,12 @@ static FIELDS: &[FieldSpec] = &[
         "RAM used for the in-memory ratio; 0 = read /proc/meminfo (24 GiB if unreadable)."
     ),
     field!(
+        "RINGMQ_STORE_CORRUPTION_POLICY",
+        "",
+        store.corruption_policy,
+        "An invalid record with CommitLog data after it: refuse (do not start; name the file and offset) or quarantine (keep the bad tail and later files aside as .corrupt-<ms>, start). A torn tail in the last file is always truncated."
+    ),
+    field!(
         "RINGMQ_STORE_IO_MODE",
         "",
         store.io_mode,

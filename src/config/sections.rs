@@ -93,6 +93,7 @@ pub struct StoreSection {
     pub io_fixed_buffer_count: u64,
     pub io_fixed_buffer_size_bytes: u64,
     pub io_thread_rings_max: u64,
+    pub corruption_policy: crate::store::CorruptionPolicy,
 }
 
 /// Most pull-wake threads (`RINGMQ_LONGPOLL_WAKE_THREADS`).
@@ -280,6 +281,7 @@ impl Default for Config {
                 io_fixed_buffer_count: 32,
                 io_fixed_buffer_size_bytes: 32 * 1024,
                 io_thread_rings_max: 16,
+                corruption_policy: crate::store::CorruptionPolicy::Refuse,
             },
             longpoll: LongpollSection::default(),
             server: ServerSection::default(),

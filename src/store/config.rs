@@ -44,6 +44,21 @@ pub enum FlushPolicy {
     Sync,
 }
 
+/// What recovery does with an invalid record that has valid CommitLog data after it (one found
+/// before the last file that holds data). A torn tail in the last file is always truncated:
+/// that is what a crash leaves behind, not corruption.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CorruptionPolicy {
+    /// Refuse to open, naming the file and the byte offset (the safe default: nothing is
+    /// deleted, an operator decides).
+    #[default]
+    Refuse,
+    /// Move the bad tail aside and open: the bytes from the invalid record to the end of its
+    /// file are copied into `<commitlog>/<20-digit offset>.corrupt-<ms>` and every later file is
+    /// renamed to `<name>.corrupt-<ms>`; the log then ends at the invalid record.
+    Quarantine,
+}
+
 #[derive(Debug, Clone)]
 pub struct StoreConfig {
     /// `storePathRootDir`.
@@ -91,6 +106,8 @@ pub struct StoreConfig {
     pub offset_check_in_slave: bool,
     /// `checkCRCOnRecover`.
     pub check_crc_on_recover: bool,
+    /// What to do with corruption found before the end of the CommitLog.
+    pub corruption_policy: CorruptionPolicy,
 }
 
 impl Default for StoreConfig {
@@ -118,6 +135,7 @@ impl Default for StoreConfig {
             broker_role_slave: false,
             offset_check_in_slave: false,
             check_crc_on_recover: true,
+            corruption_policy: CorruptionPolicy::Refuse,
         }
     }
 }

@@ -238,4 +238,7 @@ pub struct RecoveryReport {
     pub cq_units_dropped: u64,
     /// A queue lacked units older than the scan window, so the whole CommitLog was re-scanned.
     pub full_rebuild: bool,
+    /// Files written or renamed aside by the quarantine corruption policy: the copy of the bad
+    /// tail of the corrupt file, then every later CommitLog file.
+    pub quarantined_files: Vec<std::path::PathBuf>,
 }

@@ -21,7 +21,6 @@ use crate::store::format::{
     self, encode_cq_unit, CqUnit, RecordFields, END_FILE_BLANK_SIZE_MIN_BYTES,
     PROPERTIES_MAX_BYTES, TOPIC_V2_MAX_BYTES,
 };
-use crate::store::fs;
 use crate::store::segment::Segment;
 use crate::store::types::{BatchToStore, MessageToStore, PutMessageResult, PutMessageStatus};
 
@@ -286,9 +285,11 @@ impl Inner {
     ) -> Result<(), StoreError> {
         let place = &slot.place;
         let pos = (place.phy_offset - place.segment.start_offset) as u64;
-        self.write_or_poison(&place.segment, &writer.record_buf, pos)?;
+        self.write_record(&place.segment, &writer.record_buf, pos)?;
         if let Some(cq) = &slot.cq {
-            self.write_units(cq, slot.first_queue_offset, &writer.unit_buf)?;
+            // A failure here fails the append only, as in `write_record`: the queue's max is not
+            // published and the next append rewrites the same units.
+            cq.write_units(slot.first_queue_offset, &writer.unit_buf)?;
         }
         self.publish(
             place.phy_offset + shape.total_bytes as i64,
@@ -382,7 +383,7 @@ impl Inner {
                 .get_or_create(phy_offset - in_file)?;
             let mut blank = Vec::with_capacity(END_FILE_BLANK_SIZE_MIN_BYTES);
             format::encode_blank(remaining, &mut blank);
-            self.write_or_poison(&segment, &blank, in_file as u64)?;
+            self.write_record(&segment, &blank, in_file as u64)?;
             phy_offset += remaining as i64;
             self.commit_log.set_max_phy_offset(phy_offset);
         }
@@ -397,30 +398,16 @@ impl Inner {
         })
     }
 
-    fn write_or_poison(&self, segment: &Segment, bytes: &[u8], pos: u64) -> Result<(), StoreError> {
+    /// Writes record bytes at `pos` of `segment`. A failed (or short) write fails this append
+    /// only: nothing is published, so the bytes past the write position are garbage no reader
+    /// sees, the next append writes over them at the same position, and recovery after a crash
+    /// takes any left in the last file for a torn tail. Only a failed fsync makes the store
+    /// read-only (the kernel may then have dropped written pages).
+    fn write_record(&self, segment: &Segment, bytes: &[u8], pos: u64) -> Result<(), StoreError> {
         assert!(pos + bytes.len() as u64 <= self.commit_log.file_size_bytes() as u64);
-        match fs::write_at(&segment.file, &segment.path, bytes, pos) {
-            Ok(()) => {
-                segment.mark_dirty();
-                Ok(())
-            }
-            Err(e) => {
-                // The file content is unknown after a failed write: stop accepting appends.
-                self.poison(format!("write failed: {e}"));
-                Err(e)
-            }
-        }
-    }
-
-    fn write_units(
-        &self,
-        cq: &ConsumeQueue,
-        first_queue_offset: i64,
-        units: &[u8],
-    ) -> Result<(), StoreError> {
-        cq.write_units(first_queue_offset, units).inspect_err(|e| {
-            self.poison(format!("consume queue write failed: {e}"));
-        })
+        self.fs.write_at(&segment.file, &segment.path, bytes, pos)?;
+        segment.mark_dirty();
+        Ok(())
     }
 
     fn publish(&self, end_phy_offset: i64, store_timestamp_ms: i64) {

@@ -22,7 +22,7 @@
 //! Replication goes into `append`: an HA slave appends records the master already encoded,
 //! at the CommitLog offset the master gives. That is a second entry point beside
 //! `Inner::append` that takes the writer lock, checks `check_writable` and that the offset is
-//! the current `max_phy_offset`, writes the bytes with `write_or_poison`, writes the units of
+//! the current `max_phy_offset`, writes the bytes with `write_record`, writes the units of
 //! the records it decodes, and publishes in the same order (CommitLog max, then queue max), so
 //! readers, flushing and recovery need no second path.
 
@@ -31,6 +31,7 @@ mod flush;
 mod get;
 mod lifecycle;
 mod lookup;
+mod quarantine;
 mod recovery;
 mod retention;
 
@@ -49,6 +50,7 @@ use crate::store::commit_log::CommitLog;
 use crate::store::config::StoreConfig;
 use crate::store::consume_queue::ConsumeQueue;
 use crate::store::error::StoreError;
+use crate::store::fs::FileSystem;
 use crate::store::io::IoEngine;
 use crate::store::region::{FileRegion, GetMessageRegions, RegionShape};
 use crate::store::types::{
@@ -94,6 +96,8 @@ type QueueMap = HashMap<String, HashMap<i32, Arc<ConsumeQueue>>>;
 struct Inner {
     config: StoreConfig,
     io: Arc<IoEngine>,
+    /// Every file creation, allocation, write, fsync and rename goes through it.
+    fs: Arc<dyn FileSystem>,
     commit_log: CommitLog,
     queues: RwLock<QueueMap>,
     writer: Mutex<Writer>,
@@ -326,6 +330,7 @@ impl Inner {
                 topic,
                 queue_id,
                 self.config.consume_queue_file_units,
+                Arc::clone(&self.fs),
             ))
         });
         Ok(Arc::clone(cq))
@@ -365,3 +370,6 @@ const _: () = {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod fault_tests;
