@@ -28,6 +28,8 @@ pub mod subscription_group_manager;
 pub mod topic_config_manager;
 
 #[cfg(test)]
+mod disk_full_tests;
+#[cfg(test)]
 mod retry_tests;
 #[cfg(test)]
 mod tests;

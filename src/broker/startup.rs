@@ -27,6 +27,7 @@ use crate::net::{self as server, ServerConfig, ServerHandle, ShutdownSignal};
 use crate::remoting::body::register_broker::build_register_broker_request;
 use crate::remoting::codes::request_code;
 use crate::remoting::command::RemotingCommand;
+use crate::store::fs::{FileSystem, RealFs};
 use crate::store::io::{IoConfig, IoEngine, IoMode};
 use crate::store::{self, MessageStore, StoreConfig};
 
@@ -124,6 +125,10 @@ pub fn store_config(config: &Config) -> Result<StoreConfig, StartupError> {
     sc.broker_role_slave = config.broker.role == crate::config::BrokerRole::Slave;
     sc.offset_check_in_slave = config.broker.offset_check_in_slave;
     sc.corruption_policy = s.corruption_policy;
+    sc.disk_max_used_space_ratio_percent = s.disk_max_used_space_ratio_percent;
+    sc.disk_space_clean_forcibly_ratio_percent = s.disk_space_clean_forcibly_ratio_percent;
+    sc.disk_space_warning_level_ratio_percent = s.disk_space_warning_level_ratio_percent;
+    sc.clean_file_forcibly_enabled = s.clean_file_forcibly_enabled;
     Ok(sc)
 }
 
@@ -158,11 +163,20 @@ pub struct ControllerParts {
 /// socket, so benches and tests can drive the processors and long polling directly (start the
 /// wake threads with [`start_pull_wake`]).
 pub fn build_controller(config: Config) -> Result<ControllerParts, StartupError> {
+    build_controller_on(config, RealFs::shared())
+}
+
+/// [`build_controller`] with the store on the given file system (tests pass one with
+/// failpoints or a simulated disk usage).
+pub fn build_controller_on(
+    config: Config,
+    fs: Arc<dyn FileSystem>,
+) -> Result<ControllerParts, StartupError> {
     let delay_levels_ms = config.delay_levels_ms().map_err(StartupError::Config)?;
     let io = Arc::new(io_engine(&config)?);
     tracing::info!(mode = ?io.mode(), "store read engine ready");
     let store_cfg = store_config(&config)?;
-    let store = MessageStore::open(store_cfg.clone(), io)?;
+    let store = MessageStore::open_on(store_cfg.clone(), io, fs)?;
     let root = config.store.root_dir.clone();
     let topics = TopicConfigManager::new(
         &root,

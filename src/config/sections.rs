@@ -94,6 +94,10 @@ pub struct StoreSection {
     pub io_fixed_buffer_size_bytes: u64,
     pub io_thread_rings_max: u64,
     pub corruption_policy: crate::store::CorruptionPolicy,
+    pub disk_max_used_space_ratio_percent: u64,
+    pub disk_space_clean_forcibly_ratio_percent: u64,
+    pub disk_space_warning_level_ratio_percent: u64,
+    pub clean_file_forcibly_enabled: bool,
 }
 
 /// Most pull-wake threads (`RINGMQ_LONGPOLL_WAKE_THREADS`).
@@ -282,6 +286,10 @@ impl Default for Config {
                 io_fixed_buffer_size_bytes: 32 * 1024,
                 io_thread_rings_max: 16,
                 corruption_policy: crate::store::CorruptionPolicy::Refuse,
+                disk_max_used_space_ratio_percent: 75,
+                disk_space_clean_forcibly_ratio_percent: 85,
+                disk_space_warning_level_ratio_percent: 90,
+                clean_file_forcibly_enabled: true,
             },
             longpoll: LongpollSection::default(),
             server: ServerSection::default(),

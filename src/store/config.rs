@@ -108,7 +108,26 @@ pub struct StoreConfig {
     pub check_crc_on_recover: bool,
     /// What to do with corruption found before the end of the CommitLog.
     pub corruption_policy: CorruptionPolicy,
+    /// `diskMaxUsedSpaceRatio`: above this used share of the disk Java deletes expired files
+    /// before `deleteWhen`. ringmq has no `deleteWhen` (expired files go on every pass), so
+    /// crossing it is only logged.
+    pub disk_max_used_space_ratio_percent: u64,
+    /// `diskSpaceCleanForciblyRatio`: above it a retention pass deletes the oldest CommitLog
+    /// files whether they expired or not (with `clean_file_forcibly_enabled`).
+    pub disk_space_clean_forcibly_ratio_percent: u64,
+    /// `diskSpaceWarningLevelRatio`: above it the disk is full and the store refuses writes
+    /// ([`StoreError::DiskFull`]) until a pass measures at most the clean-forcibly ratio.
+    pub disk_space_warning_level_ratio_percent: u64,
+    /// `cleanFileForciblyEnable`.
+    pub clean_file_forcibly_enabled: bool,
 }
+
+/// Java's bounds for `diskMaxUsedSpaceRatio` (`MessageStoreConfig.getDiskMaxUsedSpaceRatio`).
+pub const DISK_MAX_USED_SPACE_RATIO_PERCENT_RANGE: std::ops::RangeInclusive<u64> = 10..=95;
+/// Java's bounds for `diskSpaceCleanForciblyRatio` (`CleanCommitLogService`).
+pub const DISK_SPACE_CLEAN_FORCIBLY_RATIO_PERCENT_RANGE: std::ops::RangeInclusive<u64> = 30..=85;
+/// Java's bounds for `diskSpaceWarningLevelRatio` (`CleanCommitLogService`).
+pub const DISK_SPACE_WARNING_LEVEL_RATIO_PERCENT_RANGE: std::ops::RangeInclusive<u64> = 35..=90;
 
 impl Default for StoreConfig {
     fn default() -> Self {
@@ -136,6 +155,10 @@ impl Default for StoreConfig {
             offset_check_in_slave: false,
             check_crc_on_recover: true,
             corruption_policy: CorruptionPolicy::Refuse,
+            disk_max_used_space_ratio_percent: 75,
+            disk_space_clean_forcibly_ratio_percent: 85,
+            disk_space_warning_level_ratio_percent: 90,
+            clean_file_forcibly_enabled: true,
         }
     }
 }
@@ -189,6 +212,28 @@ impl StoreConfig {
         }
         if self.delete_check_interval_ms == 0 {
             return bad("delete_check_interval_ms", "must be > 0".to_owned());
+        }
+        let ratios = [
+            (
+                "disk_max_used_space_ratio_percent",
+                self.disk_max_used_space_ratio_percent,
+                DISK_MAX_USED_SPACE_RATIO_PERCENT_RANGE,
+            ),
+            (
+                "disk_space_clean_forcibly_ratio_percent",
+                self.disk_space_clean_forcibly_ratio_percent,
+                DISK_SPACE_CLEAN_FORCIBLY_RATIO_PERCENT_RANGE,
+            ),
+            (
+                "disk_space_warning_level_ratio_percent",
+                self.disk_space_warning_level_ratio_percent,
+                DISK_SPACE_WARNING_LEVEL_RATIO_PERCENT_RANGE,
+            ),
+        ];
+        for (key, value, range) in ratios {
+            if !range.contains(&value) {
+                return bad(key, format!("{value} is outside {range:?} (Java's bounds)"));
+            }
         }
         if self.access_message_in_memory_max_ratio_percent > 100 {
             return bad(

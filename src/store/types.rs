@@ -73,9 +73,10 @@ impl StoreError {
             | StoreError::BatchMalformed { .. } => PutMessageStatus::MessageIllegal,
             StoreError::PropertiesTooLarge { .. } => PutMessageStatus::PropertiesSizeExceeded,
             StoreError::FlushTimeout => PutMessageStatus::FlushDiskTimeout,
-            StoreError::Poisoned { .. } | StoreError::ShutDown | StoreError::Locked { .. } => {
-                PutMessageStatus::ServiceNotAvailable
-            }
+            StoreError::Poisoned { .. }
+            | StoreError::DiskFull { .. }
+            | StoreError::ShutDown
+            | StoreError::Locked { .. } => PutMessageStatus::ServiceNotAvailable,
             StoreError::Io { .. } | StoreError::Corrupted { .. } | StoreError::Config { .. } => {
                 PutMessageStatus::UnknownError
             }

@@ -146,9 +146,11 @@ impl FileSystem for FaultFs {
         match *self.disk_used_percent.lock().unwrap() {
             Some(percent) => {
                 let used = (SIMULATED_DISK_BYTES as f64 * percent / 100.0) as u64;
+                let free_bytes = SIMULATED_DISK_BYTES.saturating_sub(used);
                 Ok(DiskUsage {
                     total_bytes: SIMULATED_DISK_BYTES,
-                    free_bytes: SIMULATED_DISK_BYTES.saturating_sub(used),
+                    free_bytes,
+                    available_bytes: free_bytes,
                 })
             }
             None => RealFs.disk_usage(path),

@@ -30,17 +30,26 @@ pub struct DiskUsage {
     pub total_bytes: u64,
     /// Bytes not allocated to any file (Java `File.getFreeSpace`, reserved blocks included).
     pub free_bytes: u64,
+    /// Bytes an unprivileged process may still allocate (Java `File.getUsableSpace`).
+    pub available_bytes: u64,
 }
 
 impl DiskUsage {
-    /// Used share in percent, as Java's `UtilAll.getDiskPartitionSpaceUsedPercent`
-    /// ((total − free) / total); 0 for a file system reporting no size.
-    pub fn used_percent(&self) -> f64 {
+    /// Used share as a ratio with two decimals, rounded up, as Java's
+    /// `UtilAll.getDiskPartitionSpaceUsedPercent`: used = total − free, over used + usable
+    /// (what `df` shows: blocks reserved for root count as neither); -1 for a file system
+    /// reporting no size.
+    pub fn used_ratio(&self) -> f64 {
         if self.total_bytes == 0 {
-            return 0.0;
+            return -1.0;
         }
-        let used = self.total_bytes.saturating_sub(self.free_bytes);
-        used as f64 * 100.0 / self.total_bytes as f64
+        let used = u128::from(self.total_bytes.saturating_sub(self.free_bytes));
+        let entire = used + u128::from(self.available_bytes);
+        if entire == 0 {
+            return -1.0;
+        }
+        let percent = (used * 100).div_ceil(entire);
+        percent as f64 / 100.0
     }
 }
 
@@ -156,6 +165,7 @@ impl FileSystem for RealFs {
         Ok(DiskUsage {
             total_bytes: (stat.blocks() as u64).saturating_mul(block),
             free_bytes: (stat.blocks_free() as u64).saturating_mul(block),
+            available_bytes: (stat.blocks_available() as u64).saturating_mul(block),
         })
     }
 }
@@ -362,6 +372,22 @@ mod tests {
 
     /// A temp file left by a crash during an earlier creation is rebuilt, never renamed in with
     /// its old bytes; a file under the real name larger than a segment is corruption.
+    #[test]
+    fn used_ratio_is_javas_rounded_up_share_of_used_plus_usable() {
+        let usage = |total_bytes, free_bytes, available_bytes| DiskUsage {
+            total_bytes,
+            free_bytes,
+            available_bytes,
+        };
+        // 50 used of 50 + 50 usable; 5 reserved blocks count as neither.
+        assert_eq!(usage(105, 55, 50).used_ratio(), 0.5);
+        // 901 / 1000 rounds up to 0.91.
+        assert_eq!(usage(1000, 99, 99).used_ratio(), 0.91);
+        assert_eq!(usage(0, 0, 0).used_ratio(), -1.0);
+        let real = RealFs.disk_usage(Path::new("/")).unwrap();
+        assert!((0.0..=1.0).contains(&real.used_ratio()), "{real:?}");
+    }
+
     #[test]
     fn create_rebuilds_a_leftover_temp_file_and_refuses_an_oversized_one() {
         let dir = tempfile::tempdir().unwrap();

@@ -364,6 +364,11 @@ impl Inner {
                 .to_owned();
             return Err(StoreError::Poisoned { reason });
         }
+        if self.disk_full.load(Ordering::Acquire) {
+            return Err(StoreError::DiskFull {
+                disk_util: self.disk_util(),
+            });
+        }
         Ok(())
     }
 

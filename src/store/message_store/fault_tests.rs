@@ -215,3 +215,103 @@ fn a_failed_checkpoint_fsync_is_reported_and_recovered_from() {
     drop(store);
     reopen_recovers(dir.path(), &[b"first"]);
 }
+
+/// The disk guard on a simulated disk: above 85 % the oldest files go even though they have
+/// not expired; above 90 % sends are refused with Java's remark while pulls go on; the disk
+/// stays full down to 85 % and writes come back by themselves below it.
+#[test]
+fn the_disk_guard_cleans_forcibly_refuses_writes_when_full_and_recovers_by_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(FaultFs::new());
+    let store = open_on(dir.path(), &fs, FlushPolicy::Async);
+    let now = crate::common::now_ms();
+    let mut written = 0;
+    while store.max_phy_offset() < 3 * 4096 + 100 {
+        store.put_message(&msg("T", 0, &[5u8; 300], "A")).unwrap();
+        written += 1;
+    }
+    let files = |store: &MessageStore| store.inner.commit_log.segments().len();
+    assert_eq!(files(&store), 4);
+    fs.set_disk_used_percent(Some(80.0));
+    assert_eq!(
+        store.clean_files_periodically(now).unwrap(),
+        0,
+        "nothing expired"
+    );
+    assert_eq!(store.disk_full(), None);
+    fs.set_disk_used_percent(Some(86.0));
+    assert_eq!(
+        store.clean_files_periodically(now).unwrap(),
+        3,
+        "forcibly: every file but the last"
+    );
+    assert_eq!(files(&store), 1);
+    assert_eq!(store.disk_full(), None, "85-90 %: cleaned, still writable");
+    assert!(store.min_offset_in_queue("T", 0) > 0);
+    store.put_message(&msg("T", 0, b"at-86", "A")).unwrap();
+    written += 1;
+    fs.set_disk_used_percent(Some(91.0));
+    store.clean_files_periodically(now).unwrap();
+    assert!(store.disk_full().is_some());
+    let err = store
+        .put_message(&msg("T", 0, b"refused", "A"))
+        .unwrap_err();
+    assert!(matches!(err, StoreError::DiskFull { .. }), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        "service not available now. It may be caused by one of the following reasons: the \
+         broker's disk is full [CL:  0.91 CQ:  0.91 INDEX: -1.00], messages are put to the \
+         slave, message store has been shut down, etc."
+    );
+    assert_eq!(
+        err.put_status(),
+        crate::store::types::PutMessageStatus::ServiceNotAvailable
+    );
+    // Pulls go on.
+    let min = store.min_offset_in_queue("T", 0);
+    let got = store
+        .get_message(&pull("T", 0, min, 32, &AcceptAll))
+        .unwrap();
+    assert_eq!(got.queue_offsets.last(), Some(&(written - 1)));
+    // Between the two ratios a full disk stays full.
+    fs.set_disk_used_percent(Some(87.0));
+    store.clean_files_periodically(now).unwrap();
+    assert!(store.disk_full().is_some());
+    fs.set_disk_used_percent(Some(60.0));
+    store.clean_files_periodically(now).unwrap();
+    assert_eq!(store.disk_full(), None);
+    let r = store.put_message(&msg("T", 0, b"back", "A")).unwrap();
+    assert_eq!(r.queue_offset, written);
+    store.shutdown().unwrap();
+}
+
+/// The retention thread runs the guard by itself: a full disk refuses writes, and writes come
+/// back once space returns, without any call.
+#[test]
+fn writes_come_back_by_themselves_when_space_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(FaultFs::new());
+    let mut cfg = config(dir.path());
+    cfg.delete_check_interval_ms = 20;
+    fs.set_disk_used_percent(Some(95.0));
+    let store =
+        MessageStore::open_on(cfg, Arc::new(IoEngine::new_pread()), Arc::clone(&fs) as _).unwrap();
+    // Measured at open: refused from the first send.
+    let err = store.put_message(&msg("T", 0, b"m", "A")).unwrap_err();
+    assert!(matches!(err, StoreError::DiskFull { .. }), "{err:?}");
+    fs.set_disk_used_percent(Some(40.0));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match store.put_message(&msg("T", 0, b"m", "A")) {
+            Ok(r) => {
+                assert_eq!(r.queue_offset, 0);
+                break;
+            }
+            Err(StoreError::DiskFull { .. }) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(e) => panic!("writes did not come back: {e:?}"),
+        }
+    }
+    store.shutdown().unwrap();
+}

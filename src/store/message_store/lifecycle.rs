@@ -11,8 +11,8 @@ use std::thread::JoinHandle;
 use tokio::sync::watch;
 
 use super::{
-    lock, FlushState, Inner, MessageStore, Signal, Writer, ABORT_FILE_NAME, CHECKPOINT_FILE_NAME,
-    LOCK_FILE_NAME,
+    lock, DiskRatios, FlushState, Inner, MessageStore, Signal, Writer, ABORT_FILE_NAME,
+    CHECKPOINT_FILE_NAME, LOCK_FILE_NAME,
 };
 use crate::store::commit_log::CommitLog;
 use crate::store::config::StoreConfig;
@@ -51,6 +51,8 @@ impl MessageStore {
             queues: RwLock::new(HashMap::new()),
             writer: Mutex::new(Writer::default()),
             poisoned: AtomicBool::new(false),
+            disk_full: AtomicBool::new(false),
+            disk_ratios: Mutex::new(DiskRatios::default()),
             flush_tx,
             flush_lock: Mutex::new(()),
             signal: Mutex::new(Signal::default()),
@@ -75,6 +77,8 @@ impl MessageStore {
             .send_modify(|s| s.flushed_phy_offset = max_phy_offset);
         inner.flush_all()?;
         write_abort_file(inner.fs.as_ref(), &abort_path)?;
+        // A broker started on a full disk refuses writes from the start.
+        inner.check_disk_space();
         let threads = vec![spawn_flush_thread(&inner)?, spawn_retention_thread(&inner)?];
         Ok(Arc::new(MessageStore {
             inner,

@@ -90,6 +90,23 @@ struct Writer {
     last_store_timestamp_ms: i64,
 }
 
+/// Used shares of the disks of the CommitLog and of the ConsumeQueues, as ratios (Java
+/// `getDiskPartitionSpaceUsedPercent`; -1 when unknown).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct DiskRatios {
+    commit_log: f64,
+    consume_queue: f64,
+}
+
+impl Default for DiskRatios {
+    fn default() -> Self {
+        DiskRatios {
+            commit_log: -1.0,
+            consume_queue: -1.0,
+        }
+    }
+}
+
 type QueueMap = HashMap<String, HashMap<i32, Arc<ConsumeQueue>>>;
 
 /// Everything the facade and its threads share.
@@ -102,6 +119,11 @@ struct Inner {
     queues: RwLock<QueueMap>,
     writer: Mutex<Writer>,
     poisoned: AtomicBool,
+    /// The disk is fuller than the warning level (Java `RunningFlags.DISK_FULL_BIT`): appends
+    /// are refused until a retention pass finds space again.
+    disk_full: AtomicBool,
+    /// Used ratios measured by the last retention pass (see `retention`).
+    disk_ratios: Mutex<DiskRatios>,
     flush_tx: watch::Sender<FlushState>,
     flush_lock: Mutex<()>,
     signal: Mutex<Signal>,
@@ -276,7 +298,23 @@ impl MessageStore {
     /// file being written) and the ConsumeQueue units below the new minimum. Returns the number
     /// of CommitLog files deleted.
     pub fn delete_expired_files(&self, now_ms: i64) -> Result<usize, StoreError> {
-        self.inner.delete_expired_files(now_ms)
+        self.inner.delete_files(now_ms, false)
+    }
+
+    /// One pass of the retention thread (Java `cleanFilesPeriodically`): measures the disk
+    /// (the disk guard: sets or clears the disk-full state, and above
+    /// `disk_space_clean_forcibly_ratio_percent` deletes the oldest files even if they have
+    /// not expired), then deletes expired files. Returns the number of CommitLog files deleted.
+    pub fn clean_files_periodically(&self, now_ms: i64) -> Result<usize, StoreError> {
+        self.inner.clean_files_periodically(now_ms)
+    }
+
+    /// `Some(used ratios)` while the disk is full and appends are refused.
+    pub fn disk_full(&self) -> Option<String> {
+        self.inner
+            .disk_full
+            .load(std::sync::atomic::Ordering::Acquire)
+            .then(|| self.inner.disk_util())
     }
 
     /// Forces a CommitLog fsync now (also used by benches).
