@@ -315,3 +315,45 @@ fn writes_come_back_by_themselves_when_space_returns() {
     }
     store.shutdown().unwrap();
 }
+
+/// Quarantine whose rename fails: the open fails naming the rename, nothing is truncated, and
+/// the next open moves the tail aside.
+#[test]
+fn a_failed_rename_while_quarantining_fails_the_open_and_the_next_open_recovers() {
+    use crate::store::config::CorruptionPolicy;
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(config(dir.path()));
+    let mut victim = None;
+    let mut count = 0;
+    while store.max_phy_offset() < 2 * 4096 + 100 {
+        let r = store.put_message(&msg("T", 0, &[9u8; 200], "A")).unwrap();
+        if count == 3 {
+            victim = Some(r.wrote_phy_offset);
+        }
+        count += 1;
+    }
+    store.shutdown().unwrap();
+    drop(store);
+    let victim = victim.unwrap();
+    let first = dir.path().join("commitlog/00000000000000000000");
+    let mut bytes = std::fs::read(&first).unwrap();
+    bytes[victim as usize + 88] ^= 1;
+    std::fs::write(&first, &bytes).unwrap();
+    let mut cfg = config(dir.path());
+    cfg.corruption_policy = CorruptionPolicy::Quarantine;
+    let fs = Arc::new(FaultFs::new());
+    fs.arm(Failpoint::RenameError, ".corrupt-", 1);
+    let err = MessageStore::open_on(
+        cfg.clone(),
+        Arc::new(IoEngine::new_pread()),
+        Arc::clone(&fs) as _,
+    )
+    .unwrap_err();
+    assert_eq!(op_of(&err), "rename");
+    assert_eq!(std::fs::read(&first).unwrap(), bytes, "nothing truncated");
+    let store = open(cfg);
+    assert_eq!(store.max_phy_offset(), victim);
+    assert_eq!(store.max_offset_in_queue("T", 0), 3);
+    assert_eq!(store.recovery_report().quarantined_files.len(), 3);
+    store.shutdown().unwrap();
+}
