@@ -12,6 +12,82 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+/// A table's "changed since its file was last written" flag and the wake-up of the metadata
+/// persister thread (`ringmq-config-persist`, started by `startup`).
+///
+/// Entries created on the request path (a heartbeat's subscription group, a send's topic, a
+/// retry or DLQ topic) only [`DirtyFlag::mark`] the table: the persister writes it later, off
+/// the io_uring worker thread, and any number of changes during one write coalesce into one
+/// more write. Admin updates write the file before they are answered
+/// ([`PersistGate::persist`] from the request, as Java's `updateTopicConfig` does).
+#[derive(Debug, Default)]
+pub struct DirtyFlag {
+    dirty: AtomicBool,
+    /// A bounded(1) channel: a wake-up already pending is enough.
+    wake: OnceLock<crossbeam::channel::Sender<()>>,
+}
+
+impl DirtyFlag {
+    /// Records a change and wakes the persister.
+    pub fn mark(&self) {
+        self.dirty.store(true, Ordering::Release);
+        self.wake();
+    }
+
+    /// Wakes the persister without a change (to let it see a stop).
+    pub fn wake(&self) {
+        if let Some(tx) = self.wake.get() {
+            // Full: a wake-up is pending already. Disconnected: the persister has stopped,
+            // and the shutdown writes every table.
+            let _ = tx.try_send(());
+        }
+    }
+
+    pub fn is_set(&self) -> bool {
+        self.dirty.load(Ordering::Acquire)
+    }
+
+    /// Connects the persister's channel (once; later calls keep the first).
+    pub fn connect(&self, tx: crossbeam::channel::Sender<()>) {
+        let _ = self.wake.set(tx);
+    }
+}
+
+/// Serializes the writes of one file and keeps its [`DirtyFlag`] right: a write clears the
+/// flag before it takes its snapshot of the table, so a change made during the write marks the
+/// table again, and a failed write marks it again too. Writes run one at a time and each
+/// snapshots after the previous one finished, so an older snapshot never lands after a newer.
+#[derive(Debug, Default)]
+pub struct PersistGate {
+    pub dirty: DirtyFlag,
+    write_lock: Mutex<()>,
+}
+
+impl PersistGate {
+    /// Writes now: `snapshot_and_write` takes the table's snapshot and writes it.
+    pub fn persist(
+        &self,
+        snapshot_and_write: impl FnOnce() -> Result<(), PersistError>,
+    ) -> Result<(), PersistError> {
+        let _guard: MutexGuard<'_, ()> = self.write_lock.lock().unwrap_or_else(|e| e.into_inner());
+        self.dirty.dirty.store(false, Ordering::Release);
+        snapshot_and_write().inspect_err(|_| self.dirty.dirty.store(true, Ordering::Release))
+    }
+
+    /// Writes when the table changed since the last write; says whether it wrote.
+    pub fn persist_if_dirty(
+        &self,
+        snapshot_and_write: impl FnOnce() -> Result<(), PersistError>,
+    ) -> Result<bool, PersistError> {
+        if !self.dirty.is_set() {
+            return Ok(false);
+        }
+        self.persist(snapshot_and_write).map(|()| true)
+    }
+}
 
 /// Why a config file could not be written or read.
 #[derive(Debug, thiserror::Error)]

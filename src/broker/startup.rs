@@ -156,6 +156,9 @@ pub struct ControllerParts {
     pub wake_rx: crossbeam::channel::Receiver<WakeItem>,
     /// Topic-table change notifications, for the name server registration thread.
     pub topic_changes_rx: crossbeam::channel::Receiver<()>,
+    /// Wake-ups of the metadata persister ([`start_config_persister`]): a topic or group was
+    /// created on the request path.
+    pub persist_rx: crossbeam::channel::Receiver<()>,
 }
 
 /// Builds the controller [`start_broker`] runs: opens the store, loads topics, groups and
@@ -230,10 +233,14 @@ pub fn build_controller_on(
     });
     let notifier = ArrivalNotifier::new(Arc::downgrade(&ctrl));
     ctrl.store.set_arrival_listener(Arc::new(notifier));
+    let (persist_tx, persist_rx) = crossbeam::channel::bounded(1);
+    ctrl.topics.gate.dirty.connect(persist_tx.clone());
+    ctrl.groups.gate.dirty.connect(persist_tx);
     Ok(ControllerParts {
         ctrl,
         wake_rx,
         topic_changes_rx,
+        persist_rx,
     })
 }
 
@@ -301,6 +308,7 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
         ctrl,
         wake_rx,
         topic_changes_rx,
+        persist_rx,
     } = build_controller(config)?;
     // Before any thread starts: an unusable delayOffset.json refuses the start (Java's
     // `ScheduleMessageService.load` failing fails the broker's initialize).
@@ -310,6 +318,7 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
     let mut threads = start_pull_wake(&ctrl, wake_rx, &stop)?;
     threads.extend([
         start_offset_flusher(&ctrl, &stop)?,
+        start_config_persister(&ctrl, persist_rx, &stop)?,
         start_housekeeping(&ctrl, &stop)?,
         start_schedule(&ctrl, &stop, delay_offsets)?,
     ]);
@@ -386,8 +395,10 @@ impl BrokerHandle {
     /// (checkpoint + removal of the abort marker), unregister from the name servers.
     pub fn stop(mut self) -> Result<(), StartupError> {
         self.stop.raise();
-        // Wake the registration thread so it unregisters and exits now.
+        // Wake the registration thread so it unregisters and exits now, and the metadata
+        // persister so it exits (the tables are written below).
         self.ctrl.notify_topics_changed();
+        self.ctrl.topics.gate.dirty.wake();
         self.shutdown.trigger();
         self.server.shutdown();
         for t in self.threads.drain(..) {
@@ -419,6 +430,39 @@ fn start_offset_flusher(
             if let Err(e) = ctrl.offsets.persist() {
                 tracing::error!(error = %e, "flushing consumer offsets failed; will retry next period");
             }
+        }
+    })
+}
+
+/// How long the metadata persister waits before it tries a failed write again.
+const CONFIG_PERSIST_RETRY_INTERVAL_MS: u64 = 1_000;
+
+/// The metadata persister (`ringmq-config-persist`): writes `topics.json` and
+/// `subscriptionGroup.json` when a request created an entry (see
+/// [`crate::broker::config_manager::DirtyFlag`]), off the worker threads, one write per table
+/// for any number of changes that came during the previous one. A failed write is logged and
+/// tried again every [`CONFIG_PERSIST_RETRY_INTERVAL_MS`]; the stop writes both tables.
+pub fn start_config_persister(
+    ctrl: &Arc<BrokerController>,
+    persist_rx: crossbeam::channel::Receiver<()>,
+    stop: &StopFlag,
+) -> Result<JoinHandle<()>, StartupError> {
+    let ctrl = ctrl.clone();
+    let stop = stop.clone();
+    let retry = Duration::from_millis(CONFIG_PERSIST_RETRY_INTERVAL_MS);
+    spawn("ringmq-config-persist", move || loop {
+        match persist_rx.recv_timeout(retry) {
+            Ok(()) | Err(crossbeam::channel::RecvTimeoutError::Timeout) => {}
+            Err(crossbeam::channel::RecvTimeoutError::Disconnected) => return,
+        }
+        if stop.is_raised() {
+            return;
+        }
+        if let Err(e) = ctrl.topics.persist_if_dirty() {
+            tracing::error!(error = %e, "writing topics.json failed; will retry");
+        }
+        if let Err(e) = ctrl.groups.persist_if_dirty() {
+            tracing::error!(error = %e, "writing subscriptionGroup.json failed; will retry");
         }
     })
 }

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
-use super::config_manager::{self as persist, BackupUsed, Loaded, PersistError};
+use super::config_manager::{self as persist, BackupUsed, Loaded, PersistError, PersistGate};
 use crate::common::now_ms;
 use crate::remoting::body::{perm, DataVersion, TopicConfig, TopicConfigSerializeWrapper};
 
@@ -50,6 +50,9 @@ pub struct TopicConfigManager {
     table: RwLock<HashMap<String, Arc<TopicConfig>>>,
     data_version: RwLock<DataVersion>,
     path: PathBuf,
+    /// Topics created by sends and send-backs mark it; the persister writes them (see
+    /// [`PersistGate`]).
+    pub gate: PersistGate,
 }
 
 fn topic(name: &str, read: i32, write: i32, perm_bits: i32) -> TopicConfig {
@@ -110,6 +113,7 @@ impl TopicConfigManager {
                 timestamp: now_ms(),
             }),
             path: store_root.join("config").join("topics.json"),
+            gate: PersistGate::default(),
         }
     }
 
@@ -133,8 +137,17 @@ impl TopicConfigManager {
         Ok(backup_used)
     }
 
-    /// Writes `topics.json`.
+    /// Writes `topics.json` now.
     pub fn persist(&self) -> Result<(), PersistError> {
+        self.gate.persist(|| self.write_file())
+    }
+
+    /// Writes `topics.json` if a topic was created since the last write.
+    pub fn persist_if_dirty(&self) -> Result<bool, PersistError> {
+        self.gate.persist_if_dirty(|| self.write_file())
+    }
+
+    fn write_file(&self) -> Result<(), PersistError> {
         let wrapper = self.wrapper();
         let text = serde_json::to_string(&wrapper).map_err(|e| PersistError::Io {
             op: "encode",
@@ -192,7 +205,8 @@ impl TopicConfigManager {
     /// Java `createTopicInSendMessageMethod`: a send to a missing topic creates it from the
     /// `default_topic` template when that template exists with PERM_INHERIT. The new topic has
     /// `min(client_default_queue_nums, template.writeQueueNums)` queues and the template's perm
-    /// without INHERIT. Returns the config and whether it was created now.
+    /// without INHERIT. Returns the config and whether it was created now. A new topic is
+    /// written by the persister, not before the send is answered.
     pub fn create_topic_in_send_message_method(
         &self,
         topic: &str,
@@ -230,12 +244,13 @@ impl TopicConfigManager {
             tc
         };
         self.bump_version();
-        self.persist()?;
+        self.gate.dirty.mark();
         Ok(Some((created, true)))
     }
 
     /// Java `createTopicInSendMessageBackMethod` (retry and DLQ topics): created with the given
-    /// queues and perm if missing. Returns the config and whether it was created now.
+    /// queues and perm if missing. Returns the config and whether it was created now; the
+    /// persister writes a new one.
     pub fn create_topic_if_absent(
         &self,
         topic: &str,
@@ -254,7 +269,7 @@ impl TopicConfigManager {
             tc
         };
         self.bump_version();
-        self.persist()?;
+        self.gate.dirty.mark();
         Ok((created, true))
     }
 }
@@ -299,7 +314,8 @@ mod tests {
             .create_topic_in_send_message_method("U", "T", 4, 0)
             .unwrap()
             .is_none());
-        // Reload from disk.
+        // Reload from disk, once the persister wrote the marked table.
+        assert!(m.persist_if_dirty().unwrap());
         let m2 = TopicConfigManager::new(dir.path(), &defaults());
         m2.load().unwrap();
         assert_eq!(m2.select("T").unwrap().read_queue_nums, 8);
