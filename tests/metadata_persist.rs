@@ -112,3 +112,44 @@ fn a_heartbeat_creating_400_groups_does_not_delay_an_unrelated_request() {
         assert!(topics.contains(&format!("\"%RETRY%{group}\"")), "{group}");
     }
 }
+
+/// A send that auto-creates its topic is answered only once `topics.json` has the topic (the
+/// write runs on the persister thread): killed right after the answer, the broker restarts
+/// knowing the topic and serves the message.
+#[test]
+fn a_topic_created_by_a_send_is_on_disk_before_the_send_is_answered() {
+    let mut broker = Broker::start(&[("RINGMQ_STORE_FLUSH_POLICY", "sync")]);
+    let mut c = broker.client();
+    let sent = invoke(
+        &mut c,
+        common::send_v2(
+            "FreshTopic",
+            0,
+            Bytes::from_static(b"kept"),
+            &[],
+            0,
+            ringmq::remoting::command::SerializeType::Json,
+        ),
+    );
+    assert_eq!(sent.code, rc::SUCCESS, "{sent:?}");
+    broker.kill_hard();
+    let topics = std::fs::read_to_string(broker.store_dir().join("config/topics.json")).unwrap();
+    assert!(topics.contains("\"FreshTopic\""), "{topics}");
+    broker.restart();
+    let mut c = broker.client();
+    let pulled = invoke(
+        &mut c,
+        common::pull(
+            req::PULL_MESSAGE,
+            "FreshTopic",
+            0,
+            0,
+            32,
+            0,
+            "*",
+            0,
+            ringmq::remoting::command::SerializeType::Json,
+        ),
+    );
+    assert_eq!(pulled.code, rc::SUCCESS, "{pulled:?}");
+}

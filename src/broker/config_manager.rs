@@ -12,7 +12,7 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 /// A table's "changed since its file was last written" flag and the wake-up of the metadata
@@ -60,21 +60,64 @@ impl DirtyFlag {
 /// flag before it takes its snapshot of the table, so a change made during the write marks the
 /// table again, and a failed write marks it again too. Writes run one at a time and each
 /// snapshots after the previous one finished, so an older snapshot never lands after a newer.
-#[derive(Debug, Default)]
+///
+/// Changes are numbered ([`PersistGate::mark`]); a request that must not be answered before
+/// its change is on disk waits for the write covering its number
+/// ([`PersistGate::wait_written`]) without blocking its thread.
+#[derive(Debug)]
 pub struct PersistGate {
     pub dirty: DirtyFlag,
     write_lock: Mutex<()>,
+    /// Number of the last change.
+    marked: AtomicU64,
+    /// Number of the last change a finished write covers.
+    written: tokio::sync::watch::Sender<u64>,
 }
 
+impl Default for PersistGate {
+    fn default() -> Self {
+        PersistGate {
+            dirty: DirtyFlag::default(),
+            write_lock: Mutex::new(()),
+            marked: AtomicU64::new(0),
+            written: tokio::sync::watch::Sender::new(0),
+        }
+    }
+}
+
+/// How long a request waits for the persister to write the change it made
+/// ([`PersistGate::wait_written`]) before it is answered anyway (with a warning: Java logs a
+/// failed metadata write and answers the request too).
+pub const PERSIST_WAIT_TIMEOUT_MS: u64 = 5_000;
+
 impl PersistGate {
+    /// Records a change for the persister; returns its number.
+    pub fn mark(&self) -> u64 {
+        let generation = self.marked.fetch_add(1, Ordering::AcqRel) + 1;
+        self.dirty.mark();
+        generation
+    }
+
+    /// Number of the last change.
+    pub fn last_marked(&self) -> u64 {
+        self.marked.load(Ordering::Acquire)
+    }
+
     /// Writes now: `snapshot_and_write` takes the table's snapshot and writes it.
     pub fn persist(
         &self,
         snapshot_and_write: impl FnOnce() -> Result<(), PersistError>,
     ) -> Result<(), PersistError> {
         let _guard: MutexGuard<'_, ()> = self.write_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let generation = self.marked.load(Ordering::Acquire);
         self.dirty.dirty.store(false, Ordering::Release);
-        snapshot_and_write().inspect_err(|_| self.dirty.dirty.store(true, Ordering::Release))
+        snapshot_and_write().inspect_err(|_| self.dirty.dirty.store(true, Ordering::Release))?;
+        self.written.send_if_modified(|w| {
+            let newer = generation > *w;
+            *w = (*w).max(generation);
+            newer
+        });
+        Ok(())
     }
 
     /// Writes when the table changed since the last write; says whether it wrote.
@@ -86,6 +129,32 @@ impl PersistGate {
             return Ok(false);
         }
         self.persist(snapshot_and_write).map(|()| true)
+    }
+
+    /// Resolves once change `generation` is written. Without a persister thread (a controller
+    /// driven by tests) it writes at once instead. After [`PERSIST_WAIT_TIMEOUT_MS`] it gives
+    /// up with a warning.
+    pub async fn wait_written(
+        &self,
+        generation: u64,
+        snapshot_and_write: impl FnOnce() -> Result<(), PersistError>,
+    ) -> Result<(), PersistError> {
+        if self.dirty.wake.get().is_none() {
+            if *self.written.borrow() < generation {
+                self.persist(snapshot_and_write)?;
+            }
+            return Ok(());
+        }
+        let mut rx = self.written.subscribe();
+        let timeout = std::time::Duration::from_millis(PERSIST_WAIT_TIMEOUT_MS);
+        let written = tokio::time::timeout(timeout, rx.wait_for(|w| *w >= generation)).await;
+        if !matches!(written, Ok(Ok(_))) {
+            tracing::warn!(
+                generation,
+                "the metadata persister did not write a change in time; answering anyway"
+            );
+        }
+        Ok(())
     }
 }
 

@@ -156,9 +156,6 @@ pub struct ControllerParts {
     pub wake_rx: crossbeam::channel::Receiver<WakeItem>,
     /// Topic-table change notifications, for the name server registration thread.
     pub topic_changes_rx: crossbeam::channel::Receiver<()>,
-    /// Wake-ups of the metadata persister ([`start_config_persister`]): a topic or group was
-    /// created on the request path.
-    pub persist_rx: crossbeam::channel::Receiver<()>,
 }
 
 /// Builds the controller [`start_broker`] runs: opens the store, loads topics, groups and
@@ -233,14 +230,10 @@ pub fn build_controller_on(
     });
     let notifier = ArrivalNotifier::new(Arc::downgrade(&ctrl));
     ctrl.store.set_arrival_listener(Arc::new(notifier));
-    let (persist_tx, persist_rx) = crossbeam::channel::bounded(1);
-    ctrl.topics.gate.dirty.connect(persist_tx.clone());
-    ctrl.groups.gate.dirty.connect(persist_tx);
     Ok(ControllerParts {
         ctrl,
         wake_rx,
         topic_changes_rx,
-        persist_rx,
     })
 }
 
@@ -308,7 +301,6 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
         ctrl,
         wake_rx,
         topic_changes_rx,
-        persist_rx,
     } = build_controller(config)?;
     // Before any thread starts: an unusable delayOffset.json refuses the start (Java's
     // `ScheduleMessageService.load` failing fails the broker's initialize).
@@ -318,7 +310,7 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
     let mut threads = start_pull_wake(&ctrl, wake_rx, &stop)?;
     threads.extend([
         start_offset_flusher(&ctrl, &stop)?,
-        start_config_persister(&ctrl, persist_rx, &stop)?,
+        start_config_persister(&ctrl, &stop)?,
         start_housekeeping(&ctrl, &stop)?,
         start_schedule(&ctrl, &stop, delay_offsets)?,
     ]);
@@ -442,11 +434,17 @@ const CONFIG_PERSIST_RETRY_INTERVAL_MS: u64 = 1_000;
 /// [`crate::broker::config_manager::DirtyFlag`]), off the worker threads, one write per table
 /// for any number of changes that came during the previous one. A failed write is logged and
 /// tried again every [`CONFIG_PERSIST_RETRY_INTERVAL_MS`]; the stop writes both tables.
+/// Without it (a controller driven by tests) the tables are written when a request waits for
+/// its change ([`crate::broker::config_manager::PersistGate::wait_written`]) or by `persist`.
 pub fn start_config_persister(
     ctrl: &Arc<BrokerController>,
-    persist_rx: crossbeam::channel::Receiver<()>,
     stop: &StopFlag,
 ) -> Result<JoinHandle<()>, StartupError> {
+    let (persist_tx, persist_rx) = crossbeam::channel::bounded(1);
+    ctrl.topics.gate.dirty.connect(persist_tx.clone());
+    ctrl.groups.gate.dirty.connect(persist_tx);
+    // Changes made before the connection.
+    ctrl.topics.gate.dirty.mark();
     let ctrl = ctrl.clone();
     let stop = stop.clone();
     let retry = Duration::from_millis(CONFIG_PERSIST_RETRY_INTERVAL_MS);

@@ -181,7 +181,7 @@ impl SubscriptionGroupManager {
                 })
             })
             .clone();
-        self.gate.dirty.mark();
+        self.gate.mark();
         Ok(Some(c))
     }
 

@@ -147,6 +147,16 @@ impl TopicConfigManager {
         self.gate.persist_if_dirty(|| self.write_file())
     }
 
+    /// Resolves once every topic created so far is in `topics.json` (see
+    /// [`PersistGate::wait_written`]): a send that created its topic is answered after that, so
+    /// an acknowledged message's topic survives a crash, as with Java's synchronous write.
+    pub async fn wait_persisted(&self) -> Result<(), PersistError> {
+        let generation = self.gate.last_marked();
+        self.gate
+            .wait_written(generation, || self.write_file())
+            .await
+    }
+
     fn write_file(&self) -> Result<(), PersistError> {
         let wrapper = self.wrapper();
         let text = serde_json::to_string(&wrapper).map_err(|e| PersistError::Io {
@@ -244,7 +254,7 @@ impl TopicConfigManager {
             tc
         };
         self.bump_version();
-        self.gate.dirty.mark();
+        self.gate.mark();
         Ok(Some((created, true)))
     }
 
@@ -269,7 +279,7 @@ impl TopicConfigManager {
             tc
         };
         self.bump_version();
-        self.gate.dirty.mark();
+        self.gate.mark();
         Ok((created, true))
     }
 }

@@ -73,7 +73,13 @@ fn pick_queue(queue_nums: i32) -> i32 {
 pub async fn send_message(cx: &RequestContext<'_>, request: &RemotingCommand) -> ProcessResult {
     let (ctrl, remote_addr) = (cx.ctrl, cx.conn.remote_addr);
     let header = SendMessageRequestHeader::decode(request)?;
-    let topic_config = msg_check(ctrl, &header, remote_addr)?;
+    let (topic_config, created) = msg_check(ctrl, &header, remote_addr)?;
+    if created {
+        // Java writes topics.json before it stores the message: so a crash never leaves an
+        // acknowledged message in a topic the broker forgot. The write runs on the persister
+        // thread; this request waits without holding its worker thread.
+        ctrl.topics.wait_persisted().await?;
+    }
     let queue_id = if header.queue_id < 0 {
         pick_queue(topic_config.write_queue_nums)
     } else {
@@ -95,12 +101,12 @@ pub async fn send_message(cx: &RequestContext<'_>, request: &RemotingCommand) ->
     respond(send_response(ctrl, request, put, queue_id, uniq_key))
 }
 
-/// Java `msgCheck` plus topic auto-creation.
+/// Java `msgCheck` plus topic auto-creation. Says whether the topic was created now.
 fn msg_check(
     ctrl: &BrokerController,
     header: &SendMessageRequestHeader,
     remote_addr: SocketAddr,
-) -> Result<Arc<TopicConfig>, BrokerError> {
+) -> Result<(Arc<TopicConfig>, bool), BrokerError> {
     if ctrl.broker_permission() & perm::PERM_WRITE == 0 {
         return Err(BrokerError::BrokerForbidden {
             broker_addr: ctrl.broker_addr.clone(),
@@ -113,9 +119,12 @@ fn msg_check(
             topic: header.topic.clone(),
         });
     }
-    let tc = match ctrl.topics.select(&header.topic) {
-        Some(tc) => tc,
-        None => Arc::new(create_topic_for_send(ctrl, header, remote_addr)?),
+    let (tc, created) = match ctrl.topics.select(&header.topic) {
+        Some(tc) => (tc, false),
+        None => (
+            Arc::new(create_topic_for_send(ctrl, header, remote_addr)?),
+            true,
+        ),
     };
     let queue_nums = tc.write_queue_nums.max(tc.read_queue_nums);
     if header.queue_id >= queue_nums {
@@ -132,7 +141,7 @@ fn msg_check(
             access: Access::Send,
         });
     }
-    Ok(tc)
+    Ok((tc, created))
 }
 
 fn create_topic_for_send(
@@ -419,6 +428,8 @@ pub async fn consumer_send_msg_back(
     )?;
     if created {
         ctrl.notify_topics_changed();
+        // As for a send: the retry topic is on disk before a message is stored in it.
+        ctrl.topics.wait_persisted().await?;
     }
     let record = ctrl.store.look_message_by_offset(header.offset)?.ok_or(
         BrokerError::SendBackMessageNotFound {
