@@ -334,7 +334,14 @@ fn create_dlq_topic(ctrl: &BrokerController, dlq: &str) {
         .create_topic_if_absent(dlq, 1, perm::PERM_READ | perm::PERM_WRITE, 0)
     {
         Ok((_, false)) => {}
-        Ok((_, true)) => ctrl.notify_topics_changed(),
+        Ok((_, true)) => {
+            ctrl.notify_topics_changed();
+            // This thread may wait for the file: the message it stores next is in a topic
+            // that survives a crash.
+            if let Err(e) = ctrl.topics.persist_if_dirty() {
+                tracing::error!(topic = dlq, error = %e, "persisting a new dead-letter topic failed");
+            }
+        }
         Err(e) => {
             tracing::error!(topic = dlq, error = %e, "persisting a new dead-letter topic failed");
             ctrl.notify_topics_changed();
@@ -401,6 +408,7 @@ mod tests {
         config.store.root_dir = dir.path().join("store");
         config.broker.listen_port = 0;
         config.broker.fast_port_enabled = false;
+        config.metrics.listen = "127.0.0.1:0".to_string();
         // No embedded name server; registration runs after the load, if ever.
         config.namesrv.addr = "127.0.0.1:9".to_string();
         let file = offset_file_in(&config.store.root_dir);

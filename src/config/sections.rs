@@ -57,6 +57,14 @@ pub struct BrokerSection {
     pub region_id: String,
     pub trace_on: bool,
     pub offset_check_in_slave: bool,
+    /// Refuse half (prepared) messages with NO_PERMISSION (rejectTransactionMessage).
+    pub reject_transaction_message: bool,
+    /// A half message younger than this is not checked back (transactionTimeOut).
+    pub transaction_timeout_ms: u64,
+    /// A half message checked back this many times goes to TRANS_CHECK_MAX_TIME_TOPIC.
+    pub transaction_check_max: u32,
+    /// Period of the transaction check-back scan (transactionCheckInterval).
+    pub transaction_check_interval_ms: u64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -98,6 +106,39 @@ pub struct StoreSection {
     pub disk_space_clean_forcibly_ratio_percent: u64,
     pub disk_space_warning_level_ratio_percent: u64,
     pub clean_file_forcibly_enabled: bool,
+}
+
+impl Default for StoreSection {
+    fn default() -> Self {
+        StoreSection {
+            root_dir: default_store_root(),
+            commit_log_file_size_bytes: 1024 * 1024 * 1024,
+            consume_queue_file_units: 300_000,
+            flush_policy: FlushPolicy::Async,
+            flush_interval_ms: 500,
+            sync_flush_timeout_ms: 5_000,
+            max_message_size_bytes: 4 * 1024 * 1024,
+            file_reserved_time_hours: 72,
+            delete_check_interval_ms: 10_000,
+            access_message_in_memory_max_ratio_percent: 40,
+            max_transfer_bytes_on_message_in_memory: 256 * 1024,
+            max_transfer_count_on_message_in_memory: 32,
+            max_transfer_bytes_on_message_in_disk: 64 * 1024,
+            max_transfer_count_on_message_in_disk: 8,
+            total_physical_memory_bytes: 0,
+            io_mode: StoreIoMode::Uring,
+            io_pread_fallback_allowed: false,
+            io_ring_entries: 32,
+            io_fixed_buffer_count: 32,
+            io_fixed_buffer_size_bytes: 32 * 1024,
+            io_thread_rings_max: 16,
+            corruption_policy: crate::store::CorruptionPolicy::Refuse,
+            disk_max_used_space_ratio_percent: 75,
+            disk_space_clean_forcibly_ratio_percent: 85,
+            disk_space_warning_level_ratio_percent: 90,
+            clean_file_forcibly_enabled: true,
+        }
+    }
 }
 
 /// Most pull-wake threads (`RINGMQ_LONGPOLL_WAKE_THREADS`).
@@ -185,6 +226,22 @@ impl TransferSection {
     }
 }
 
+/// RocketMQ's ACL 1.0 (`aclEnable`, `plain_acl.yml`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct AclSection {
+    /// Check every broker request against the rules (off by default, as in RocketMQ).
+    pub enabled: bool,
+    /// The rules file; empty = `plain_acl.yml` in the store root ([`Config::acl_file_path`]).
+    pub file_path: String,
+}
+
+/// The metrics and dashboard listener (ringmq's own; RocketMQ exports through OpenTelemetry).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricsSection {
+    /// `ip:port` of `GET /metrics` and the dashboard; empty turns both off.
+    pub listen: String,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct LogSection {
     /// A `tracing` filter, e.g. `info` or `ringmq=debug`.
@@ -200,7 +257,26 @@ pub struct Config {
     pub longpoll: LongpollSection,
     pub server: ServerSection,
     pub transfer: TransferSection,
+    pub acl: AclSection,
+    pub metrics: MetricsSection,
     pub log: LogSection,
+}
+
+/// The name of the ACL rules file, in the store root unless `RINGMQ_ACL_FILE_PATH` says
+/// otherwise (RocketMQ reads `${ROCKETMQ_HOME}/conf/plain_acl.yml`; ringmq has no home
+/// directory, and the store root is the one directory it owns).
+pub const ACL_FILE_NAME: &str = "plain_acl.yml";
+
+impl Config {
+    /// The `plain_acl.yml` ACL reads: `RINGMQ_ACL_FILE_PATH`, or [`ACL_FILE_NAME`] in
+    /// `RINGMQ_STORE_ROOT_DIR`.
+    pub fn acl_file_path(&self) -> PathBuf {
+        if self.acl.file_path.is_empty() {
+            self.store.root_dir.join(ACL_FILE_NAME)
+        } else {
+            PathBuf::from(&self.acl.file_path)
+        }
+    }
 }
 
 /// RocketMQ's default store root is `${user.home}/store`.
@@ -255,6 +331,11 @@ impl Default for Config {
                 region_id: "DefaultRegion".into(),
                 trace_on: true,
                 offset_check_in_slave: false,
+                reject_transaction_message: false,
+                transaction_timeout_ms: 6_000,
+                transaction_check_max: 15,
+                // RocketMQ 4.x's default; 5.1 lowered it to 30 s.
+                transaction_check_interval_ms: 60_000,
             },
             namesrv: NamesrvSection {
                 addr: String::new(),
@@ -263,34 +344,7 @@ impl Default for Config {
                 scan_not_active_broker_interval_ms: 5_000,
                 broker_channel_expired_timeout_ms: 120_000,
             },
-            store: StoreSection {
-                root_dir: default_store_root(),
-                commit_log_file_size_bytes: 1024 * 1024 * 1024,
-                consume_queue_file_units: 300_000,
-                flush_policy: FlushPolicy::Async,
-                flush_interval_ms: 500,
-                sync_flush_timeout_ms: 5_000,
-                max_message_size_bytes: 4 * 1024 * 1024,
-                file_reserved_time_hours: 72,
-                delete_check_interval_ms: 10_000,
-                access_message_in_memory_max_ratio_percent: 40,
-                max_transfer_bytes_on_message_in_memory: 256 * 1024,
-                max_transfer_count_on_message_in_memory: 32,
-                max_transfer_bytes_on_message_in_disk: 64 * 1024,
-                max_transfer_count_on_message_in_disk: 8,
-                total_physical_memory_bytes: 0,
-                io_mode: StoreIoMode::Uring,
-                io_pread_fallback_allowed: false,
-                io_ring_entries: 32,
-                io_fixed_buffer_count: 32,
-                io_fixed_buffer_size_bytes: 32 * 1024,
-                io_thread_rings_max: 16,
-                corruption_policy: crate::store::CorruptionPolicy::Refuse,
-                disk_max_used_space_ratio_percent: 75,
-                disk_space_clean_forcibly_ratio_percent: 85,
-                disk_space_warning_level_ratio_percent: 90,
-                clean_file_forcibly_enabled: true,
-            },
+            store: StoreSection::default(),
             longpoll: LongpollSection::default(),
             server: ServerSection::default(),
             transfer: TransferSection {
@@ -301,6 +355,10 @@ impl Default for Config {
                 // 32 KiB; contiguous records, copy tied or won at 4 KiB, zero-copy won at 8 KiB.
                 auto_zerocopy_min_range_bytes: 24 * 1024,
                 auto_zerocopy_min_message_bytes: 6 * 1024,
+            },
+            acl: AclSection::default(),
+            metrics: MetricsSection {
+                listen: "127.0.0.1:5557".into(),
             },
             log: LogSection {
                 level: "info".into(),

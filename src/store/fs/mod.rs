@@ -147,6 +147,7 @@ impl FileSystem for RealFs {
     }
 
     fn sync(&self, file: &File, path: &Path, kind: SyncKind) -> Result<(), StoreError> {
+        FSYNCS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let result = match kind {
             SyncKind::Data => file.sync_data(),
             SyncKind::All => file.sync_all(),
@@ -168,6 +169,15 @@ impl FileSystem for RealFs {
             available_bytes: (stat.blocks_available() as u64).saturating_mul(block),
         })
     }
+}
+
+/// fsync calls made through [`RealFs`] (every fsync of the store, file or directory) by this
+/// process, failed ones included.
+static FSYNCS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The number of fsyncs so far (metrics).
+pub fn fsync_count() -> u64 {
+    FSYNCS.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// What an fsync must make durable.
