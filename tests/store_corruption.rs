@@ -102,6 +102,8 @@ fn run_broker(dir: &Path, policy: Option<&str>) -> (Option<std::process::ExitSta
         .env("RINGMQ_BROKER_LISTEN_PORT", port.to_string())
         .env("RINGMQ_NAMESRV_LISTEN_PORT", namesrv_port.to_string())
         .env("RINGMQ_SERVER_WORKER_THREADS", "1")
+        // No metrics listener: the default port would clash between parallel tests.
+        .env("RINGMQ_METRICS_LISTEN", "")
         .env("RINGMQ_LOG_LEVEL", "info")
         .env_remove("RINGMQ_STORE_CORRUPTION_POLICY")
         .stdin(Stdio::null())
