@@ -9,11 +9,13 @@
 //! fresh start, a corrupt one with no usable backup is an error: ringmq never silently starts
 //! every consumer group from offset 0.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use crate::store::fs::{sync_dir, FileSystem, RealFs, SyncKind};
+use crate::store::StoreError;
 
 /// A table's "changed since its file was last written" flag and the wake-up of the metadata
 /// persister thread (`ringmq-config-persist`, started by `startup`).
@@ -292,39 +294,69 @@ pub fn backup_path(path: &Path) -> PathBuf {
     sibling(path, ".bak")
 }
 
-/// fsync of a file or directory. Every config-file fsync goes through here; a failure is
-/// returned, never retried as success.
-fn sync(file: &File, path: &Path) -> Result<(), PersistError> {
-    file.sync_all().map_err(io_err("fsync", path))
+/// The file system the metadata files are created, written, fsynced and renamed through: the
+/// store's seam ([`crate::store::fs::FileSystem`]), so tests inject failures here as in the
+/// store. The real file system until [`MetadataFs::set`].
+#[derive(Debug, Default)]
+pub struct MetadataFs(OnceLock<Arc<dyn FileSystem>>);
+
+impl MetadataFs {
+    /// Uses `fs` from now on (once; later calls keep the first).
+    pub fn set(&self, fs: Arc<dyn FileSystem>) {
+        let _ = self.0.set(fs);
+    }
+
+    pub fn get(&self) -> &dyn FileSystem {
+        match self.0.get() {
+            Some(fs) => fs.as_ref(),
+            None => &RealFs,
+        }
+    }
 }
 
-/// Writes `content` to `path` crash-safely (see the module doc).
+/// A store file-system error as a metadata one (the same operation, path and OS error).
+fn from_store(e: StoreError) -> PersistError {
+    match e {
+        StoreError::Io { op, path, source } => PersistError::Io { op, path, source },
+        other => PersistError::Io {
+            op: "file system",
+            path: PathBuf::new(),
+            source: io::Error::other(other.to_string()),
+        },
+    }
+}
+
+/// Writes `content` to `path` crash-safely (see the module doc) on the real file system.
 pub fn write_atomically(path: &Path, content: &[u8]) -> Result<(), PersistError> {
+    write_atomically_on(&RealFs, path, content)
+}
+
+/// [`write_atomically`] through `fs`. Every config-file fsync goes through `fs.sync`; a
+/// failure is returned, never retried as success.
+pub fn write_atomically_on(
+    fs: &dyn FileSystem,
+    path: &Path,
+    content: &[u8],
+) -> Result<(), PersistError> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    fs::create_dir_all(dir).map_err(io_err("create dir", dir))?;
+    std::fs::create_dir_all(dir).map_err(io_err("create dir", dir))?;
     let tmp = sibling(path, ".tmp");
     {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)
-            .map_err(io_err("create", &tmp))?;
-        file.write_all(content).map_err(io_err("write", &tmp))?;
-        sync(&file, &tmp)?;
+        let file = fs.create(&tmp).map_err(from_store)?;
+        fs.write_at(&file, &tmp, content, 0).map_err(from_store)?;
+        fs.sync(&file, &tmp, SyncKind::All).map_err(from_store)?;
     }
     if path.exists() {
         let bak = backup_path(path);
         // Replace the old backup by the current file through a link, so that at every instant
         // either <file> or <file>.bak is a complete previous version.
         let bak_tmp = sibling(path, ".bak.tmp");
-        let _ = fs::remove_file(&bak_tmp); // leftover of an earlier crash; absence is fine
-        fs::hard_link(path, &bak_tmp).map_err(io_err("link backup", &bak_tmp))?;
-        fs::rename(&bak_tmp, &bak).map_err(io_err("rename backup", &bak))?;
+        let _ = std::fs::remove_file(&bak_tmp); // leftover of an earlier crash; absence is fine
+        std::fs::hard_link(path, &bak_tmp).map_err(io_err("link backup", &bak_tmp))?;
+        fs.rename(&bak_tmp, &bak).map_err(from_store)?;
     }
-    fs::rename(&tmp, path).map_err(io_err("rename", path))?;
-    let dir_file = File::open(dir).map_err(io_err("open dir", dir))?;
-    sync(&dir_file, dir)
+    fs.rename(&tmp, path).map_err(from_store)?;
+    sync_dir(fs, dir).map_err(from_store)
 }
 
 /// What [`load_with_backup`] found.
@@ -384,10 +416,9 @@ pub fn load_with_backup<T>(
 /// bytes stay for a look.
 fn move_aside(path: &Path) -> Result<PathBuf, PersistError> {
     let to = sibling(path, &format!(".corrupt-{}", crate::common::now_ms()));
-    fs::rename(path, &to).map_err(io_err("rename corrupt file", path))?;
+    std::fs::rename(path, &to).map_err(io_err("rename corrupt file", path))?;
     let dir = path.parent().unwrap_or(Path::new("."));
-    let dir_file = File::open(dir).map_err(io_err("open dir", dir))?;
-    sync(&dir_file, dir)?;
+    sync_dir(&RealFs, dir).map_err(from_store)?;
     Ok(to)
 }
 
@@ -427,7 +458,7 @@ pub fn parse_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, Conte
 }
 
 fn read_optional(path: &Path) -> Result<Option<String>, PersistError> {
-    match fs::read(path) {
+    match std::fs::read(path) {
         Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(PersistError::Io {
@@ -453,6 +484,8 @@ pub fn quote_bare_integer_keys(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::fs;
+
     use super::*;
 
     fn parse_value(text: &str) -> Result<serde_json::Value, ContentError> {

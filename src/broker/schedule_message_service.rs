@@ -78,7 +78,9 @@ fn parse_delay_offsets(text: &str) -> Result<BTreeMap<i32, i64>, ContentError> {
 fn persist_offsets(ctrl: &BrokerController, offsets: &BTreeMap<i32, i64>) {
     let table: BTreeMap<String, i64> = offsets.iter().map(|(k, v)| (k.to_string(), *v)).collect();
     let text = serde_json::json!({ "offsetTable": table }).to_string();
-    if let Err(e) = persist::write_atomically(&offset_file(ctrl), text.as_bytes()) {
+    if let Err(e) =
+        persist::write_atomically_on(ctrl.offsets.fs.get(), &offset_file(ctrl), text.as_bytes())
+    {
         tracing::error!(error = %e, "writing delayOffset.json failed");
     }
 }

@@ -192,7 +192,7 @@ pub fn build_controller_on(
     let io = Arc::new(io_engine(&config)?);
     tracing::info!(mode = ?io.mode(), "store read engine ready");
     let store_cfg = store_config(&config)?;
-    let store = MessageStore::open_on(store_cfg.clone(), io, fs)?;
+    let store = MessageStore::open_on(store_cfg.clone(), io, Arc::clone(&fs))?;
     let root = config.store.root_dir.clone();
     let topics = TopicConfigManager::new(
         &root,
@@ -206,6 +206,10 @@ pub fn build_controller_on(
     let groups =
         SubscriptionGroupManager::new(&root, config.broker.auto_create_subscription_group_enabled);
     let offsets = ConsumerOffsetManager::new(&root);
+    // The metadata files go through the store's file system too.
+    topics.fs.set(Arc::clone(&fs));
+    groups.fs.set(Arc::clone(&fs));
+    offsets.fs.set(fs);
     for (what, backup_used) in [
         ("topics", topics.load()?),
         ("groups", groups.load()?),

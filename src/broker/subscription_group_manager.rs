@@ -7,7 +7,9 @@ use std::sync::{Arc, RwLock};
 
 use serde::{Deserialize, Serialize};
 
-use super::config_manager::{self as persist, BackupUsed, Loaded, PersistError, PersistGate};
+use super::config_manager::{
+    self as persist, BackupUsed, Loaded, MetadataFs, PersistError, PersistGate,
+};
 use crate::common::topic_validator::validate_group;
 
 /// Java `SubscriptionGroupConfig` with its defaults. Unknown members of files written by Java
@@ -73,6 +75,8 @@ pub struct SubscriptionGroupManager {
     path: PathBuf,
     /// Auto-created groups mark it; the persister writes them (see [`PersistGate`]).
     pub gate: PersistGate,
+    /// Where the file is written (the store's file system).
+    pub fs: MetadataFs,
 }
 
 impl SubscriptionGroupManager {
@@ -92,6 +96,7 @@ impl SubscriptionGroupManager {
             auto_create,
             path: store_root.join("config").join("subscriptionGroup.json"),
             gate: PersistGate::default(),
+            fs: MetadataFs::default(),
         }
     }
 
@@ -139,7 +144,7 @@ impl SubscriptionGroupManager {
             path: self.path.clone(),
             source: std::io::Error::other(e),
         })?;
-        persist::write_atomically(&self.path, text.as_bytes())
+        persist::write_atomically_on(self.fs.get(), &self.path, text.as_bytes())
     }
 
     pub fn find(&self, group: &str) -> Option<Arc<SubscriptionGroupConfig>> {

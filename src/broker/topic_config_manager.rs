@@ -6,7 +6,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
-use super::config_manager::{self as persist, BackupUsed, Loaded, PersistError, PersistGate};
+use super::config_manager::{
+    self as persist, BackupUsed, Loaded, MetadataFs, PersistError, PersistGate,
+};
 use crate::common::now_ms;
 use crate::remoting::body::{perm, DataVersion, TopicConfig, TopicConfigSerializeWrapper};
 
@@ -54,6 +56,8 @@ pub struct TopicConfigManager {
     /// Topics created by sends and send-backs mark it; the persister writes them (see
     /// [`PersistGate`]).
     pub gate: PersistGate,
+    /// Where the file is written (the store's file system).
+    pub fs: MetadataFs,
 }
 
 fn topic(name: &str, read: i32, write: i32, perm_bits: i32) -> TopicConfig {
@@ -115,6 +119,7 @@ impl TopicConfigManager {
             }),
             path: store_root.join("config").join("topics.json"),
             gate: PersistGate::default(),
+            fs: MetadataFs::default(),
         }
     }
 
@@ -165,7 +170,7 @@ impl TopicConfigManager {
             path: self.path.clone(),
             source: std::io::Error::other(e),
         })?;
-        persist::write_atomically(&self.path, text.as_bytes())
+        persist::write_atomically_on(self.fs.get(), &self.path, text.as_bytes())
     }
 
     /// The table as the name server and GET_ALL_TOPIC_CONFIG want it.
