@@ -14,6 +14,7 @@ use crate::broker::consumer_filter_manager::FilterCache;
 use crate::broker::consumer_offset_manager::ConsumerOffsetManager;
 use crate::broker::controller::BrokerController;
 use crate::broker::dispatch::BrokerRequestHandler;
+use crate::broker::ha::ha_service::{self, HaService};
 use crate::broker::longpoll::pull_request_hold_service::{
     ArrivalNotifier, PullRequestHoldService, WakeItem, WakeService,
 };
@@ -72,6 +73,8 @@ pub enum StartupError {
     Config(crate::config::ConfigError),
     #[error("configuration: {var}={text:?} is not an IP address")]
     IpAddress { var: &'static str, text: String },
+    #[error("{0}")]
+    HaListen(#[from] crate::broker::ha::ha_service::HaBindError),
     #[error("cannot start thread {name}: {source}")]
     Thread {
         name: String,
@@ -248,6 +251,7 @@ pub fn build_controller_on(
         topic_changes_tx,
         delay_levels_ms,
         boot_timestamp_ms: now_ms(),
+        ha: HaService::new(&config),
         metrics: (!config.metrics.listen.trim().is_empty()).then(|| Arc::new(BrokerMetrics::new())),
         config,
     });
@@ -322,19 +326,10 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
     } else {
         None
     };
-    let namesrv_addrs: Vec<String> = match &namesrv {
-        Some(n) => vec![n.server.local_addrs()[0].to_string()],
-        None => config
-            .namesrv
-            .addr
-            .split(';')
-            .map(str::trim)
-            .filter(|a| !a.is_empty())
-            .map(String::from)
-            .collect(),
-    };
+    let namesrv_addrs = namesrv_addrs(&config, namesrv.as_ref());
     // Bound before the store opens: a broker refused for its port leaves its data dir alone.
     let (config, listeners) = bind_broker_listeners(config)?;
+    let (config, ha_listener) = bind_ha_listener(config)?;
     let metrics_listener = bind_metrics_listener(&config)?;
     let ControllerParts {
         ctrl,
@@ -352,6 +347,12 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
         start_config_persister(&ctrl, &stop)?,
         start_housekeeping(&ctrl, &stop)?,
         start_schedule(&ctrl, &stop, delay_offsets)?,
+        ctrl.ha
+            .start(ctrl.store.clone(), &ctrl.config, ha_listener, &stop)
+            .map_err(|source| StartupError::Thread {
+                name: "ringmq-ha".into(),
+                source,
+            })?,
         start_transaction_check(&ctrl, &stop)?,
     ]);
     let handler = Arc::new(BrokerRequestHandler { ctrl: ctrl.clone() });
@@ -395,6 +396,36 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
         shutdown,
         stop,
     })
+}
+
+/// The name servers the broker registers with: the embedded one, or RINGMQ_NAMESRV_ADDR's.
+fn namesrv_addrs(config: &Config, embedded: Option<&NamesrvHandle>) -> Vec<String> {
+    match embedded {
+        Some(n) => vec![n.server.local_addrs()[0].to_string()],
+        None => config
+            .namesrv
+            .addr
+            .split(';')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .map(String::from)
+            .collect(),
+    }
+}
+
+/// Binds a master's HA port (a slave has none); the port bound goes into the configuration, so
+/// the registration advertises the real one.
+fn bind_ha_listener(
+    mut config: Config,
+) -> Result<(Config, Option<std::net::TcpListener>), StartupError> {
+    let listener = match ha_service::bind(&config)? {
+        Some((listener, port)) => {
+            config.ha.listen_port = port;
+            Some(listener)
+        }
+        None => None,
+    };
+    Ok((config, listener))
 }
 
 /// Binds the main port and, when enabled, the fast port (listen port - 2, as Java's
@@ -647,7 +678,8 @@ fn register_all(
     let wrapper = ctrl.topics.wrapper();
     let topics: Vec<_> = wrapper.topic_config_table.values().cloned().collect();
     let c = &ctrl.config.broker;
-    let ha_addr = format!("{}:{}", c.advertised_ip, c.listen_port + 1);
+    let ha_port = ctrl.config.ha.effective_listen_port(c.listen_port);
+    let ha_addr = format!("{}:{ha_port}", c.advertised_ip);
     for addr in namesrv_addrs {
         let request = build_register_broker_request(
             &c.cluster_name,
@@ -659,7 +691,14 @@ fn register_all(
             &wrapper.data_version,
         );
         match invoke_namesrv(connections, addr, request) {
-            Ok(r) if r.code == 0 => tracing::debug!(namesrv = addr, "registered with name server"),
+            Ok(r) if r.code == 0 => {
+                tracing::debug!(namesrv = addr, "registered with name server");
+                // Java `BrokerController.registerBrokerAll`: a slave learns its master here.
+                ctrl.ha.update_master(
+                    r.ext_fields.get("haServerAddr").map(String::as_str),
+                    r.ext_fields.get("masterAddr").map(String::as_str),
+                );
+            }
             Ok(r) => {
                 tracing::warn!(namesrv = addr, code = r.code, remark = ?r.remark, "name server refused registration")
             }

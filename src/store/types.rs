@@ -76,10 +76,12 @@ impl StoreError {
             StoreError::Poisoned { .. }
             | StoreError::DiskFull { .. }
             | StoreError::ShutDown
-            | StoreError::Locked { .. } => PutMessageStatus::ServiceNotAvailable,
-            StoreError::Io { .. } | StoreError::Corrupted { .. } | StoreError::Config { .. } => {
-                PutMessageStatus::UnknownError
-            }
+            | StoreError::Locked { .. }
+            | StoreError::SlaveReadOnly => PutMessageStatus::ServiceNotAvailable,
+            StoreError::Io { .. }
+            | StoreError::Corrupted { .. }
+            | StoreError::Config { .. }
+            | StoreError::ReplicaOffsetMismatch { .. } => PutMessageStatus::UnknownError,
         }
     }
 }

@@ -145,6 +145,9 @@ impl Inner {
         common: &AppendCommon<'_>,
         entries: &[AppendEntry<'_>],
     ) -> Result<PutMessageResult, StoreError> {
+        if self.config.broker_role_slave {
+            return Err(StoreError::SlaveReadOnly);
+        }
         let shape = self.validate_append(common, entries)?;
         let mut writer = lock(&self.writer);
         let slot = self.reserve(&mut writer, common, &shape, entries.len())?;
@@ -350,7 +353,7 @@ impl Inner {
         Ok(())
     }
 
-    fn check_writable(&self) -> Result<(), StoreError> {
+    pub(super) fn check_writable(&self) -> Result<(), StoreError> {
         if self.shut_down.load(Ordering::Acquire) {
             return Err(StoreError::ShutDown);
         }
@@ -415,13 +418,49 @@ impl Inner {
         Ok(())
     }
 
+    /// The replica's write (`replica`): a failure poisons the store. A slave publishes the
+    /// master's bytes and dispatches their units in steps that cannot be undone, so after a
+    /// failed write it stops rather than guess; the appends of `append` need not (see
+    /// [`Inner::write_record`]).
+    pub(super) fn write_or_poison(
+        &self,
+        segment: &Segment,
+        bytes: &[u8],
+        pos: u64,
+    ) -> Result<(), StoreError> {
+        assert!(pos + bytes.len() as u64 <= self.commit_log.file_size_bytes() as u64);
+        match self.fs.write_at(&segment.file, &segment.path, bytes, pos) {
+            Ok(()) => {
+                segment.mark_dirty();
+                Ok(())
+            }
+            Err(e) => {
+                // The file content is unknown after a failed write: stop accepting appends.
+                self.poison(format!("write failed: {e}"));
+                Err(e)
+            }
+        }
+    }
+
+    /// The replica's unit write; a failure poisons the store, as in [`Inner::write_or_poison`].
+    pub(super) fn write_units(
+        &self,
+        cq: &ConsumeQueue,
+        first_queue_offset: i64,
+        units: &[u8],
+    ) -> Result<(), StoreError> {
+        cq.write_units(first_queue_offset, units).inspect_err(|e| {
+            self.poison(format!("consume queue write failed: {e}"));
+        })
+    }
+
     fn publish(&self, end_phy_offset: i64, store_timestamp_ms: i64) {
         self.last_store_timestamp_ms
             .store(store_timestamp_ms, Ordering::Release);
         self.commit_log.set_max_phy_offset(end_phy_offset);
     }
 
-    fn after_append(&self) {
+    pub(super) fn after_append(&self) {
         if self.config.flush_policy == FlushPolicy::Sync {
             self.request_flush();
         }
