@@ -362,6 +362,24 @@ static FIELDS: &[FieldSpec] = &[
         "An invalid record with CommitLog data after it: refuse (do not start; name the file and offset) or quarantine (keep the bad tail and later files aside as .corrupt-<ms>, start). A torn tail in the last file is always truncated."
     ),
     field!(
+        "RINGMQ_STORE_MESSAGE_INDEX_ENABLE",
+        "messageIndexEnable",
+        store.message_index_enable,
+        "Build the message index in index/ of the store root (QUERY_MESSAGE by key and by unique key)."
+    ),
+    field!(
+        "RINGMQ_STORE_MAX_HASH_SLOT_NUM",
+        "maxHashSlotNum",
+        store.max_hash_slot_num,
+        "Hash slots per index file (4 bytes each)."
+    ),
+    field!(
+        "RINGMQ_STORE_MAX_INDEX_NUM",
+        "maxIndexNum",
+        store.max_index_num,
+        "Entries per index file (20 bytes each); a full file rolls to a new one."
+    ),
+    field!(
         "RINGMQ_STORE_IO_MODE",
         "",
         store.io_mode,

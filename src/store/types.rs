@@ -244,4 +244,6 @@ pub struct RecoveryReport {
     /// Files written or renamed aside by the quarantine corruption policy: the copy of the bad
     /// tail of the corrupt file, then every later CommitLog file.
     pub quarantined_files: Vec<std::path::PathBuf>,
+    /// Records indexed again because the message index ended before the CommitLog.
+    pub index_records_rebuilt: u64,
 }

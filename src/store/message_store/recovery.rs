@@ -518,7 +518,7 @@ pub(super) fn read_into(
 
 /// A window over one CommitLog file, refilled through the I/O engine.
 #[derive(Default)]
-struct ChunkReader {
+pub(super) struct ChunkReader {
     buf: Vec<u8>,
     segment_start: i64,
     /// File position of `buf[0]`.
@@ -526,7 +526,7 @@ struct ChunkReader {
 }
 
 impl ChunkReader {
-    fn read(
+    pub(super) fn read(
         &mut self,
         inner: &Inner,
         seg: &Segment,

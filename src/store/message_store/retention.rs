@@ -1,5 +1,6 @@
-//! Retention: deletes expired CommitLog files and the ConsumeQueue files and units that only
-//! pointed at them, and the disk guard (Java `CleanCommitLogService.isSpaceToDelete`).
+//! Retention: deletes expired CommitLog files, the ConsumeQueue files and units that only
+//! pointed at them, and the index files whose last message is gone; and the disk guard (Java
+//! `CleanCommitLogService.isSpaceToDelete`).
 //!
 //! The disk guard measures the used share of the disks holding the CommitLog and the
 //! ConsumeQueues (through the store's `FileSystem`, so tests can report any usage) once per
@@ -97,6 +98,9 @@ impl Inner {
         for cq in self.all_queues() {
             self.delete_queue_files_below(&cq, min_phy_offset)?;
             self.correct_min_offset_in_queue(&cq, min_phy_offset)?;
+        }
+        if let Some(index) = &self.index {
+            index.delete_expired(min_phy_offset)?;
         }
         Ok(expired)
     }
