@@ -85,7 +85,9 @@ pub fn encode_offsets(offsets: &BTreeMap<i32, i64>) -> String {
 fn persist_offsets(ctrl: &BrokerController, offsets: &BTreeMap<i32, i64>) {
     publish_offsets(ctrl, offsets);
     let text = encode_offsets(offsets);
-    if let Err(e) = persist::write_atomically(&offset_file(ctrl), text.as_bytes()) {
+    if let Err(e) =
+        persist::write_atomically_on(ctrl.offsets.fs.get(), &offset_file(ctrl), text.as_bytes())
+    {
         tracing::error!(error = %e, "writing delayOffset.json failed");
     }
 }
@@ -113,7 +115,11 @@ pub fn install_offsets(
     if unchanged && offset_file(ctrl).exists() {
         return Ok(());
     }
-    persist::write_atomically(&offset_file(ctrl), encode_offsets(&offsets).as_bytes())?;
+    persist::write_atomically_on(
+        ctrl.offsets.fs.get(),
+        &offset_file(ctrl),
+        encode_offsets(&offsets).as_bytes(),
+    )?;
     publish_offsets(ctrl, &offsets);
     Ok(())
 }
@@ -381,7 +387,14 @@ fn create_dlq_topic(ctrl: &BrokerController, dlq: &str) {
         .create_topic_if_absent(dlq, 1, perm::PERM_READ | perm::PERM_WRITE, 0)
     {
         Ok((_, false)) => {}
-        Ok((_, true)) => ctrl.notify_topics_changed(),
+        Ok((_, true)) => {
+            ctrl.notify_topics_changed();
+            // This thread may wait for the file: the message it stores next is in a topic
+            // that survives a crash.
+            if let Err(e) = ctrl.topics.persist_if_dirty() {
+                tracing::error!(topic = dlq, error = %e, "persisting a new dead-letter topic failed");
+            }
+        }
         Err(e) => {
             tracing::error!(topic = dlq, error = %e, "persisting a new dead-letter topic failed");
             ctrl.notify_topics_changed();

@@ -25,7 +25,7 @@ pub mod segment;
 pub mod store_stats_service;
 pub mod types;
 
-pub use config::{FlushPolicy, StoreConfig};
+pub use config::{CorruptionPolicy, FlushPolicy, StoreConfig};
 pub use error::StoreError;
 pub use filter::{AcceptAll, MessageFilter};
 pub use format::{DecodedRecord, FormatError};
