@@ -180,6 +180,21 @@ impl SubscriptionGroupManager {
         self.persist()
     }
 
+    /// Java `deleteSubscriptionGroupConfig`: removes the group and persists when it existed.
+    /// Says whether it existed.
+    pub fn delete(&self, group: &str) -> Result<bool, PersistError> {
+        let removed = self
+            .table
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(group)
+            .is_some();
+        if removed {
+            self.persist()?;
+        }
+        Ok(removed)
+    }
+
     pub fn all(&self) -> BTreeMap<String, SubscriptionGroupConfig> {
         self.table
             .read()

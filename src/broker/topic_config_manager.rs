@@ -189,6 +189,22 @@ impl TopicConfigManager {
         self.persist()
     }
 
+    /// Java `deleteTopicConfig`: removes the topic, bumps the data version and persists when
+    /// it existed. Says whether it existed.
+    pub fn delete_topic_config(&self, topic: &str) -> Result<bool, PersistError> {
+        let removed = self
+            .table
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(topic)
+            .is_some();
+        if removed {
+            self.bump_version();
+            self.persist()?;
+        }
+        Ok(removed)
+    }
+
     /// Java `createTopicInSendMessageMethod`: a send to a missing topic creates it from the
     /// `default_topic` template when that template exists with PERM_INHERIT. The new topic has
     /// `min(client_default_queue_nums, template.writeQueueNums)` queues and the template's perm

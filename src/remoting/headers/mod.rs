@@ -80,13 +80,20 @@ mod offsets;
 mod pull;
 mod send;
 
-pub use admin::{CreateTopicRequestHeader, ViewMessageRequestHeader};
+pub use admin::{
+    CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader, DeleteTopicRequestHeader,
+    GetBrokerConfigResponseHeader, GetConsumeStatsRequestHeader,
+    GetConsumerConnectionListRequestHeader, GetProducerConnectionListRequestHeader,
+    GetTopicConfigRequestHeader, GetTopicStatsInfoRequestHeader, ViewMessageRequestHeader,
+};
 pub use client::{
     ConsumerSendMsgBackRequestHeader, GetConsumerListByGroupRequestHeader,
     NotifyConsumerIdsChangedRequestHeader, UnregisterClientRequestHeader,
 };
 pub use field::{CustomHeader, HeaderField};
 pub use namesrv::{
+    DeleteTopicFromNamesrvRequestHeader, GetKvConfigResponseHeader,
+    GetKvListByNamespaceRequestHeader, KvConfigKeyRequestHeader, PutKvConfigRequestHeader,
     GetRouteInfoRequestHeader, RegisterBrokerRequestHeader, RegisterBrokerResponseHeader,
     UnregisterBrokerRequestHeader,
 };

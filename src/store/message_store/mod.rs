@@ -246,6 +246,24 @@ impl MessageStore {
         self.inner.earliest_message_store_time(topic, queue_id)
     }
 
+    /// Store time of the message at `queue_offset` (Java `getMessageStoreTimeStamp`), `None`
+    /// when the queue or the message is gone.
+    pub fn message_store_timestamp(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        queue_offset: i64,
+    ) -> Result<Option<i64>, StoreError> {
+        self.inner
+            .message_store_timestamp(topic, queue_id, queue_offset)
+    }
+
+    /// Deletes the ConsumeQueues of `topic` (Java `deleteTopics`); the CommitLog keeps its
+    /// records. Returns the number of queues removed.
+    pub fn delete_topic(&self, topic: &str) -> Result<usize, StoreError> {
+        self.inner.delete_topic(topic)
+    }
+
     /// One whole record by CommitLog offset, or `None` when no record starts there.
     pub fn look_message_by_offset(&self, phy_offset: i64) -> Result<Option<Bytes>, StoreError> {
         self.inner.look_message_by_offset(phy_offset)

@@ -1,16 +1,17 @@
 //! Retention: deletes expired CommitLog files and the ConsumeQueue files and units that only
-//! pointed at them.
+//! pointed at them; and the ConsumeQueues of a deleted topic.
 
 use std::fs::File;
 use std::path::Path;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use super::lookup::first_offset_where;
-use super::{lock, Inner};
+use super::{lock, write_guard, Inner};
 use crate::common::now_ms;
 use crate::store::consume_queue::ConsumeQueue;
 use crate::store::error::StoreError;
 use crate::store::format::CQ_UNIT_SIZE_BYTES;
+use crate::store::fs;
 
 impl Inner {
     /// The retention thread: one pass every `delete_check_interval_ms` until the store stops.
@@ -38,6 +39,27 @@ impl Inner {
                 tracing::error!(error = %e, "retention pass failed");
             }
         }
+    }
+
+    /// Java `deleteTopics`: forgets the ConsumeQueues of `topic` and deletes their files; the
+    /// CommitLog keeps the records. Taken under the writer lock, so no append is placing a
+    /// unit in them meanwhile; readers holding a queue finish on the unlinked files. Returns
+    /// the number of queues removed.
+    pub(super) fn delete_topic(&self, topic: &str) -> Result<usize, StoreError> {
+        let _writer = lock(&self.writer);
+        let Some(removed) = write_guard(&self.queues).remove(topic) else {
+            return Ok(0);
+        };
+        for cq in removed.values() {
+            cq.segments().remove_front(cq.segments().len())?;
+        }
+        let dir = self.cq_root().join(topic);
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => fs::sync_dir(&self.cq_root())?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(StoreError::io("remove dir", dir, e)),
+        }
+        Ok(removed.len())
     }
 
     pub(super) fn delete_expired_files(&self, now_ms: i64) -> Result<usize, StoreError> {

@@ -597,3 +597,30 @@ fn a_failed_consume_queue_file_creation_fails_the_append_only() {
     assert_eq!(got.queue_offsets, vec![8]);
     store.shutdown().unwrap();
 }
+
+#[test]
+fn deleting_a_topic_drops_its_queues_and_keeps_the_commit_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(config(dir.path()));
+    for i in 0..3 {
+        store.put_message(&msg("Gone", i % 2, b"x", "a")).unwrap();
+        store.put_message(&msg("Kept", 0, b"y", "a")).unwrap();
+    }
+    let stamp = store.message_store_timestamp("Gone", 0, 0).unwrap();
+    assert!(stamp.is_some_and(|t| t > 0));
+    assert_eq!(store.message_store_timestamp("Gone", 0, 2).unwrap(), None);
+    let max_phy = store.max_phy_offset();
+    let cq_dir = dir.path().join("consumequeue").join("Gone");
+    assert!(cq_dir.is_dir());
+
+    assert_eq!(store.delete_topic("Gone").unwrap(), 2);
+    assert!(!cq_dir.exists());
+    assert_eq!(store.max_offset_in_queue("Gone", 0), 0);
+    assert_eq!(store.message_store_timestamp("Gone", 0, 0).unwrap(), None);
+    assert_eq!(store.max_phy_offset(), max_phy, "the CommitLog keeps its records");
+    assert_eq!(store.max_offset_in_queue("Kept", 0), 3);
+    assert_eq!(store.delete_topic("Gone").unwrap(), 0);
+    // A new send starts the queue again from 0.
+    let put = store.put_message(&msg("Gone", 0, b"z", "a")).unwrap();
+    assert_eq!(put.queue_offset, 0);
+}
