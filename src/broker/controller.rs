@@ -3,9 +3,10 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::config::{BrokerRole, Config};
+use crate::remoting::body::DataVersion;
 use crate::store::MessageStore;
 
 use super::client::{ConsumerManager, ProducerManager, RebalanceLockManager};
@@ -37,6 +38,9 @@ pub struct BrokerController {
     /// Topics created at run time that the name server must learn about.
     pub topic_changes_tx: crossbeam::channel::Sender<()>,
     pub delay_levels_ms: Vec<u64>,
+    /// Version of the run-time configuration (Java `Configuration.dataVersion`), bumped by
+    /// UPDATE_BROKER_CONFIG and reported by GET_BROKER_CONFIG.
+    pub config_version: Mutex<DataVersion>,
     pub boot_timestamp_ms: i64,
 }
 

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::AtomicI32;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -25,6 +25,7 @@ use crate::namesrv::{start_namesrv, NamesrvHandle, NamesrvStartError};
 use crate::net::remoting_client::BlockingClient;
 use crate::net::{self as server, ServerConfig, ServerHandle, ShutdownSignal};
 use crate::remoting::body::register_broker::build_register_broker_request;
+use crate::remoting::body::{perm, DataVersion};
 use crate::remoting::codes::request_code;
 use crate::remoting::command::RemotingCommand;
 use crate::store::io::{IoConfig, IoEngine, IoMode};
@@ -210,6 +211,10 @@ pub fn build_controller(config: Config) -> Result<ControllerParts, StartupError>
         broker_addr,
         topic_changes_tx,
         delay_levels_ms,
+        config_version: Mutex::new(DataVersion {
+            timestamp: now_ms(),
+            ..DataVersion::default()
+        }),
         boot_timestamp_ms: now_ms(),
         config,
     });
@@ -498,7 +503,21 @@ fn register_all(
     connections: &mut HashMap<String, BlockingClient>,
 ) {
     let wrapper = ctrl.topics.wrapper();
-    let topics: Vec<_> = wrapper.topic_config_table.values().cloned().collect();
+    // Java `registerBrokerAll`: a broker without read or write permission registers every
+    // topic with the permission it lacks taken off.
+    let broker_perm = ctrl.broker_permission();
+    let restricted = broker_perm & perm::PERM_READ == 0 || broker_perm & perm::PERM_WRITE == 0;
+    let topics: Vec<_> = wrapper
+        .topic_config_table
+        .values()
+        .cloned()
+        .map(|mut tc| {
+            if restricted {
+                tc.perm &= broker_perm;
+            }
+            tc
+        })
+        .collect();
     let c = &ctrl.config.broker;
     let ha_addr = format!("{}:{}", c.advertised_ip, c.listen_port + 1);
     for addr in namesrv_addrs {

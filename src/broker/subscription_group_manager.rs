@@ -9,23 +9,37 @@ use serde::{Deserialize, Serialize};
 
 use super::config_manager::{self as persist, BackupUsed, Loaded, PersistError};
 use crate::common::topic_validator::validate_group;
+use crate::remoting::body::json::lenient;
 
-/// Java `SubscriptionGroupConfig` with its defaults. Unknown members of files written by Java
-/// (groupRetryPolicy, attributes, ...) are ignored on load.
+/// Java `SubscriptionGroupConfig` with its defaults. Read as fastjson reads it (numbers and
+/// booleans as strings, `null` as the default); unknown members of files and bodies written by
+/// Java (groupRetryPolicy, attributes, ...) are ignored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct SubscriptionGroupConfig {
+    #[serde(deserialize_with = "lenient")]
     pub group_name: String,
+    #[serde(deserialize_with = "lenient")]
     pub consume_enable: bool,
+    #[serde(deserialize_with = "lenient")]
     pub consume_from_min_enable: bool,
+    #[serde(deserialize_with = "lenient")]
     pub consume_broadcast_enable: bool,
+    #[serde(deserialize_with = "lenient")]
     pub consume_message_orderly: bool,
+    #[serde(deserialize_with = "lenient")]
     pub retry_queue_nums: i32,
+    #[serde(deserialize_with = "lenient")]
     pub retry_max_times: i32,
+    #[serde(deserialize_with = "lenient")]
     pub broker_id: i64,
+    #[serde(deserialize_with = "lenient")]
     pub which_broker_when_consume_slowly: i64,
+    #[serde(deserialize_with = "lenient")]
     pub notify_consumer_ids_changed_enable: bool,
+    #[serde(deserialize_with = "lenient")]
     pub group_sys_flag: i32,
+    #[serde(deserialize_with = "lenient")]
     pub consume_timeout_minute: i32,
 }
 

@@ -173,7 +173,9 @@ impl TopicConfigManager {
             .collect()
     }
 
-    fn bump_version(&self) {
+    /// Java `dataVersion.nextVersion()`: makes the next registration carry the table again
+    /// (a broker permission change re-registers every topic).
+    pub fn bump_version(&self) {
         let mut v = self.data_version.write().unwrap_or_else(|p| p.into_inner());
         v.counter += 1;
         v.timestamp = now_ms();

@@ -8,6 +8,11 @@
 //! | `ConsumerManageProcessor` (offsets, consumer list) | `consumer_manage.rs` |
 //! | `ClientManageProcessor` (heartbeat, unregister, check config) | `client_manage.rs` |
 //! | `AdminBrokerProcessor` (topics, offsets by time, runtime info) | `admin.rs` |
+//! | `AdminBrokerProcessor` (subscription groups: create/update, delete) | `admin_group.rs` |
+//! | `AdminBrokerProcessor` (topic stats, consume stats) | `admin_stats.rs` |
+//! | `AdminBrokerProcessor` (consumer and producer connections) | `admin_connection.rs` |
+//! | `AdminBrokerProcessor` (delete topic, topic config) | `admin_topic.rs` |
+//! | `AdminBrokerProcessor` (broker config: get, update) | `admin_config.rs` |
 //! | `AdminBrokerProcessor` (orderly consumers' queue locks) | `lock.rs` |
 //! | `QueryMessageProcessor` (view by id) | `query.rs` |
 //!
@@ -16,6 +21,11 @@
 //! become response codes.
 
 pub mod admin;
+pub mod admin_config;
+pub mod admin_connection;
+pub mod admin_group;
+pub mod admin_stats;
+pub mod admin_topic;
 pub mod client_manage;
 pub mod consumer_manage;
 pub mod lock;

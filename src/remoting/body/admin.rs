@@ -109,7 +109,8 @@ fn lenient_f64<'de, D: Deserializer<'de>>(deserializer: D) -> Result<f64, D::Err
 /// Writes a double as Java does (`0.0`, `1.5`; never an integer form).
 fn java_double(value: f64) -> String {
     if value.is_finite() {
-        let text = serde_json::Number::from_f64(value).map_or_else(|| "0.0".into(), |n| n.to_string());
+        let text =
+            serde_json::Number::from_f64(value).map_or_else(|| "0.0".into(), |n| n.to_string());
         if text.contains(['.', 'e', 'E']) {
             text
         } else {
@@ -226,7 +227,10 @@ mod tests {
             t.encode().unwrap(),
             r#"{"offsetTable":{{"brokerName":"broker-a","queueId":0,"topic":"T"}:{"lastUpdateTimestamp":1700000000123,"maxOffset":3,"minOffset":0}},"topicPutTps":0.0}"#
         );
-        assert_eq!(TopicStatsTable::parse(t.encode().unwrap().as_bytes()).unwrap(), t);
+        assert_eq!(
+            TopicStatsTable::parse(t.encode().unwrap().as_bytes()).unwrap(),
+            t
+        );
     }
 
     #[test]
@@ -239,7 +243,10 @@ mod tests {
         let b = ConsumeStats::parse(rust).unwrap();
         assert_eq!(a, b);
         let w = a.offset_table[&mq("T", 1)];
-        assert_eq!((w.broker_offset, w.consumer_offset, w.pull_offset), (120, 20, 80));
+        assert_eq!(
+            (w.broker_offset, w.consumer_offset, w.pull_offset),
+            (120, 20, 80)
+        );
         assert_eq!(a.encode().unwrap().as_bytes(), java);
     }
 
@@ -271,6 +278,9 @@ mod tests {
     fn kv_table_reads_numbers_as_strings() {
         let t: KvTable = parse_lenient(br#"{"table":{"a":"1","b":2}}"#, "KVTable").unwrap();
         assert_eq!(t.table["b"], "2");
-        assert_eq!(serde_json::to_string(&t).unwrap(), r#"{"table":{"a":"1","b":"2"}}"#);
+        assert_eq!(
+            serde_json::to_string(&t).unwrap(),
+            r#"{"table":{"a":"1","b":"2"}}"#
+        );
     }
 }

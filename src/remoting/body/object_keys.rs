@@ -176,14 +176,18 @@ mod tests {
 
     #[test]
     fn object_keys_become_strings_and_strings_stay() {
-        let text = br#"{"t":{{"a":"x}","b":[1,{"c":2}]}:3, {"d":1} :{"e":{"f":1}}},"s":"{\"k\":1}:"}"#;
+        let text =
+            br#"{"t":{{"a":"x}","b":[1,{"c":2}]}:3, {"d":1} :{"e":{"f":1}}},"s":"{\"k\":1}:"}"#;
         let quoted = quote_object_keys(text);
         let v: serde_json::Value = serde_json::from_slice(&quoted).unwrap();
         let t = v["t"].as_object().unwrap();
         assert_eq!(t[r#"{"a":"x}","b":[1,{"c":2}]}"#], 3);
         assert_eq!(t[r#"{"d":1}"#]["e"]["f"], 1);
         assert_eq!(v["s"], r#"{"k":1}:"#);
-        assert!(matches!(quote_object_keys(br#"{"a":{"b":1}}"#), Cow::Borrowed(_)));
+        assert!(matches!(
+            quote_object_keys(br#"{"a":{"b":1}}"#),
+            Cow::Borrowed(_)
+        ));
     }
 
     #[test]
@@ -202,8 +206,8 @@ mod tests {
             #[serde(deserialize_with = "object_key_map")]
             m: BTreeMap<MessageQueue, i64>,
         }
-        let body: Body = parse_with_object_keys(format!(r#"{{"m":{out}}}"#).as_bytes(), "B")
-            .unwrap();
+        let body: Body =
+            parse_with_object_keys(format!(r#"{{"m":{out}}}"#).as_bytes(), "B").unwrap();
         assert_eq!(body.m[&mq], 5);
         // rocketmq-rust's string keys, with the queue id as a string (C++ style).
         let body: Body = parse_with_object_keys(

@@ -93,8 +93,8 @@ pub use client::{
 pub use field::{CustomHeader, HeaderField};
 pub use namesrv::{
     DeleteTopicFromNamesrvRequestHeader, GetKvConfigResponseHeader,
-    GetKvListByNamespaceRequestHeader, KvConfigKeyRequestHeader, PutKvConfigRequestHeader,
-    GetRouteInfoRequestHeader, RegisterBrokerRequestHeader, RegisterBrokerResponseHeader,
+    GetKvListByNamespaceRequestHeader, GetRouteInfoRequestHeader, KvConfigKeyRequestHeader,
+    PutKvConfigRequestHeader, RegisterBrokerRequestHeader, RegisterBrokerResponseHeader,
     UnregisterBrokerRequestHeader,
 };
 pub use offsets::{

@@ -617,7 +617,11 @@ fn deleting_a_topic_drops_its_queues_and_keeps_the_commit_log() {
     assert!(!cq_dir.exists());
     assert_eq!(store.max_offset_in_queue("Gone", 0), 0);
     assert_eq!(store.message_store_timestamp("Gone", 0, 0).unwrap(), None);
-    assert_eq!(store.max_phy_offset(), max_phy, "the CommitLog keeps its records");
+    assert_eq!(
+        store.max_phy_offset(),
+        max_phy,
+        "the CommitLog keeps its records"
+    );
     assert_eq!(store.max_offset_in_queue("Kept", 0), 3);
     assert_eq!(store.delete_topic("Gone").unwrap(), 0);
     // A new send starts the queue again from 0.
