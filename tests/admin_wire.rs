@@ -9,7 +9,7 @@ use bytes::Bytes;
 use common::{invoke, Broker};
 use ringmq::net::remoting_client::BlockingClient;
 use ringmq::remoting::body::admin::{
-    ConsumeStats, ConsumerConnection, ProducerConnection, TopicStatsTable,
+    ConsumeStats, ConsumerConnection, KvTable, ProducerConnection, TopicStatsTable,
 };
 use ringmq::remoting::body::json::parse_lenient;
 use ringmq::remoting::body::lock_batch::MessageQueue;
@@ -448,4 +448,169 @@ fn broker_config_is_java_properties_and_only_live_keys_change() {
         ),
     );
     assert_eq!(r.code, rc::NO_PERMISSION, "{r:?}");
+}
+
+fn kv(code: i32, namespace: &str, key: Option<&str>, value: Option<&str>) -> RemotingCommand {
+    let mut cmd = RemotingCommand::request(code).with_ext("namespace", namespace);
+    if let Some(key) = key {
+        cmd.set_ext("key", key);
+    }
+    if let Some(value) = value {
+        cmd.set_ext("value", value);
+    }
+    cmd
+}
+
+const ORDER_NS: &str = "ORDER_TOPIC_CONFIG";
+
+/// Waits until the name server routes `topic` (the broker registers new topics a moment after
+/// the send that created them).
+fn wait_routed(ns: &mut BlockingClient, topic: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while invoke(
+        ns,
+        RemotingCommand::request(req::GET_ROUTEINFO_BY_TOPIC).with_ext("topic", topic),
+    )
+    .code
+        != rc::SUCCESS
+    {
+        assert!(std::time::Instant::now() < deadline, "{topic} never routed");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn name_server_kv_config_is_java_shaped_and_persisted() {
+    let mut broker = Broker::start(&[]);
+    let mut ns = broker.namesrv_client();
+    for st in ENCODINGS {
+        let put = kv(
+            req::PUT_KV_CONFIG,
+            ORDER_NS,
+            Some("OrderTopic"),
+            Some("broker-a:4"),
+        );
+        assert_eq!(call(&mut ns, st, put).code, rc::SUCCESS);
+        let r = call(
+            &mut ns,
+            st,
+            kv(req::GET_KV_CONFIG, ORDER_NS, Some("OrderTopic"), None),
+        );
+        assert_eq!(
+            (r.code, r.ext_opt_str("value")),
+            (rc::SUCCESS, Some("broker-a:4"))
+        );
+        let r = call(
+            &mut ns,
+            st,
+            kv(req::GET_KVLIST_BY_NAMESPACE, ORDER_NS, None, None),
+        );
+        let t: KvTable = parse_lenient(&r.body, "KVTable").unwrap();
+        assert_eq!(t.table["OrderTopic"], "broker-a:4");
+        let r = call(
+            &mut ns,
+            st,
+            kv(req::GET_KV_CONFIG, ORDER_NS, Some("nope"), None),
+        );
+        assert_eq!(
+            (r.code, r.remark.as_deref()),
+            (
+                rc::QUERY_NOT_FOUND,
+                Some("No config item, Namespace: ORDER_TOPIC_CONFIG Key: nope")
+            )
+        );
+        let r = call(
+            &mut ns,
+            st,
+            kv(req::GET_KVLIST_BY_NAMESPACE, "none", None, None),
+        );
+        assert_eq!(
+            (r.code, r.remark.as_deref()),
+            (rc::QUERY_NOT_FOUND, Some("No config item, Namespace: none"))
+        );
+    }
+    // Persisted beside the broker's store (embedded name server), and kept across a restart.
+    let kv_file = broker.store_dir().join("namesrv").join("kvConfig.json");
+    let text = std::fs::read_to_string(&kv_file).unwrap();
+    assert_eq!(
+        text,
+        r#"{"configTable":{"ORDER_TOPIC_CONFIG":{"OrderTopic":"broker-a:4"}}}"#
+    );
+    broker.stop();
+    broker.restart();
+    let mut ns = broker.namesrv_client();
+    let r = invoke(
+        &mut ns,
+        kv(req::GET_KV_CONFIG, ORDER_NS, Some("OrderTopic"), None),
+    );
+    assert_eq!(r.ext_opt_str("value"), Some("broker-a:4"));
+    let r = invoke(
+        &mut ns,
+        kv(req::DELETE_KV_CONFIG, ORDER_NS, Some("OrderTopic"), None),
+    );
+    assert_eq!(r.code, rc::SUCCESS);
+    let r = invoke(
+        &mut ns,
+        kv(req::GET_KV_CONFIG, ORDER_NS, Some("OrderTopic"), None),
+    );
+    assert_eq!(r.code, rc::QUERY_NOT_FOUND);
+    // A missing header field names it.
+    let r = invoke(&mut ns, RemotingCommand::request(req::PUT_KV_CONFIG));
+    assert_eq!(r.code, rc::SYSTEM_ERROR);
+    assert!(r.remark.unwrap().contains("namespace"));
+}
+
+#[test]
+fn name_server_topic_list_cluster_info_and_topic_delete() {
+    let broker = Broker::start(&[]);
+    let mut c = broker.client();
+    send(&mut c, "NsTopic", 0, 1);
+    send(&mut c, "NsTopic2", 0, 1);
+    let mut ns = broker.namesrv_client();
+    wait_routed(&mut ns, "NsTopic");
+    wait_routed(&mut ns, "NsTopic2");
+    for st in ENCODINGS {
+        let r = call(
+            &mut ns,
+            st,
+            RemotingCommand::request(req::GET_ALL_TOPIC_LIST_FROM_NAMESERVER),
+        );
+        let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        assert!(
+            v["topicList"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|t| t == "NsTopic"),
+            "{v}"
+        );
+        let r = call(
+            &mut ns,
+            st,
+            RemotingCommand::request(req::GET_BROKER_CLUSTER_INFO),
+        );
+        let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(v["clusterAddrTable"]["DefaultCluster"][0], "broker-a");
+        assert_eq!(
+            v["brokerAddrTable"]["broker-a"]["brokerAddrs"]["0"],
+            broker.addr()
+        );
+    }
+    // DELETE_TOPIC_IN_NAMESRV drops the route, for all clusters or for one.
+    for (st, topic, cluster) in [
+        (SerializeType::Json, "NsTopic", None),
+        (SerializeType::RocketMq, "NsTopic2", Some("DefaultCluster")),
+    ] {
+        let mut cmd =
+            RemotingCommand::request(req::DELETE_TOPIC_IN_NAMESRV).with_ext("topic", topic);
+        if let Some(cluster) = cluster {
+            cmd.set_ext("clusterName", cluster);
+        }
+        assert_eq!(call(&mut ns, st, cmd).code, rc::SUCCESS);
+        let r = invoke(
+            &mut ns,
+            RemotingCommand::request(req::GET_ROUTEINFO_BY_TOPIC).with_ext("topic", topic),
+        );
+        assert_eq!(r.code, rc::TOPIC_NOT_EXIST, "{topic}");
+    }
 }

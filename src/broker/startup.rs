@@ -270,7 +270,18 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
     // Checked before anything starts; `build_controller` computes the levels again.
     config.delay_levels_ms().map_err(StartupError::Config)?;
     let namesrv = if config.namesrv.addr.trim().is_empty() {
-        Some(start_namesrv(&config)?)
+        // The embedded name server keeps its KV config in the broker's store.
+        let mut namesrv_config = config.clone();
+        if namesrv_config.namesrv.kv_config_path.is_empty() {
+            namesrv_config.namesrv.kv_config_path = config
+                .store
+                .root_dir
+                .join("namesrv")
+                .join("kvConfig.json")
+                .display()
+                .to_string();
+        }
+        Some(start_namesrv(&namesrv_config)?)
     } else {
         None
     };

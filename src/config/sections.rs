@@ -67,6 +67,10 @@ pub struct NamesrvSection {
     pub listen_port: u16,
     pub scan_not_active_broker_interval_ms: u64,
     pub broker_channel_expired_timeout_ms: u64,
+    /// Where the KV config is persisted (Java `kvConfigPath`). Empty: Java's
+    /// `$HOME/namesrv/kvConfig.json` for a standalone name server, and
+    /// `<root_dir>/namesrv/kvConfig.json` for the one embedded in a broker.
+    pub kv_config_path: String,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -257,6 +261,7 @@ impl Default for Config {
                 listen_port: 9876,
                 scan_not_active_broker_interval_ms: 5_000,
                 broker_channel_expired_timeout_ms: 120_000,
+                kv_config_path: String::new(),
             },
             store: StoreSection {
                 root_dir: default_store_root(),
