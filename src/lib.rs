@@ -18,6 +18,7 @@
 //! - [`broker`]: request processors (one per request code, named after RocketMQ's Java
 //!   processors), long polling, consumer offsets and the metadata tables.
 
+pub mod admin;
 pub mod broker;
 pub mod common;
 pub mod config;
