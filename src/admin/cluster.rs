@@ -179,8 +179,15 @@ pub fn get_broker_config(
             addr: target.addr.clone(),
             reason: e.to_string(),
         })?;
-        let prefix = if a.broker_addr.is_some() { "" } else { "Master: " };
-        text.push_str(&format!("============{prefix}{}============\n", target.addr));
+        let prefix = if a.broker_addr.is_some() {
+            ""
+        } else {
+            "Master: "
+        };
+        text.push_str(&format!(
+            "============{prefix}{}============\n",
+            target.addr
+        ));
         let mut map = serde_json::Map::new();
         for p in props {
             text.push_str(&format!("{:<50}=  {}\n", p.key, p.value));

@@ -219,7 +219,11 @@ pub fn topic_status(admin: &AdminClient, a: &TopicArg) -> Result<Report, AdminEr
         }));
     }
     Ok(Report {
-        text: format!("{}\nTopic Put TPS: {:?}\n", t.render(), merged.topic_put_tps),
+        text: format!(
+            "{}\nTopic Put TPS: {:?}\n",
+            t.render(),
+            merged.topic_put_tps
+        ),
         json: json!({ "topic": a.topic, "queues": rows, "topicPutTps": merged.topic_put_tps }),
     })
 }
