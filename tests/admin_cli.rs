@@ -206,6 +206,37 @@ fn groups_progress_and_connections() {
     );
     assert_eq!(json["diffTotal"], 2);
 
+    let out = ok(
+        &broker,
+        &[
+            "deleteSubGroup",
+            "-b",
+            &addr,
+            "-g",
+            "cliGroup",
+            "-r",
+            "true",
+        ],
+    );
+    assert!(
+        out.contains("delete subscription group [cliGroup]"),
+        "{out}"
+    );
+    assert!(group_config(&mut c, "cliGroup").is_null());
+}
+
+#[test]
+fn connections_of_online_clients() {
+    let broker = Broker::start(&[]);
+    let mut c = broker.client();
+    send(&mut c, "GroupTopic", 1);
+    let group = r#"{"groupName":"cliGroup"}"#;
+    let r = invoke(
+        &mut c,
+        RemotingCommand::request(req::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP)
+            .with_body(Bytes::from_static(group.as_bytes())),
+    );
+    assert_eq!(r.code, rc::SUCCESS, "{r:?}");
     // Nobody online yet: the broker's refusal, exit 1.
     let r = admin(&broker, &["consumerConnection", "-g", "cliGroup"]);
     assert_eq!(r.code, 1);
@@ -236,24 +267,6 @@ fn groups_progress_and_connections() {
         ],
     );
     assert!(out.contains("127.0.0.1@cli"), "{out}");
-
-    let out = ok(
-        &broker,
-        &[
-            "deleteSubGroup",
-            "-b",
-            &addr,
-            "-g",
-            "cliGroup",
-            "-r",
-            "true",
-        ],
-    );
-    assert!(
-        out.contains("delete subscription group [cliGroup]"),
-        "{out}"
-    );
-    assert!(group_config(&mut c, "cliGroup").is_null());
 }
 
 #[test]
