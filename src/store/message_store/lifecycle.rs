@@ -10,6 +10,8 @@ use std::thread::JoinHandle;
 
 use tokio::sync::watch;
 
+use super::deleted_topics::DeletedTopics;
+
 use super::{
     lock, FlushState, Inner, MessageStore, Signal, Writer, ABORT_FILE_NAME, CHECKPOINT_FILE_NAME,
     LOCK_FILE_NAME,
@@ -34,6 +36,7 @@ impl MessageStore {
         let checkpoint_path = root.join(CHECKPOINT_FILE_NAME);
         let (checkpoint_file, checkpoint) = open_checkpoint(&checkpoint_path)?;
         let (flush_tx, _) = watch::channel(FlushState::default());
+        let deleted_topics = DeletedTopics::load(&root)?;
         let inner = Arc::new(Inner {
             commit_log: CommitLog::new(&root, config.commit_log_file_size_bytes),
             config,
@@ -53,6 +56,7 @@ impl MessageStore {
             checkpoint_path,
             listener: RwLock::new(None),
             retention_lock: Mutex::new(()),
+            deleted_topics: Mutex::new(deleted_topics),
             shut_down: AtomicBool::new(false),
             _lock_file: lock_file,
         });

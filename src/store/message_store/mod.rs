@@ -27,6 +27,7 @@
 //! readers, flushing and recovery need no second path.
 
 mod append;
+mod deleted_topics;
 mod flush;
 mod get;
 mod lifecycle;
@@ -44,6 +45,7 @@ use std::thread::JoinHandle;
 use bytes::{Bytes, BytesMut};
 use tokio::sync::watch;
 
+use self::deleted_topics::DeletedTopics;
 use self::get::RegionsWanted;
 use crate::store::commit_log::CommitLog;
 use crate::store::config::StoreConfig;
@@ -64,6 +66,7 @@ pub const ABORT_FILE_NAME: &str = "abort";
 pub const CHECKPOINT_FILE_NAME: &str = "checkpoint";
 /// Name of the file locked while a store has the directory open.
 pub const LOCK_FILE_NAME: &str = "lock";
+pub use self::deleted_topics::DELETED_TOPICS_FILE_NAME;
 
 /// State published by the flush thread.
 #[derive(Debug, Clone, Default)]
@@ -113,6 +116,8 @@ struct Inner {
     checkpoint_path: PathBuf,
     listener: RwLock<Option<Arc<dyn ArrivalListener>>>,
     retention_lock: Mutex<()>,
+    /// Deleted topics whose records recovery must not dispatch again.
+    deleted_topics: Mutex<DeletedTopics>,
     shut_down: AtomicBool,
     _lock_file: nix::fcntl::Flock<File>,
 }

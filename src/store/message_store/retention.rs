@@ -3,10 +3,11 @@
 
 use std::fs::File;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use super::lookup::first_offset_where;
-use super::{lock, write_guard, Inner};
+use super::{lock, read_guard, write_guard, Inner};
 use crate::common::now_ms;
 use crate::store::consume_queue::ConsumeQueue;
 use crate::store::error::StoreError;
@@ -47,6 +48,16 @@ impl Inner {
     /// the number of queues removed.
     pub(super) fn delete_topic(&self, topic: &str) -> Result<usize, StoreError> {
         let _writer = lock(&self.writer);
+        if !read_guard(&self.queues).contains_key(topic) {
+            return Ok(0);
+        }
+        // The tombstone is durable before any file goes, so a crash in between leaves the
+        // queues for recovery to drop (see `drop_deleted_queues`).
+        lock(&self.deleted_topics).insert(
+            topic,
+            self.commit_log.max_phy_offset(),
+            self.commit_log.min_phy_offset(),
+        )?;
         let Some(removed) = write_guard(&self.queues).remove(topic) else {
             return Ok(0);
         };
@@ -60,6 +71,40 @@ impl Inner {
             Err(e) => return Err(StoreError::io("remove dir", dir, e)),
         }
         Ok(removed.len())
+    }
+
+    /// At open, before the scan: drops the queues of a deleted topic that still start below
+    /// its tombstone (the process stopped between the tombstone and the file removal).
+    /// Queues of a topic created again after its deletion start at or above it and stay.
+    pub(super) fn drop_deleted_queues(&self) -> Result<(), StoreError> {
+        let tombstones = lock(&self.deleted_topics).topics();
+        for (topic, below) in tombstones {
+            let queues: Vec<Arc<ConsumeQueue>> = read_guard(&self.queues)
+                .get(&topic)
+                .map(|by_id| by_id.values().cloned().collect())
+                .unwrap_or_default();
+            for cq in queues {
+                let first = cq.read_unit(&self.io, cq.min_offset_in_queue())?;
+                if first.is_none_or(|u| u.phy_offset < below) {
+                    cq.segments().remove_front(cq.segments().len())?;
+                    if let Some(by_id) = write_guard(&self.queues).get_mut(&topic) {
+                        by_id.remove(&cq.queue_id);
+                    }
+                }
+            }
+            let mut queues = write_guard(&self.queues);
+            if queues.get(&topic).is_some_and(|by_id| by_id.is_empty()) {
+                queues.remove(&topic);
+                drop(queues);
+                let dir = self.cq_root().join(&topic);
+                match std::fs::remove_dir_all(&dir) {
+                    Ok(()) => fs::sync_dir(&self.cq_root())?,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(StoreError::io("remove dir", dir, e)),
+                }
+            }
+        }
+        Ok(())
     }
 
     pub(super) fn delete_expired_files(&self, now_ms: i64) -> Result<usize, StoreError> {
@@ -88,6 +133,7 @@ impl Inner {
             self.delete_queue_files_below(&cq, min_phy_offset)?;
             self.correct_min_offset_in_queue(&cq, min_phy_offset)?;
         }
+        lock(&self.deleted_topics).prune(min_phy_offset)?;
         Ok(expired)
     }
 
