@@ -255,6 +255,24 @@ mod tests {
     }
 
     #[test]
+    fn update_bodies_from_java_and_cpp_clients_read_alike() {
+        use crate::remoting::body::json::parse_lenient;
+        // Java 5.x mqadmin (fastjson, sorted, 5.x members ringmq does not keep).
+        let java = br#"{"attributes":{},"brokerId":1,"consumeBroadcastEnable":false,"consumeEnable":true,"consumeFromMinEnable":true,"consumeMessageOrderly":false,"consumeTimeoutMinute":15,"groupName":"g","groupRetryPolicy":{"type":"CUSTOMIZED","customizedRetryPolicy":{"next":[1000]}},"groupSysFlag":0,"notifyConsumerIdsChangedEnable":true,"retryMaxTimes":3,"retryQueueNums":1,"subscriptionDataSet":null,"whichBrokerWhenConsumeSlowly":1}"#;
+        // A C++-style writer: numbers and booleans as strings, members missing.
+        let cpp = br#"{"groupName":"g","brokerId":"1","consumeBroadcastEnable":"false","retryMaxTimes":"3"}"#;
+        let a: SubscriptionGroupConfig = parse_lenient(java, "SubscriptionGroupConfig").unwrap();
+        let b: SubscriptionGroupConfig = parse_lenient(cpp, "SubscriptionGroupConfig").unwrap();
+        assert_eq!(a, b);
+        assert_eq!((a.broker_id, a.retry_max_times), (1, 3));
+        assert!(!a.consume_broadcast_enable && a.consume_enable);
+        assert_eq!(
+            serde_json::to_string(&a).unwrap(),
+            r#"{"groupName":"g","consumeEnable":true,"consumeFromMinEnable":true,"consumeBroadcastEnable":false,"consumeMessageOrderly":false,"retryQueueNums":1,"retryMaxTimes":3,"brokerId":1,"whichBrokerWhenConsumeSlowly":1,"notifyConsumerIdsChangedEnable":true,"groupSysFlag":0,"consumeTimeoutMinute":15}"#
+        );
+    }
+
+    #[test]
     fn loads_java_file_with_unknown_members() {
         let dir = tempfile::tempdir().unwrap();
         let m = SubscriptionGroupManager::new(dir.path(), false);
