@@ -420,3 +420,117 @@ fn usage_errors_exit_non_zero_with_a_reason() {
         "{help}"
     );
 }
+
+/// A stand-in for a broker whose INVOKE_BROKER_TO_RESET_OFFSET says the group is offline: it
+/// relays every request to the real name server or broker, answers 222 with
+/// CONSUMER_NOT_ONLINE, and rewrites routes so the admin tool comes back to it.
+fn offline_reset_proxy(namesrv: String, broker: String) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let me = listener.local_addr().unwrap().to_string();
+    let proxy_addr = me.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let (namesrv, broker, me) = (namesrv.clone(), broker.clone(), me.clone());
+            std::thread::spawn(move || {
+                let mut buf = bytes::BytesMut::new();
+                let mut chunk = [0u8; 65536];
+                loop {
+                    let request = loop {
+                        match ringmq::remoting::decode_frame(&mut buf, 1 << 24) {
+                            Ok(Some(cmd)) => break cmd,
+                            Ok(None) => {}
+                            Err(_) => return,
+                        }
+                        match stream.read(&mut chunk) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    };
+                    let mut response = if request.code == req::INVOKE_BROKER_TO_RESET_OFFSET {
+                        RemotingCommand::response_to(
+                            &request,
+                            rc::CONSUMER_NOT_ONLINE,
+                            Some("the consumer group not online".into()),
+                        )
+                    } else {
+                        let to_namesrv =
+                            [req::GET_ROUTEINFO_BY_TOPIC, req::GET_BROKER_CLUSTER_INFO]
+                                .contains(&request.code);
+                        let upstream = if to_namesrv { &namesrv } else { &broker };
+                        let mut c =
+                            BlockingClient::connect(upstream, std::time::Duration::from_secs(5))
+                                .unwrap();
+                        let mut r = c.invoke(request.clone()).unwrap();
+                        if to_namesrv {
+                            let text = String::from_utf8_lossy(&r.body).replace(&broker, &me);
+                            r.body = Bytes::from(text);
+                        }
+                        r
+                    };
+                    response.opaque = request.opaque;
+                    let mut out = bytes::BytesMut::new();
+                    ringmq::remoting::encode_frame(&response, &mut out).unwrap();
+                    if stream.write_all(&out).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    proxy_addr
+}
+
+#[test]
+fn reset_offset_by_time_rolls_back_the_old_way_when_the_group_is_offline() {
+    let broker = Broker::start(&[]);
+    let mut c = broker.client();
+    send(&mut c, "ResetTopic", 4);
+    let group = r#"{"groupName":"resetGroup"}"#;
+    invoke(
+        &mut c,
+        RemotingCommand::request(req::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP)
+            .with_body(Bytes::from_static(group.as_bytes())),
+    );
+    let commit = RemotingCommand::request(req::UPDATE_CONSUMER_OFFSET)
+        .with_ext("consumerGroup", "resetGroup")
+        .with_ext("topic", "ResetTopic")
+        .with_ext("queueId", 0)
+        .with_ext("commitOffset", 4);
+    assert_eq!(invoke(&mut c, commit).code, rc::SUCCESS);
+    let proxy = offline_reset_proxy(broker.namesrv_addr(), broker.addr());
+    let out = Command::new(env!("CARGO_BIN_EXE_ringmq"))
+        .args([
+            "admin",
+            "-n",
+            &proxy,
+            "resetOffsetByTime",
+            "-g",
+            "resetGroup",
+            "-t",
+            "ResetTopic",
+        ])
+        .args(["-s", "0"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("#brokerName"), "{stdout}");
+    let q = invoke(
+        &mut c,
+        RemotingCommand::request(req::QUERY_CONSUMER_OFFSET)
+            .with_ext("consumerGroup", "resetGroup")
+            .with_ext("topic", "ResetTopic")
+            .with_ext("queueId", 0),
+    );
+    assert_eq!(
+        q.ext_i64("offset").unwrap(),
+        0,
+        "rolled back to the start: {stdout}"
+    );
+}
