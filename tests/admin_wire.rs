@@ -308,7 +308,7 @@ fn connection_lists_name_clients_or_refuse_with_java_codes() {
 
 #[test]
 fn topic_config_and_delete_topic_keep_the_commit_log() {
-    let broker = Broker::start(&[]);
+    let mut broker = Broker::start(&[]);
     let mut c = broker.client();
     send(&mut c, "DoomedTopic", 0, 2);
     send(&mut c, "DoomedTopic2", 0, 1);
@@ -378,6 +378,10 @@ fn topic_config_and_delete_topic_keep_the_commit_log() {
             (rc::INVALID_PARAMETER, Some(remark))
         );
     }
+    // A restart does not bring the deleted topic's queues back from the CommitLog.
+    broker.stop();
+    broker.restart();
+    assert!(!cq_dir.exists(), "recovery re-dispatched a deleted topic");
 }
 
 fn broker_config(c: &mut BlockingClient, st: SerializeType) -> (String, serde_json::Value) {
