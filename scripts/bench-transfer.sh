@@ -36,6 +36,7 @@
 # Output: $TRANSFER_OUT_DIR/<layout>-<size>-<mode>-r<rep>.json per measured run, runs.tsv (one
 # line per run) and TRANSFER.md (the table). Everything talks to 127.0.0.1 only; the brokers
 # this script starts are stopped on exit (trap), whatever happens.
+# The broker's RINGMQ_METRICS_LISTEN is BENCH_METRICS_LISTEN [127.0.0.1:0]; empty = metrics off.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -115,6 +116,7 @@ start_broker() {
   BROKER_LOG=$log
   env RINGMQ_STORE_ROOT_DIR="$store" \
     RINGMQ_BROKER_LISTEN_PORT="$broker_port" \
+    RINGMQ_METRICS_LISTEN="${BENCH_METRICS_LISTEN-127.0.0.1:0}" \
     RINGMQ_NAMESRV_LISTEN_PORT="$namesrv_port" \
     RINGMQ_BROKER_FAST_PORT_ENABLED=false \
     RINGMQ_TRANSFER_MODE="$mode" \

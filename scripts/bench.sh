@@ -22,6 +22,8 @@
 #   BENCH_SKIP_BUILD     1 = use the existing target/release binaries [0]
 #   BENCH_SERIALIZE      header encoding of the bench client, json|rocketmq [rocketmq]
 #   BENCH_READY_TIMEOUT_S  seconds to wait for a broker to listen [60]
+#   BENCH_METRICS_LISTEN  the broker's RINGMQ_METRICS_LISTEN [127.0.0.1:0: metrics on, a free port];
+#                        empty = metrics off (docs/BENCHMARKS.md, "Metrics on and off")
 #   RINGMQ_BIN, RINGMQ_BENCH_BIN  binaries to use [target/release/ringmq, target/release/ringmq-bench]
 #
 # Output: $BENCH_OUT_DIR/<W>.json (+ .svg) per workload, $BENCH_OUT_DIR/BENCH.md with the table,
@@ -116,6 +118,7 @@ start_ringmq() {
   # shellcheck disable=SC2086
   env RINGMQ_STORE_ROOT_DIR="$RINGMQ_STORE" \
     RINGMQ_BROKER_LISTEN_PORT="$broker_port" \
+    RINGMQ_METRICS_LISTEN="${BENCH_METRICS_LISTEN-127.0.0.1:0}" \
     RINGMQ_NAMESRV_LISTEN_PORT="$namesrv_port" \
     RINGMQ_BROKER_FAST_PORT_ENABLED=false \
     RINGMQ_STORE_FLUSH_POLICY="$flush" \

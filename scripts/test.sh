@@ -11,6 +11,19 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 
+# tests/dashboard.rs drives the dashboard in Debian's headless Chromium.
+if ! command -v chromium >/dev/null 2>&1 && [[ -z ${RINGMQ_TEST_CHROMIUM:-} ]]; then
+  if command -v apt-get >/dev/null 2>&1 && [[ $(id -u) == 0 ]]; then
+    echo "== apt-get install chromium (for tests/dashboard.rs)"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "scripts/test.sh: SKIPPING tests/dashboard.rs: chromium is missing and cannot be" >&2
+    echo "installed here (needs apt-get as root); install Debian's chromium or set RINGMQ_TEST_CHROMIUM" >&2
+    export RINGMQ_TEST_SKIP_BROWSER=1
+  fi
+fi
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"

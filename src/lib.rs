@@ -10,19 +10,24 @@
 //!   the io_uring read path (`store::io`, the only place that touches io_uring for files).
 //!   The store knows nothing of the remoting protocol.
 //! - [`filter`]: TAG and SQL92 subscriptions.
+//! - [`metrics`]: the broker's counters, the Prometheus exposition and the dashboard, served on
+//!   `RINGMQ_METRICS_LISTEN`.
 //! - [`config`]: the one configuration struct, read from a broker.conf (Java keys) and from
 //!   `RINGMQ_<SECTION>_<FIELD>` env vars, which override it.
 //! - [`net`]: the io_uring network runtime (tokio-uring), the zero-copy writer and a blocking
 //!   client.
 //! - [`namesrv`]: the name server, embedded in a broker or run alone.
+//! - [`acl`]: RocketMQ's ACL 1.0: `plain_acl.yml` accounts and permissions, request signatures.
 //! - [`broker`]: request processors (one per request code, named after RocketMQ's Java
 //!   processors), long polling, consumer offsets and the metadata tables.
 
+pub mod acl;
 pub mod admin;
 pub mod broker;
 pub mod common;
 pub mod config;
 pub mod filter;
+pub mod metrics;
 pub mod namesrv;
 pub mod net;
 pub mod remoting;

@@ -28,6 +28,7 @@ fn ringmq(args: &[&str], env: &[(&str, String)]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ringmq"));
     cmd.args(args)
         .env("RINGMQ_SERVER_WORKER_THREADS", "2")
+        .env("RINGMQ_METRICS_LISTEN", "127.0.0.1:0")
         .env("RINGMQ_LOG_LEVEL", "info")
         .stdin(Stdio::null());
     for (key, value) in env {

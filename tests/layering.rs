@@ -12,18 +12,20 @@ use std::path::{Path, PathBuf};
 const ALLOWED_IMPORTS: &[(&str, &[&str])] = &[
     ("common", &[]),
     ("remoting", &["common"]),
-    ("store", &["common"]),
+    ("metrics", &["common"]),
+    ("store", &["common", "metrics"]),
     ("filter", &["common", "remoting", "store"]),
     ("config", &["common", "store"]),
     ("net", &["common", "config", "remoting"]),
-    ("namesrv", &["common", "config", "net", "remoting"]),
+    ("acl", &["common", "remoting"]),
+    ("namesrv", &["acl", "common", "config", "net", "remoting"]),
     // The admin tool decodes the records it prints with the store's format, and never imports
     // the broker.
     ("admin", &["common", "config", "net", "remoting", "store"]),
     (
         "broker",
         &[
-            "common", "config", "filter", "namesrv", "net", "remoting", "store",
+            "acl", "common", "config", "filter", "metrics", "namesrv", "net", "remoting", "store",
         ],
     ),
 ];

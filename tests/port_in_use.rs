@@ -25,6 +25,7 @@ fn ringmq(args: &[&str], env: &[(&str, String)]) -> Command {
         .env("RINGMQ_BROKER_BIND_IP", "127.0.0.1")
         .env("RINGMQ_NAMESRV_BIND_IP", "127.0.0.1")
         .env("RINGMQ_SERVER_WORKER_THREADS", "2")
+        .env("RINGMQ_METRICS_LISTEN", "127.0.0.1:0")
         .env("RINGMQ_LOG_LEVEL", "warn")
         .stdin(Stdio::null())
         .stdout(Stdio::null())

@@ -1,11 +1,13 @@
 //! `BrokerController`: the broker's shared state, built once at start and shared by every
 //! runtime thread (Java `BrokerController`).
 
+use crate::acl::PlainAccessValidator;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::config::{BrokerRole, Config};
+use crate::metrics::BrokerMetrics;
 use crate::remoting::body::DataVersion;
 use crate::store::MessageStore;
 
@@ -42,6 +44,11 @@ pub struct BrokerController {
     /// UPDATE_BROKER_CONFIG and reported by GET_BROKER_CONFIG.
     pub config_version: Mutex<DataVersion>,
     pub boot_timestamp_ms: i64,
+    /// The ACL rules every request is checked against (`RINGMQ_ACL_ENABLED`), else `None`.
+    pub acl: Option<Arc<PlainAccessValidator>>,
+    /// What requests record for `/metrics` and the dashboard; `None` with
+    /// `RINGMQ_METRICS_LISTEN` empty, so a broker without metrics records nothing.
+    pub metrics: Option<Arc<BrokerMetrics>>,
 }
 
 impl BrokerController {
@@ -51,6 +58,11 @@ impl BrokerController {
 
     pub fn broker_permission(&self) -> i32 {
         self.permission.load(Ordering::Relaxed)
+    }
+
+    /// The metrics to record into, when metrics are on.
+    pub fn metrics(&self) -> Option<&BrokerMetrics> {
+        self.metrics.as_deref()
     }
 
     /// Tell the registration thread that the topic table changed.

@@ -8,10 +8,13 @@ use crate::broker::controller::BrokerController;
 use crate::broker::error::BrokerError;
 use crate::broker::processor::{
     admin, admin_config, admin_connection, admin_group, admin_stats, admin_topic, client_manage,
-    consumer_manage, lock, pull, query, send, Handled, ProcessResult, RequestContext,
+    consumer_manage, end_transaction, lock, pull, query, send, Handled, ProcessResult,
+    RequestContext,
 };
+use crate::metrics::BrokerMetrics;
 use crate::net::{ConnectionContext, RequestHandler};
 use crate::remoting::codes::request_code as code;
+use crate::remoting::codes::response_code::SUCCESS;
 use crate::remoting::command::RemotingCommand;
 
 /// Listener index of the fast/VIP port (`listen_port - 2`) in the server config.
@@ -28,12 +31,17 @@ impl BrokerRequestHandler {
             ctrl: &self.ctrl,
             conn,
         };
+        // Java's ACL runs as an RPC hook before any processor.
+        if let Some(acl) = &self.ctrl.acl {
+            acl.validate(request, conn.remote_addr.ip())?;
+        }
         let fast_port = conn.listener_index == FAST_LISTENER_INDEX;
         match request.code {
             code::SEND_MESSAGE | code::SEND_MESSAGE_V2 | code::SEND_BATCH_MESSAGE => {
                 send::send_message(&cx, request).await
             }
             code::CONSUMER_SEND_MSG_BACK => send::consumer_send_msg_back(&cx, request).await,
+            code::END_TRANSACTION => end_transaction::end_transaction(&cx, request).await,
             // Java's fast port serves everything but pulls.
             code::PULL_MESSAGE | code::LITE_PULL_MESSAGE if !fast_port => {
                 pull::pull_message(&cx, request).await
@@ -91,6 +99,32 @@ impl BrokerRequestHandler {
     }
 }
 
+/// Latency of sends and pulls, and refusals by response code.
+fn record(
+    metrics: &BrokerMetrics,
+    request_code: i32,
+    elapsed: std::time::Duration,
+    result: &ProcessResult,
+) {
+    let send = matches!(
+        request_code,
+        code::SEND_MESSAGE | code::SEND_MESSAGE_V2 | code::SEND_BATCH_MESSAGE
+    );
+    if send {
+        metrics.observe_send(elapsed);
+    } else if matches!(request_code, code::PULL_MESSAGE | code::LITE_PULL_MESSAGE) {
+        metrics.observe_pull(elapsed);
+    }
+    match result {
+        Err(e) => metrics.record_error(e.response_code()),
+        // A stored message whose flush or replication wait failed (FLUSH_DISK_TIMEOUT, …) is
+        // answered, not refused, and is a failure to its producer all the same. (A pull's
+        // PULL_NOT_FOUND and friends are normal answers, not errors.)
+        Ok(Handled::Response(r)) if send && r.code != SUCCESS => metrics.record_error(r.code),
+        Ok(_) => {}
+    }
+}
+
 impl RequestHandler for BrokerRequestHandler {
     async fn handle(
         &self,
@@ -101,16 +135,33 @@ impl RequestHandler for BrokerRequestHandler {
             // Answers to broker-initiated requests (none expect one today).
             return None;
         }
-        let response = match self.dispatch(&conn, &request).await {
+        let started = std::time::Instant::now();
+        let result = self.dispatch(&conn, &request).await;
+        if let Some(metrics) = self.ctrl.metrics() {
+            record(metrics, request.code, started.elapsed(), &result);
+        }
+        let response = match result {
             Ok(Handled::Response(response)) => response,
-            Ok(Handled::Queued | Handled::Parked) => return None,
+            Ok(Handled::Queued | Handled::Parked | Handled::NoAnswer) => return None,
             Err(e) => {
-                tracing::debug!(
-                    code = request.code,
-                    response = e.response_code(),
-                    error = %e,
-                    "request refused"
-                );
+                if request.is_oneway() {
+                    // No response will say it: the log must.
+                    tracing::warn!(
+                        code = request.code,
+                        remote = %conn.remote_addr,
+                        response = e.response_code(),
+                        error = %e,
+                        "oneway request refused"
+                    );
+                } else {
+                    tracing::debug!(
+                        code = request.code,
+                        remote = %conn.remote_addr,
+                        response = e.response_code(),
+                        error = %e,
+                        "request refused"
+                    );
+                }
                 e.into_response(&request)
             }
         };

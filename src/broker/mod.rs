@@ -11,7 +11,9 @@
 //!   the persisted metadata tables; [`config_manager`] writes their JSON files.
 //! - [`client`]: the producer and consumer tables filled by heartbeats.
 //! - [`schedule_message_service`]: delay levels.
+//! - [`transaction`]: half messages, their end and their check-back.
 
+pub mod broker_metrics_manager;
 pub mod client;
 pub mod config_manager;
 pub mod consumer_filter_manager;
@@ -26,6 +28,7 @@ pub mod schedule_message_service;
 pub mod startup;
 pub mod subscription_group_manager;
 pub mod topic_config_manager;
+pub mod transaction;
 
 #[cfg(test)]
 mod retry_tests;

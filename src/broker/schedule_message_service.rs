@@ -401,6 +401,7 @@ mod tests {
         config.store.root_dir = dir.path().join("store");
         config.broker.listen_port = 0;
         config.broker.fast_port_enabled = false;
+        config.metrics.listen = "127.0.0.1:0".to_string();
         // No embedded name server; registration runs after the load, if ever.
         config.namesrv.addr = "127.0.0.1:9".to_string();
         let file = offset_file_in(&config.store.root_dir);

@@ -1,5 +1,6 @@
 //! Starting and stopping a broker and a name server (Java `BrokerStartup`, `NamesrvStartup`).
 
+use crate::acl::PlainAccessValidator;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::AtomicI32;
@@ -7,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use crate::broker::broker_metrics_manager;
 use crate::broker::client::{ConsumerManager, ProducerManager, RebalanceLockManager};
 use crate::broker::consumer_filter_manager::FilterCache;
 use crate::broker::consumer_offset_manager::ConsumerOffsetManager;
@@ -18,9 +20,11 @@ use crate::broker::longpoll::pull_request_hold_service::{
 use crate::broker::schedule_message_service as schedule;
 use crate::broker::subscription_group_manager::SubscriptionGroupManager;
 use crate::broker::topic_config_manager::{TopicConfigManager, TopicDefaults};
+use crate::broker::transaction::transactional_message_check_service as transaction_check;
 use crate::common::now_ms;
 pub use crate::common::StopFlag;
 use crate::config::{Config, FlushPolicy, StoreIoMode};
+use crate::metrics::BrokerMetrics;
 use crate::namesrv::{start_namesrv, NamesrvHandle, NamesrvStartError};
 use crate::net::remoting_client::BlockingClient;
 use crate::net::{self as server, ServerConfig, ServerHandle, ShutdownSignal};
@@ -47,6 +51,18 @@ pub enum StartupError {
         setting: String,
         #[source]
         source: server::ServerError,
+    },
+    #[error("{0}")]
+    Acl(#[from] crate::acl::AclConfigError),
+    /// The metrics listener could not bind.
+    #[error(
+        "metrics listener: cannot listen on RINGMQ_METRICS_LISTEN={addr}: {source}; set it to a \
+         free ip:port, or to an empty value to turn metrics and the dashboard off"
+    )]
+    MetricsListen {
+        addr: String,
+        #[source]
+        source: std::io::Error,
     },
     #[error("embedded name server: {0}")]
     Namesrv(#[from] NamesrvStartError),
@@ -196,7 +212,9 @@ pub fn build_controller(config: Config) -> Result<ControllerParts, StartupError>
         "{}:{}",
         config.broker.advertised_ip, config.broker.listen_port
     );
+    let acl = start_acl(&config)?;
     let ctrl = Arc::new(BrokerController {
+        acl,
         store_host: store_cfg.store_host,
         pull_hold,
         permission: AtomicI32::new(config.broker.permission as i32),
@@ -216,6 +234,7 @@ pub fn build_controller(config: Config) -> Result<ControllerParts, StartupError>
             ..DataVersion::default()
         }),
         boot_timestamp_ms: now_ms(),
+        metrics: (!config.metrics.listen.trim().is_empty()).then(|| Arc::new(BrokerMetrics::new())),
         config,
     });
     let notifier = ArrivalNotifier::new(Arc::downgrade(&ctrl));
@@ -225,6 +244,21 @@ pub fn build_controller(config: Config) -> Result<ControllerParts, StartupError>
         wake_rx,
         topic_changes_rx,
     })
+}
+
+/// With `RINGMQ_ACL_ENABLED`, loads the `plain_acl.yml` (refusing the start if it does not
+/// load) and starts the thread that reloads it when it changes.
+pub fn start_acl(config: &Config) -> Result<Option<Arc<PlainAccessValidator>>, StartupError> {
+    if !config.acl.enabled {
+        return Ok(None);
+    }
+    let validator = PlainAccessValidator::load(&config.acl_file_path())?;
+    // The thread ends by itself once the validator is dropped.
+    validator.watch().map_err(|source| StartupError::Thread {
+        name: "ringmq-acl-watch".into(),
+        source,
+    })?;
+    Ok(Some(validator))
 }
 
 /// The number of pull-wake threads `RINGMQ_LONGPOLL_WAKE_THREADS` asks for (0 = one per core).
@@ -265,23 +299,28 @@ pub fn start_pull_wake(
         .collect()
 }
 
+/// The embedded name server's configuration: the broker's, with the KV config kept in the
+/// broker's store unless RINGMQ_NAMESRV_KV_CONFIG_PATH says otherwise.
+fn embedded_namesrv_config(config: &Config) -> Config {
+    let mut namesrv_config = config.clone();
+    if namesrv_config.namesrv.kv_config_path.is_empty() {
+        namesrv_config.namesrv.kv_config_path = config
+            .store
+            .root_dir
+            .join("namesrv")
+            .join("kvConfig.json")
+            .display()
+            .to_string();
+    }
+    namesrv_config
+}
+
 /// Starts the broker (and, without RINGMQ_NAMESRV_ADDR, an embedded name server first).
 pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
     // Checked before anything starts; `build_controller` computes the levels again.
     config.delay_levels_ms().map_err(StartupError::Config)?;
     let namesrv = if config.namesrv.addr.trim().is_empty() {
-        // The embedded name server keeps its KV config in the broker's store.
-        let mut namesrv_config = config.clone();
-        if namesrv_config.namesrv.kv_config_path.is_empty() {
-            namesrv_config.namesrv.kv_config_path = config
-                .store
-                .root_dir
-                .join("namesrv")
-                .join("kvConfig.json")
-                .display()
-                .to_string();
-        }
-        Some(start_namesrv(&namesrv_config)?)
+        Some(start_namesrv(&embedded_namesrv_config(&config))?)
     } else {
         None
     };
@@ -298,6 +337,7 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
     };
     // Bound before the store opens: a broker refused for its port leaves its data dir alone.
     let (config, listeners) = bind_broker_listeners(config)?;
+    let metrics_listener = bind_metrics_listener(&config)?;
     let ControllerParts {
         ctrl,
         wake_rx,
@@ -313,9 +353,28 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
         start_offset_flusher(&ctrl, &stop)?,
         start_housekeeping(&ctrl, &stop)?,
         start_schedule(&ctrl, &stop, delay_offsets)?,
+        start_transaction_check(&ctrl, &stop)?,
     ]);
     let handler = Arc::new(BrokerRequestHandler { ctrl: ctrl.clone() });
     let server = listeners.serve(handler, shutdown.clone())?;
+    if let (Some(listener), Some(metrics)) = (metrics_listener, ctrl.metrics.clone()) {
+        let addr = listener
+            .local_addr()
+            .map_err(|source| StartupError::MetricsListen {
+                addr: ctrl.config.metrics.listen.clone(),
+                source,
+            })?;
+        let connections = server.live_connections();
+        let thread =
+            broker_metrics_manager::start_exporter(&ctrl, metrics, listener, connections, &stop)
+                .map_err(|source| StartupError::Thread {
+                    name: "ringmq-metrics".into(),
+                    source,
+                })?;
+        threads.push(thread);
+        tracing::info!(%addr, "ringmq metrics listening");
+        eprintln!("ringmq metrics and dashboard on http://{addr}/");
+    }
     threads.push(start_registration(
         &ctrl,
         namesrv_addrs,
@@ -356,6 +415,27 @@ fn bind_broker_listeners(
     let bound = server::bind(sc).map_err(|e| listen_error(e, &config))?;
     config.broker.listen_port = bound.local_addrs()[0].port();
     Ok((config, bound))
+}
+
+/// Binds `RINGMQ_METRICS_LISTEN`, or nothing when it is empty.
+fn bind_metrics_listener(config: &Config) -> Result<Option<std::net::TcpListener>, StartupError> {
+    let listen = config.metrics.listen.trim();
+    if listen.is_empty() {
+        return Ok(None);
+    }
+    let error = |source| StartupError::MetricsListen {
+        addr: listen.to_string(),
+        source,
+    };
+    let addr: SocketAddr = listen.parse().map_err(|_| {
+        error(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not an ip:port",
+        ))
+    })?;
+    crate::metrics::exporter::bind(addr)
+        .map(Some)
+        .map_err(error)
 }
 
 /// Names the settings behind an address in use: the main port, or the fast port derived from it.
@@ -438,6 +518,17 @@ fn start_schedule(
 }
 
 /// Expires silent client channels (Java `ClientHousekeepingService`, every 10 s).
+fn start_transaction_check(
+    ctrl: &Arc<BrokerController>,
+    stop: &StopFlag,
+) -> Result<JoinHandle<()>, StartupError> {
+    let ctrl = ctrl.clone();
+    let stop = stop.clone();
+    spawn("ringmq-transaction-check", move || {
+        transaction_check::run(&ctrl, &stop)
+    })
+}
+
 fn start_housekeeping(
     ctrl: &Arc<BrokerController>,
     stop: &StopFlag,

@@ -50,12 +50,8 @@ pub const NOT_SUPPORTED: &[(&str, &str)] = &[
     ("enableDLegerCommitLog", "there is no DLedger CommitLog"),
     ("enableControllerMode", "there is no controller mode"),
     (
-        "aclEnable",
-        "ACL is not implemented: requests are not authenticated",
-    ),
-    (
         "enableAcl",
-        "ACL is not implemented: requests are not authenticated",
+        "not a RocketMQ key (Java ignores it too): ACL is switched on by aclEnable",
     ),
     ("rocketmqHome", "ringmq needs no home directory"),
     (

@@ -182,6 +182,30 @@ static FIELDS: &[FieldSpec] = &[
         "Apply pull offset corrections on a slave too."
     ),
     field!(
+        "RINGMQ_BROKER_REJECT_TRANSACTION_MESSAGE",
+        "rejectTransactionMessage",
+        broker.reject_transaction_message,
+        "Refuse half (prepared) transactional messages with NO_PERMISSION."
+    ),
+    field!(
+        "RINGMQ_BROKER_TRANSACTION_TIMEOUT_MS",
+        "transactionTimeOut",
+        broker.transaction_timeout_ms,
+        "A half message younger than this (or than its CHECK_IMMUNITY_TIME_IN_SECONDS) is not checked back yet."
+    ),
+    field!(
+        "RINGMQ_BROKER_TRANSACTION_CHECK_MAX",
+        "transactionCheckMax",
+        broker.transaction_check_max,
+        "A half message checked back this many times without an answer goes to TRANS_CHECK_MAX_TIME_TOPIC."
+    ),
+    field!(
+        "RINGMQ_BROKER_TRANSACTION_CHECK_INTERVAL_MS",
+        "transactionCheckInterval",
+        broker.transaction_check_interval_ms,
+        "Period of the scan that checks back unresolved half messages with their producer group."
+    ),
+    field!(
         "RINGMQ_NAMESRV_ADDR",
         "namesrvAddr",
         namesrv.addr,
@@ -450,6 +474,24 @@ static FIELDS: &[FieldSpec] = &[
         "",
         transfer.auto_zerocopy_min_message_bytes,
         "auto: and only if its average record is at least this long."
+    ),
+    field!(
+        "RINGMQ_ACL_ENABLED",
+        "aclEnable",
+        acl.enabled,
+        "Check every request against RocketMQ's ACL 1.0 rules: accounts, signatures, topic and group permissions (docs/ARCHITECTURE.md, ACL)."
+    ),
+    field!(
+        "RINGMQ_ACL_FILE_PATH",
+        "rocketmq.acl.plain.file",
+        acl.file_path,
+        "The plain_acl.yml of the ACL rules; empty = plain_acl.yml in RINGMQ_STORE_ROOT_DIR. Reloaded when it changes."
+    ),
+    field!(
+        "RINGMQ_METRICS_LISTEN",
+        "",
+        metrics.listen,
+        "ip:port serving Prometheus text on GET /metrics and the dashboard on GET /; empty turns both off."
     ),
     field!(
         "RINGMQ_LOG_LEVEL",

@@ -57,6 +57,14 @@ pub struct BrokerSection {
     pub region_id: String,
     pub trace_on: bool,
     pub offset_check_in_slave: bool,
+    /// Refuse half (prepared) messages with NO_PERMISSION (rejectTransactionMessage).
+    pub reject_transaction_message: bool,
+    /// A half message younger than this is not checked back (transactionTimeOut).
+    pub transaction_timeout_ms: u64,
+    /// A half message checked back this many times goes to TRANS_CHECK_MAX_TIME_TOPIC.
+    pub transaction_check_max: u32,
+    /// Period of the transaction check-back scan (transactionCheckInterval).
+    pub transaction_check_interval_ms: u64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -184,6 +192,22 @@ impl TransferSection {
     }
 }
 
+/// RocketMQ's ACL 1.0 (`aclEnable`, `plain_acl.yml`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct AclSection {
+    /// Check every broker request against the rules (off by default, as in RocketMQ).
+    pub enabled: bool,
+    /// The rules file; empty = `plain_acl.yml` in the store root ([`Config::acl_file_path`]).
+    pub file_path: String,
+}
+
+/// The metrics and dashboard listener (ringmq's own; RocketMQ exports through OpenTelemetry).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricsSection {
+    /// `ip:port` of `GET /metrics` and the dashboard; empty turns both off.
+    pub listen: String,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct LogSection {
     /// A `tracing` filter, e.g. `info` or `ringmq=debug`.
@@ -199,7 +223,26 @@ pub struct Config {
     pub longpoll: LongpollSection,
     pub server: ServerSection,
     pub transfer: TransferSection,
+    pub acl: AclSection,
+    pub metrics: MetricsSection,
     pub log: LogSection,
+}
+
+/// The name of the ACL rules file, in the store root unless `RINGMQ_ACL_FILE_PATH` says
+/// otherwise (RocketMQ reads `${ROCKETMQ_HOME}/conf/plain_acl.yml`; ringmq has no home
+/// directory, and the store root is the one directory it owns).
+pub const ACL_FILE_NAME: &str = "plain_acl.yml";
+
+impl Config {
+    /// The `plain_acl.yml` ACL reads: `RINGMQ_ACL_FILE_PATH`, or [`ACL_FILE_NAME`] in
+    /// `RINGMQ_STORE_ROOT_DIR`.
+    pub fn acl_file_path(&self) -> PathBuf {
+        if self.acl.file_path.is_empty() {
+            self.store.root_dir.join(ACL_FILE_NAME)
+        } else {
+            PathBuf::from(&self.acl.file_path)
+        }
+    }
 }
 
 /// RocketMQ's default store root is `${user.home}/store`.
@@ -254,6 +297,11 @@ impl Default for Config {
                 region_id: "DefaultRegion".into(),
                 trace_on: true,
                 offset_check_in_slave: false,
+                reject_transaction_message: false,
+                transaction_timeout_ms: 6_000,
+                transaction_check_max: 15,
+                // RocketMQ 4.x's default; 5.1 lowered it to 30 s.
+                transaction_check_interval_ms: 60_000,
             },
             namesrv: NamesrvSection {
                 addr: String::new(),
@@ -296,6 +344,10 @@ impl Default for Config {
                 // 32 KiB; contiguous records, copy tied or won at 4 KiB, zero-copy won at 8 KiB.
                 auto_zerocopy_min_range_bytes: 24 * 1024,
                 auto_zerocopy_min_message_bytes: 6 * 1024,
+            },
+            acl: AclSection::default(),
+            metrics: MetricsSection {
+                listen: "127.0.0.1:5557".into(),
             },
             log: LogSection {
                 level: "info".into(),

@@ -8,6 +8,7 @@ use super::sections::{
     StoreSection, TransferMode, TransferSection, WAKE_THREADS_MAX,
 };
 use super::value::ConfigValue;
+use super::MetricsSection;
 use crate::store::format::CQ_UNIT_SIZE_BYTES;
 use crate::store::io::{IoConfig, IoConfigError, IoMode};
 
@@ -51,6 +52,7 @@ impl Config {
         check_longpoll(&self.longpoll, &mut checks);
         check_server(&self.server, &mut checks);
         check_transfer(&self.transfer, &mut checks);
+        check_metrics(&self.metrics, &mut checks);
         checks.0
     }
 }
@@ -213,6 +215,24 @@ fn check_broker(b: &BrokerSection, checks: &mut Checks) {
         b.rebalance_lock_max_live_time_ms.to_string(),
         "must be at least 1",
     );
+    checks.check(
+        b.transaction_check_interval_ms >= 1,
+        "RINGMQ_BROKER_TRANSACTION_CHECK_INTERVAL_MS",
+        b.transaction_check_interval_ms.to_string(),
+        "must be at least 1",
+    );
+    checks.check(
+        (1..=i32::MAX as u32).contains(&b.transaction_check_max),
+        "RINGMQ_BROKER_TRANSACTION_CHECK_MAX",
+        b.transaction_check_max.to_string(),
+        "must be between 1 and 2147483647 (a check count is a Java int)",
+    );
+    checks.check(
+        b.transaction_timeout_ms <= i64::MAX as u64,
+        "RINGMQ_BROKER_TRANSACTION_TIMEOUT_MS",
+        b.transaction_timeout_ms.to_string(),
+        "must fit a Java long",
+    );
 }
 
 fn check_namesrv(n: &NamesrvSection, checks: &mut Checks) {
@@ -296,9 +316,31 @@ fn check_transfer(t: &TransferSection, checks: &mut Checks) {
     );
 }
 
+fn check_metrics(m: &MetricsSection, checks: &mut Checks) {
+    let listen = m.listen.trim();
+    checks.check(
+        listen.is_empty() || listen.parse::<std::net::SocketAddr>().is_ok(),
+        "RINGMQ_METRICS_LISTEN",
+        m.listen.clone(),
+        "must be ip:port (e.g. 127.0.0.1:5557), or empty to turn metrics and the dashboard off",
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_metrics_listener_is_an_address_or_empty() {
+        for ok in ["", "127.0.0.1:0", "[::1]:5557"] {
+            assert!(
+                Config::from_pairs(&[("RINGMQ_METRICS_LISTEN", ok)]).is_ok(),
+                "{ok}"
+            );
+        }
+        let err = Config::from_pairs(&[("RINGMQ_METRICS_LISTEN", "localhost")]).unwrap_err();
+        assert!(err.to_string().contains("RINGMQ_METRICS_LISTEN"), "{err}");
+    }
 
     #[test]
     fn shipped_defaults_validate() {

@@ -5,7 +5,7 @@ use super::error::ServerError;
 use super::handler::RequestHandler;
 use super::listener::{accept_loop, bind_socket, listen, stop_listening};
 use super::shutdown::{ShutdownSignal, StopSignals};
-use super::worker::{Shared, Worker};
+use super::worker::{LiveConnections, Shared, Worker};
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::{mpsc as std_mpsc, Arc};
@@ -19,9 +19,15 @@ pub struct ServerHandle {
     /// which other components may watch.
     stop: ShutdownSignal,
     threads: Vec<JoinHandle<()>>,
+    connections: LiveConnections,
 }
 
 impl ServerHandle {
+    /// The open connections of this server, over all its listeners and workers.
+    pub fn live_connections(&self) -> LiveConnections {
+        self.connections.clone()
+    }
+
     /// The bound addresses, in config order (`listen_addr` first), with real ports when port 0
     /// was asked for.
     pub fn local_addrs(&self) -> &[SocketAddr] {
@@ -130,6 +136,7 @@ fn start_workers<H: RequestHandler>(
         local_addrs,
         stop,
         threads: Vec::new(),
+        connections: shared.live_connections(),
     };
     for (worker_index, worker_listeners) in listeners.drain(..).enumerate() {
         let shared = shared.clone();

@@ -16,13 +16,25 @@ use tokio::sync::Notify;
 /// Time for writers to flush after the grace period, before connections are dropped.
 const SHUTDOWN_FLUSH_MARGIN_MS: u64 = 500;
 
+/// The number of open connections of a server, readable from any thread: a plain atomic the
+/// broker's metrics read at scrape time (the network runtime imports no metrics code).
+/// (`Default` counts nothing: a reader for code that has no server, e.g. tests.)
+#[derive(Debug, Clone, Default)]
+pub struct LiveConnections(Arc<AtomicUsize>);
+
+impl LiveConnections {
+    pub fn get(&self) -> usize {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
 /// State shared by every worker thread of one server.
 pub(crate) struct Shared<H> {
     pub config: ServerConfig,
     pub handler: Arc<H>,
     pub shutdown: StopSignals,
     /// Live connections over all workers, bounded by `connections_max`.
-    connections: AtomicUsize,
+    connections: Arc<AtomicUsize>,
     /// `config.connections_max`, lowered to fit the open-file limit.
     pub connections_max: usize,
     /// Live connections per remote IP, when `config.connections_max_per_ip` is set. Locked once
@@ -45,10 +57,15 @@ impl<H> Shared<H> {
             config,
             handler,
             shutdown,
-            connections: AtomicUsize::new(0),
+            connections: Arc::new(AtomicUsize::new(0)),
             connections_max,
             per_ip: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// A reader of the live connection count, for other threads (metrics).
+    pub fn live_connections(&self) -> LiveConnections {
+        LiveConnections(self.connections.clone())
     }
 
     /// Counts a connection from `ip`, or false when `connections_max_per_ip` are already open.

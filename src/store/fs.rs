@@ -20,11 +20,21 @@ pub enum SyncKind {
 
 /// The single fsync entry point of the store. Every durability claim goes through here.
 pub fn sync_file(file: &File, path: &Path, kind: SyncKind) -> Result<(), StoreError> {
+    FSYNCS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let result = match kind {
         SyncKind::Data => file.sync_data(),
         SyncKind::All => file.sync_all(),
     };
     result.map_err(|e| StoreError::io("fsync", path, e))
+}
+
+/// fsync calls made through [`sync_file`] (and so [`sync_dir`]) by this process, failed ones
+/// included: the store's every fsync goes through here.
+static FSYNCS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The number of fsyncs so far (metrics).
+pub fn fsync_count() -> u64 {
+    FSYNCS.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// fsyncs a directory so a created, renamed or removed entry is durable.

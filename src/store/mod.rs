@@ -24,7 +24,7 @@ pub use config::{FlushPolicy, StoreConfig};
 pub use error::StoreError;
 pub use filter::{AcceptAll, MessageFilter};
 pub use format::{DecodedRecord, FormatError};
-pub use message_store::{MessageStore, PULL_MSG_SIZE_MAX_BYTES};
+pub use message_store::{FlushStats, MessageStore, PULL_MSG_SIZE_MAX_BYTES};
 pub use region::{FileRegion, GetMessageRegions, RegionShape};
 pub use types::{
     ArrivalListener, BatchToStore, BoundaryType, GetMessageRequest, GetMessageResult,

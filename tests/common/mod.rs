@@ -110,6 +110,8 @@ impl Broker {
             .env("RINGMQ_BROKER_LISTEN_PORT", self.port.to_string())
             .env("RINGMQ_NAMESRV_LISTEN_PORT", self.namesrv_port.to_string())
             .env("RINGMQ_SERVER_WORKER_THREADS", "2")
+            // Metrics on, on a port of the kernel's choice: tests run brokers side by side.
+            .env("RINGMQ_METRICS_LISTEN", "127.0.0.1:0")
             .env("RINGMQ_LOG_LEVEL", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -345,4 +347,34 @@ pub fn pull(
     }
     .encode(&mut cmd);
     cmd
+}
+
+/// `GET path` over HTTP/1.1 from `addr`; the status code and the body.
+pub fn http_get(addr: &str, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect metrics listener");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).expect("read HTTP response");
+    let (head, body) = raw.split_once("\r\n\r\n").expect("an HTTP head");
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("a status code");
+    (status, body.to_string())
+}
+
+/// A broker whose metrics listener is on a free port; returns it and the listener's address.
+pub fn broker_with_metrics(env: &[(&str, &str)]) -> (Broker, String) {
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut all: Vec<(&str, &str)> = vec![("RINGMQ_METRICS_LISTEN", addr.as_str())];
+    all.extend_from_slice(env);
+    (Broker::start(&all), addr)
 }

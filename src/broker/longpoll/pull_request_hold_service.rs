@@ -46,6 +46,8 @@ pub enum WakeItem {
         max_offset: i64,
         tags_code: i64,
         properties: Vec<u8>,
+        /// When the store reported the arrival (wake latency).
+        arrived_at: Instant,
     },
 }
 
@@ -170,6 +172,10 @@ pub trait PullWakeHost: Send + Sync + 'static {
         header: PullMessageRequestHeader,
         envelope: RequestEnvelope,
     ) -> Option<Outbound>;
+
+    /// An arrival woke parked pulls, and this thread re-executed them `elapsed` after the
+    /// store reported it (metrics).
+    fn observe_wake_latency(&self, elapsed: Duration);
 }
 
 /// Feeds store arrivals into the hold table.
@@ -207,6 +213,7 @@ impl<H: PullWakeHost> ArrivalListener for ArrivalNotifier<H> {
             max_offset,
             tags_code,
             properties: properties.to_vec(),
+            arrived_at: Instant::now(),
         });
     }
 }
@@ -221,6 +228,7 @@ fn handle<H: PullWakeHost>(host: &H, item: WakeItem, share_fan_out: bool, unsent
             max_offset,
             tags_code,
             properties,
+            arrived_at,
         } => {
             let woken = host.pull_hold().hold_table.notify_message_arriving(
                 &topic,
@@ -229,7 +237,11 @@ fn handle<H: PullWakeHost>(host: &H, item: WakeItem, share_fan_out: bool, unsent
                 tags_code,
                 &properties,
             );
+            if woken.is_empty() {
+                return;
+            }
             run_woken(host, woken, share_fan_out, unsent);
+            host.observe_wake_latency(arrived_at.elapsed());
         }
     }
 }

@@ -280,6 +280,12 @@ impl PullWakeHost for BrokerController {
             }
         }
     }
+
+    fn observe_wake_latency(&self, elapsed: std::time::Duration) {
+        if let Some(metrics) = self.metrics() {
+            metrics.observe_wake(elapsed);
+        }
+    }
 }
 
 /// Whether a pull of this shape goes zero-copy (the store asks once it planned the records).
@@ -322,6 +328,15 @@ fn look_up(
     let group = check_access(ctrl, header, envelope)?;
     let filter = subscription_filter(ctrl, header, group.consume_broadcast_enable)?;
     let (result, regions) = look_up_messages(ctrl, header, &filter, zero_copy_allowed)?;
+    if let Some(metrics) = ctrl.metrics() {
+        let found = result.status == GetMessageStatus::Found;
+        let (messages, bytes) = if found {
+            (result.message_count as u64, result.buffer_total_size as u64)
+        } else {
+            (0, 0)
+        };
+        metrics.record_pull(&header.topic, messages, bytes);
+    }
     let next_begin_offset = result.next_begin_offset;
     let response = map_result(ctrl, header, envelope, &group, result);
     // Only a SUCCESS response carries a body.

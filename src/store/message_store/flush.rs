@@ -69,6 +69,7 @@ impl Inner {
         if max_phy_offset <= self.flush_tx.borrow().flushed_phy_offset {
             return Ok(());
         }
+        let started = Instant::now();
         for seg in self.commit_log.segments().snapshot().iter() {
             if seg.take_dirty() {
                 if let Err(e) = fs::sync_file(&seg.file, &seg.path, fs::SyncKind::Data) {
@@ -77,6 +78,7 @@ impl Inner {
                 }
             }
         }
+        self.commit_log_flush_latency.observe(started.elapsed());
         self.flush_tx
             .send_modify(|s| s.flushed_phy_offset = s.flushed_phy_offset.max(max_phy_offset));
         Ok(())

@@ -49,6 +49,7 @@ impl MessageStore {
             signal: Mutex::new(Signal::default()),
             signal_cv: Condvar::new(),
             flush_loop_wakeups: AtomicU64::new(0),
+            commit_log_flush_latency: crate::metrics::Histogram::new(),
             retention_cv: Condvar::new(),
             last_store_timestamp_ms: AtomicI64::new(0),
             last_checkpoint_phy_offset: AtomicI64::new(-1),

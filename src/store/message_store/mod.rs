@@ -68,6 +68,13 @@ pub const CHECKPOINT_FILE_NAME: &str = "checkpoint";
 pub const LOCK_FILE_NAME: &str = "lock";
 pub use self::deleted_topics::DELETED_TOPICS_FILE_NAME;
 
+/// Durability counters, read by the broker's metrics.
+#[derive(Debug, Clone)]
+pub struct FlushStats {
+    pub fsyncs: u64,
+    pub commit_log_flush_latency: crate::metrics::HistogramSnapshot,
+}
+
 /// State published by the flush thread.
 #[derive(Debug, Clone, Default)]
 struct FlushState {
@@ -107,6 +114,8 @@ struct Inner {
     signal_cv: Condvar,
     /// Times the flush thread woke up: lets a test see that it sleeps rather than spins.
     flush_loop_wakeups: AtomicU64,
+    /// Duration of each CommitLog flush that fsynced something (metrics).
+    commit_log_flush_latency: crate::metrics::Histogram,
     retention_cv: Condvar,
     /// Store timestamp of the last appended record (informational checkpoint fields).
     last_store_timestamp_ms: AtomicI64,
@@ -280,6 +289,15 @@ impl MessageStore {
 
     pub fn min_phy_offset(&self) -> i64 {
         self.inner.commit_log.min_phy_offset()
+    }
+
+    /// fsyncs so far (every file and directory fsync of this process's stores) and the
+    /// latency of CommitLog flushes, for metrics.
+    pub fn flush_stats(&self) -> FlushStats {
+        FlushStats {
+            fsyncs: crate::store::fs::fsync_count(),
+            commit_log_flush_latency: self.inner.commit_log_flush_latency.snapshot(),
+        }
     }
 
     /// CommitLog offset below which everything is fsynced.

@@ -455,6 +455,8 @@ impl BrokerProcess {
                 self.ports.namesrv_port.to_string(),
             )
             .env("RINGMQ_STORE_ROOT_DIR", &self.store_root)
+            // Brokers run side by side: metrics on a port of the kernel's choice.
+            .env("RINGMQ_METRICS_LISTEN", "127.0.0.1:0")
             .env(ENV_LOG, log_filter)
             .envs(self.env_overrides.iter().map(|(k, v)| (k, v)))
             .current_dir(&self.temp_path)
