@@ -14,6 +14,7 @@ use crate::store::MessageStore;
 use super::client::{ConsumerManager, ProducerManager, RebalanceLockManager};
 use super::consumer_filter_manager::FilterCache;
 use super::consumer_offset_manager::ConsumerOffsetManager;
+use super::ha::ha_service::HaService;
 use super::longpoll::pull_request_hold_service::PullRequestHoldService;
 use super::subscription_group_manager::SubscriptionGroupManager;
 use super::topic_config_manager::TopicConfigManager;
@@ -44,6 +45,8 @@ pub struct BrokerController {
     /// UPDATE_BROKER_CONFIG and reported by GET_BROKER_CONFIG.
     pub config_version: Mutex<DataVersion>,
     pub boot_timestamp_ms: i64,
+    /// Replication: the SYNC_MASTER wait, the HA runtime state, a slave's master addresses.
+    pub ha: Arc<HaService>,
     /// The ACL rules every request is checked against (`RINGMQ_ACL_ENABLED`), else `None`.
     pub acl: Option<Arc<PlainAccessValidator>>,
     /// What requests record for `/metrics` and the dashboard; `None` with

@@ -14,6 +14,7 @@ use crate::broker::consumer_filter_manager::FilterCache;
 use crate::broker::consumer_offset_manager::ConsumerOffsetManager;
 use crate::broker::controller::BrokerController;
 use crate::broker::dispatch::BrokerRequestHandler;
+use crate::broker::ha::ha_service::{self, HaService};
 use crate::broker::longpoll::pull_request_hold_service::{
     ArrivalNotifier, PullRequestHoldService, WakeItem, WakeService,
 };
@@ -72,6 +73,8 @@ pub enum StartupError {
     Config(crate::config::ConfigError),
     #[error("configuration: {var}={text:?} is not an IP address")]
     IpAddress { var: &'static str, text: String },
+    #[error("{0}")]
+    HaListen(#[from] crate::broker::ha::ha_service::HaBindError),
     #[error("cannot start thread {name}: {source}")]
     Thread {
         name: String,
@@ -137,6 +140,10 @@ pub fn store_config(config: &Config) -> Result<StoreConfig, StartupError> {
     if s.total_physical_memory_bytes > 0 {
         sc.total_physical_memory_bytes = s.total_physical_memory_bytes;
     }
+    sc.message_index_enable = s.message_index_enable;
+    // Validation bounded both so the index file fits Java's int.
+    sc.max_hash_slot_num = u32::try_from(s.max_hash_slot_num).unwrap_or(u32::MAX);
+    sc.max_index_num = u32::try_from(s.max_index_num).unwrap_or(u32::MAX);
     sc.store_host = store_host;
     sc.broker_role_slave = config.broker.role == crate::config::BrokerRole::Slave;
     sc.offset_check_in_slave = config.broker.offset_check_in_slave;
@@ -234,6 +241,7 @@ pub fn build_controller(config: Config) -> Result<ControllerParts, StartupError>
             ..DataVersion::default()
         }),
         boot_timestamp_ms: now_ms(),
+        ha: HaService::new(&config),
         metrics: (!config.metrics.listen.trim().is_empty()).then(|| Arc::new(BrokerMetrics::new())),
         config,
     });
@@ -324,19 +332,10 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
     } else {
         None
     };
-    let namesrv_addrs: Vec<String> = match &namesrv {
-        Some(n) => vec![n.server.local_addrs()[0].to_string()],
-        None => config
-            .namesrv
-            .addr
-            .split(';')
-            .map(str::trim)
-            .filter(|a| !a.is_empty())
-            .map(String::from)
-            .collect(),
-    };
+    let namesrv_addrs = namesrv_addrs(&config, namesrv.as_ref());
     // Bound before the store opens: a broker refused for its port leaves its data dir alone.
     let (config, listeners) = bind_broker_listeners(config)?;
+    let (config, ha_listener) = bind_ha_listener(config)?;
     let metrics_listener = bind_metrics_listener(&config)?;
     let ControllerParts {
         ctrl,
@@ -353,6 +352,12 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
         start_offset_flusher(&ctrl, &stop)?,
         start_housekeeping(&ctrl, &stop)?,
         start_schedule(&ctrl, &stop, delay_offsets)?,
+        ctrl.ha
+            .start(ctrl.store.clone(), &ctrl.config, ha_listener, &stop)
+            .map_err(|source| StartupError::Thread {
+                name: "ringmq-ha".into(),
+                source,
+            })?,
         start_transaction_check(&ctrl, &stop)?,
     ]);
     let handler = Arc::new(BrokerRequestHandler { ctrl: ctrl.clone() });
@@ -396,6 +401,36 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
         shutdown,
         stop,
     })
+}
+
+/// The name servers the broker registers with: the embedded one, or RINGMQ_NAMESRV_ADDR's.
+fn namesrv_addrs(config: &Config, embedded: Option<&NamesrvHandle>) -> Vec<String> {
+    match embedded {
+        Some(n) => vec![n.server.local_addrs()[0].to_string()],
+        None => config
+            .namesrv
+            .addr
+            .split(';')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .map(String::from)
+            .collect(),
+    }
+}
+
+/// Binds a master's HA port (a slave has none); the port bound goes into the configuration, so
+/// the registration advertises the real one.
+fn bind_ha_listener(
+    mut config: Config,
+) -> Result<(Config, Option<std::net::TcpListener>), StartupError> {
+    let listener = match ha_service::bind(&config)? {
+        Some((listener, port)) => {
+            config.ha.listen_port = port;
+            Some(listener)
+        }
+        None => None,
+    };
+    Ok((config, listener))
 }
 
 /// Binds the main port and, when enabled, the fast port (listen port - 2, as Java's
@@ -621,7 +656,8 @@ fn register_all(
         })
         .collect();
     let c = &ctrl.config.broker;
-    let ha_addr = format!("{}:{}", c.advertised_ip, c.listen_port + 1);
+    let ha_port = ctrl.config.ha.effective_listen_port(c.listen_port);
+    let ha_addr = format!("{}:{ha_port}", c.advertised_ip);
     for addr in namesrv_addrs {
         let request = build_register_broker_request(
             &c.cluster_name,
@@ -633,7 +669,14 @@ fn register_all(
             &wrapper.data_version,
         );
         match invoke_namesrv(connections, addr, request) {
-            Ok(r) if r.code == 0 => tracing::debug!(namesrv = addr, "registered with name server"),
+            Ok(r) if r.code == 0 => {
+                tracing::debug!(namesrv = addr, "registered with name server");
+                // Java `BrokerController.registerBrokerAll`: a slave learns its master here.
+                ctrl.ha.update_master(
+                    r.ext_fields.get("haServerAddr").map(String::as_str),
+                    r.ext_fields.get("masterAddr").map(String::as_str),
+                );
+            }
             Ok(r) => {
                 tracing::warn!(namesrv = addr, code = r.code, remark = ?r.remark, "name server refused registration")
             }

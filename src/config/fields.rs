@@ -182,6 +182,12 @@ static FIELDS: &[FieldSpec] = &[
         "Apply pull offset corrections on a slave too."
     ),
     field!(
+        "RINGMQ_BROKER_SLAVE_SYNC_INTERVAL_MS",
+        "",
+        broker.slave_sync_interval_ms,
+        "A slave fetches topics, consumer and delay offsets and groups from its master this often."
+    ),
+    field!(
         "RINGMQ_BROKER_REJECT_TRANSACTION_MESSAGE",
         "rejectTransactionMessage",
         broker.reject_transaction_message,
@@ -332,6 +338,24 @@ static FIELDS: &[FieldSpec] = &[
         "RAM used for the in-memory ratio; 0 = read /proc/meminfo (24 GiB if unreadable)."
     ),
     field!(
+        "RINGMQ_STORE_MESSAGE_INDEX_ENABLE",
+        "messageIndexEnable",
+        store.message_index_enable,
+        "Build the message index in index/ of the store root (QUERY_MESSAGE by key and by unique key)."
+    ),
+    field!(
+        "RINGMQ_STORE_MAX_HASH_SLOT_NUM",
+        "maxHashSlotNum",
+        store.max_hash_slot_num,
+        "Hash slots per index file (4 bytes each)."
+    ),
+    field!(
+        "RINGMQ_STORE_MAX_INDEX_NUM",
+        "maxIndexNum",
+        store.max_index_num,
+        "Entries per index file (20 bytes each); a full file rolls to a new one."
+    ),
+    field!(
         "RINGMQ_STORE_IO_MODE",
         "",
         store.io_mode,
@@ -474,6 +498,48 @@ static FIELDS: &[FieldSpec] = &[
         "",
         transfer.auto_zerocopy_min_message_bytes,
         "auto: and only if its average record is at least this long."
+    ),
+    field!(
+        "RINGMQ_HA_LISTEN_PORT",
+        "haListenPort",
+        ha.listen_port,
+        "HA port a master accepts slaves on; 0 = RINGMQ_BROKER_LISTEN_PORT + 1."
+    ),
+    field!(
+        "RINGMQ_HA_MASTER_ADDRESS",
+        "haMasterAddress",
+        ha.master_address,
+        "ip:port of the master's HA port for a slave; empty = the name server's haServerAddr."
+    ),
+    field!(
+        "RINGMQ_HA_TRANSFER_BATCH_BYTES",
+        "haTransferBatchSize",
+        ha.transfer_batch_bytes,
+        "Most CommitLog bytes in one HA frame."
+    ),
+    field!(
+        "RINGMQ_HA_SEND_HEARTBEAT_INTERVAL_MS",
+        "haSendHeartbeatInterval",
+        ha.send_heartbeat_interval_ms,
+        "Idle HA side sends a heartbeat (master: empty frame, slave: its offset) this often."
+    ),
+    field!(
+        "RINGMQ_HA_HOUSEKEEPING_INTERVAL_MS",
+        "haHousekeepingInterval",
+        ha.housekeeping_interval_ms,
+        "An HA connection silent this long is closed (both sides)."
+    ),
+    field!(
+        "RINGMQ_HA_SLAVE_TIMEOUT_MS",
+        "slaveTimeout",
+        ha.slave_timeout_ms,
+        "SYNC_MASTER: a send waits this long for a slave ack, then answers FLUSH_SLAVE_TIMEOUT."
+    ),
+    field!(
+        "RINGMQ_HA_MAX_GAP_NOT_IN_SYNC_BYTES",
+        "haMaxGapNotInSync",
+        ha.max_gap_not_in_sync_bytes,
+        "SYNC_MASTER: with no slave this close, a send answers SLAVE_NOT_AVAILABLE."
     ),
     field!(
         "RINGMQ_ACL_ENABLED",

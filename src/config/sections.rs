@@ -57,6 +57,8 @@ pub struct BrokerSection {
     pub region_id: String,
     pub trace_on: bool,
     pub offset_check_in_slave: bool,
+    /// A slave fetches topics, offsets and groups from its master this often.
+    pub slave_sync_interval_ms: u64,
     /// Refuse half (prepared) messages with NO_PERMISSION (rejectTransactionMessage).
     pub reject_transaction_message: bool,
     /// A half message younger than this is not checked back (transactionTimeOut).
@@ -105,6 +107,9 @@ pub struct StoreSection {
     pub io_fixed_buffer_count: u64,
     pub io_fixed_buffer_size_bytes: u64,
     pub io_thread_rings_max: u64,
+    pub message_index_enable: bool,
+    pub max_hash_slot_num: u64,
+    pub max_index_num: u64,
 }
 
 /// Most pull-wake threads (`RINGMQ_LONGPOLL_WAKE_THREADS`).
@@ -192,6 +197,51 @@ impl TransferSection {
     }
 }
 
+/// Master/slave replication (Java `DefaultHAService`), docs/ARCHITECTURE.md "HA replication".
+#[derive(Debug, Clone, PartialEq)]
+pub struct HaSection {
+    /// Port of the HA stream a master accepts slaves on; 0 = the broker listen port + 1, as
+    /// Java's `BrokerStartup` sets `haListenPort`.
+    pub listen_port: u16,
+    /// `ip:port` of the master's HA port a slave connects to. Empty: the `haServerAddr` the name
+    /// server answers to the slave's registration.
+    pub master_address: String,
+    /// Most CommitLog bytes in one HA frame (`haTransferBatchSize`).
+    pub transfer_batch_bytes: u64,
+    /// A master sends an empty frame, a slave its offset, after this long without writing.
+    pub send_heartbeat_interval_ms: u64,
+    /// Either side closes an HA connection it read nothing from for this long.
+    pub housekeeping_interval_ms: u64,
+    /// A SYNC_MASTER send waits this long for a slave's ack (`slaveTimeout`).
+    pub slave_timeout_ms: u64,
+    /// A slave further behind than this is not in sync (`haMaxGapNotInSync`).
+    pub max_gap_not_in_sync_bytes: u64,
+}
+
+impl Default for HaSection {
+    fn default() -> Self {
+        HaSection {
+            listen_port: 0,
+            master_address: String::new(),
+            transfer_batch_bytes: 32 * 1024,
+            send_heartbeat_interval_ms: 5_000,
+            housekeeping_interval_ms: 20_000,
+            slave_timeout_ms: 3_000,
+            max_gap_not_in_sync_bytes: 256 * 1024 * 1024,
+        }
+    }
+}
+
+impl HaSection {
+    /// The HA port a broker listening on `broker_listen_port` accepts slaves on.
+    pub fn effective_listen_port(&self, broker_listen_port: u16) -> u16 {
+        match self.listen_port {
+            0 => broker_listen_port.wrapping_add(1),
+            port => port,
+        }
+    }
+}
+
 /// RocketMQ's ACL 1.0 (`aclEnable`, `plain_acl.yml`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct AclSection {
@@ -223,6 +273,7 @@ pub struct Config {
     pub longpoll: LongpollSection,
     pub server: ServerSection,
     pub transfer: TransferSection,
+    pub ha: HaSection,
     pub acl: AclSection,
     pub metrics: MetricsSection,
     pub log: LogSection,
@@ -269,6 +320,19 @@ impl Default for LongpollSection {
     }
 }
 
+impl Default for NamesrvSection {
+    fn default() -> Self {
+        NamesrvSection {
+            addr: String::new(),
+            bind_ip: "127.0.0.1".into(),
+            listen_port: 9876,
+            scan_not_active_broker_interval_ms: 5_000,
+            broker_channel_expired_timeout_ms: 120_000,
+            kv_config_path: String::new(),
+        }
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config {
@@ -297,20 +361,15 @@ impl Default for Config {
                 region_id: "DefaultRegion".into(),
                 trace_on: true,
                 offset_check_in_slave: false,
+                // Java's `BrokerController` runs `SlaveSynchronize.syncAll` every 10 s.
+                slave_sync_interval_ms: 10_000,
                 reject_transaction_message: false,
                 transaction_timeout_ms: 6_000,
                 transaction_check_max: 15,
                 // RocketMQ 4.x's default; 5.1 lowered it to 30 s.
                 transaction_check_interval_ms: 60_000,
             },
-            namesrv: NamesrvSection {
-                addr: String::new(),
-                bind_ip: "127.0.0.1".into(),
-                listen_port: 9876,
-                scan_not_active_broker_interval_ms: 5_000,
-                broker_channel_expired_timeout_ms: 120_000,
-                kv_config_path: String::new(),
-            },
+            namesrv: NamesrvSection::default(),
             store: StoreSection {
                 root_dir: default_store_root(),
                 commit_log_file_size_bytes: 1024 * 1024 * 1024,
@@ -333,6 +392,9 @@ impl Default for Config {
                 io_fixed_buffer_count: 32,
                 io_fixed_buffer_size_bytes: 32 * 1024,
                 io_thread_rings_max: 16,
+                message_index_enable: true,
+                max_hash_slot_num: 5_000_000,
+                max_index_num: 5_000_000 * 4,
             },
             longpoll: LongpollSection::default(),
             server: ServerSection::default(),
@@ -345,6 +407,7 @@ impl Default for Config {
                 auto_zerocopy_min_range_bytes: 24 * 1024,
                 auto_zerocopy_min_message_bytes: 6 * 1024,
             },
+            ha: HaSection::default(),
             acl: AclSection::default(),
             metrics: MetricsSection {
                 listen: "127.0.0.1:5557".into(),

@@ -73,12 +73,14 @@ impl StoreError {
             | StoreError::BatchMalformed { .. } => PutMessageStatus::MessageIllegal,
             StoreError::PropertiesTooLarge { .. } => PutMessageStatus::PropertiesSizeExceeded,
             StoreError::FlushTimeout => PutMessageStatus::FlushDiskTimeout,
-            StoreError::Poisoned { .. } | StoreError::ShutDown | StoreError::Locked { .. } => {
-                PutMessageStatus::ServiceNotAvailable
-            }
-            StoreError::Io { .. } | StoreError::Corrupted { .. } | StoreError::Config { .. } => {
-                PutMessageStatus::UnknownError
-            }
+            StoreError::Poisoned { .. }
+            | StoreError::ShutDown
+            | StoreError::Locked { .. }
+            | StoreError::SlaveReadOnly => PutMessageStatus::ServiceNotAvailable,
+            StoreError::Io { .. }
+            | StoreError::Corrupted { .. }
+            | StoreError::Config { .. }
+            | StoreError::ReplicaOffsetMismatch { .. } => PutMessageStatus::UnknownError,
         }
     }
 }
@@ -238,4 +240,6 @@ pub struct RecoveryReport {
     pub cq_units_dropped: u64,
     /// A queue lacked units older than the scan window, so the whole CommitLog was re-scanned.
     pub full_rebuild: bool,
+    /// Records indexed again because the message index ended before the CommitLog.
+    pub index_records_rebuilt: u64,
 }

@@ -49,7 +49,7 @@ pub async fn get_consumer_connection_list(
 ) -> ProcessResult {
     let header = GetConsumerConnectionListRequestHeader::decode(request)?;
     let Some(info) = cx.ctrl.consumers.group(&header.consumer_group) else {
-        return Err(BrokerError::ConsumerNotOnline {
+        return Err(BrokerError::ConsumerGroupNotOnline {
             group: header.consumer_group,
         });
     };

@@ -8,13 +8,14 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::broker::controller::BrokerController;
+use crate::broker::ha::group_transfer_service::SlaveWaitError;
 use crate::broker::topic_config_manager::{
     self as topic, dlq_topic, retry_topic, RETRY_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC,
 };
 use crate::broker::transaction::transactional_message_bridge::put_half_message;
 use crate::broker::transaction::transactional_message_util::is_prepared_send;
 use crate::common::topic_validator::validate_topic;
-use crate::config::FlushPolicy;
+use crate::config::{BrokerRole, FlushPolicy};
 use crate::remoting::body::{perm, TopicConfig};
 use crate::remoting::codes::response_code as rc;
 use crate::remoting::command::RemotingCommand;
@@ -92,6 +93,7 @@ pub async fn send_message(cx: &RequestContext<'_>, request: &RemotingCommand) ->
         send_single(ctrl, request, &header, &topic_config, queue_id, remote_addr)?
     };
     let (put, uniq_key) = stored;
+    ctrl.ha.notify_data_appended();
     if let Some(metrics) = ctrl.metrics() {
         let messages = u64::try_from(put.message_count).unwrap_or(0);
         let bytes = u64::try_from(put.wrote_bytes).unwrap_or(0);
@@ -104,6 +106,7 @@ pub async fn send_message(cx: &RequestContext<'_>, request: &RemotingCommand) ->
         .and_then(|p| property_value(p.as_bytes(), property::WAIT.as_bytes()))
         .is_none_or(|v| !v.eq_ignore_ascii_case(b"false"));
     let put = wait_for_flush(ctrl, put, wait_store_msg_ok).await;
+    let put = wait_for_slave(ctrl, put, wait_store_msg_ok).await;
     respond(send_response(ctrl, request, put, queue_id, uniq_key))
 }
 
@@ -379,6 +382,29 @@ async fn wait_for_flush(
             tracing::error!(error = %e, "sync flush failed");
             put.status = PutMessageStatus::ServiceNotAvailable;
         }
+    }
+    put
+}
+
+/// On a SYNC_MASTER a send is acknowledged only after a slave acknowledged its bytes (unless
+/// the message says WAIT=false; Java `CommitLog.handleHA`). No slave in sync answers
+/// SLAVE_NOT_AVAILABLE, no ack within the slave timeout FLUSH_SLAVE_TIMEOUT; the message is
+/// stored either way.
+async fn wait_for_slave(
+    ctrl: &BrokerController,
+    mut put: PutMessageResult,
+    wait_store_msg_ok: bool,
+) -> PutMessageResult {
+    if ctrl.config.broker.role != BrokerRole::SyncMaster
+        || put.status != PutMessageStatus::PutOk
+        || !wait_store_msg_ok
+    {
+        return put;
+    }
+    match ctrl.ha.wait_for_slave(put.end_phy_offset()).await {
+        Ok(()) => {}
+        Err(SlaveWaitError::NotAvailable) => put.status = PutMessageStatus::SlaveNotAvailable,
+        Err(SlaveWaitError::Timeout) => put.status = PutMessageStatus::FlushSlaveTimeout,
     }
     put
 }

@@ -84,8 +84,10 @@ mod transaction;
 pub use admin::{
     CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader, DeleteTopicRequestHeader,
     GetBrokerConfigResponseHeader, GetConsumeStatsRequestHeader,
-    GetConsumerConnectionListRequestHeader, GetProducerConnectionListRequestHeader,
-    GetTopicConfigRequestHeader, GetTopicStatsInfoRequestHeader, ViewMessageRequestHeader,
+    GetConsumerConnectionListRequestHeader, GetConsumerRunningInfoRequestHeader,
+    GetProducerConnectionListRequestHeader, GetTopicConfigRequestHeader,
+    GetTopicStatsInfoRequestHeader, QueryMessageRequestHeader, QueryMessageResponseHeader,
+    ResetOffsetRequestHeader, ViewMessageRequestHeader, UNIQUE_MSG_QUERY_FLAG,
 };
 pub use client::{
     ConsumerSendMsgBackRequestHeader, GetConsumerListByGroupRequestHeader,

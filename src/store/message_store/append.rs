@@ -22,6 +22,7 @@ use crate::store::format::{
     PROPERTIES_MAX_BYTES, TOPIC_V2_MAX_BYTES,
 };
 use crate::store::fs;
+use crate::store::index_service::IndexedMessage;
 use crate::store::segment::Segment;
 use crate::store::types::{BatchToStore, MessageToStore, PutMessageResult, PutMessageStatus};
 
@@ -146,11 +147,15 @@ impl Inner {
         common: &AppendCommon<'_>,
         entries: &[AppendEntry<'_>],
     ) -> Result<PutMessageResult, StoreError> {
+        if self.config.broker_role_slave {
+            return Err(StoreError::SlaveReadOnly);
+        }
         let shape = self.validate_append(common, entries)?;
         let mut writer = lock(&self.writer);
         let slot = self.reserve(&mut writer, common, &shape, entries.len())?;
         let msg_ids = self.encode(&mut writer, common, entries, &shape, &slot);
         self.write_and_publish(&writer, &shape, &slot, entries.len())?;
+        self.index_appended(common, entries, &shape, &slot);
         drop(writer);
         self.after_append();
         self.notify_arrivals(common, entries, &slot);
@@ -300,6 +305,36 @@ impl Inner {
         Ok(())
     }
 
+    /// Indexes the records of this append, still under the writer lock so the index follows
+    /// CommitLog order (Java's dispatch to `IndexService.buildIndex`).
+    fn index_appended(
+        &self,
+        common: &AppendCommon<'_>,
+        entries: &[AppendEntry<'_>],
+        shape: &AppendShape,
+        slot: &AppendSlot,
+    ) {
+        if self.index.is_none() {
+            return;
+        }
+        let mut phy_offset = slot.place.phy_offset;
+        for entry in entries {
+            self.index_record(&IndexedMessage {
+                topic: common.topic,
+                properties: entry.properties,
+                sys_flag: shape.sys_flag,
+                phy_offset,
+                store_timestamp_ms: slot.store_timestamp_ms,
+            });
+            phy_offset += format::record_size(
+                shape.sys_flag,
+                entry.body.len(),
+                common.topic.len(),
+                entry.properties.len(),
+            ) as i64;
+        }
+    }
+
     /// Tells the arrival listener about each message. Only messages that got a ConsumeQueue
     /// unit can be pulled, so only they arrive.
     fn notify_arrivals(
@@ -349,7 +384,7 @@ impl Inner {
         Ok(())
     }
 
-    fn check_writable(&self) -> Result<(), StoreError> {
+    pub(super) fn check_writable(&self) -> Result<(), StoreError> {
         if self.shut_down.load(Ordering::Acquire) {
             return Err(StoreError::ShutDown);
         }
@@ -397,7 +432,12 @@ impl Inner {
         })
     }
 
-    fn write_or_poison(&self, segment: &Segment, bytes: &[u8], pos: u64) -> Result<(), StoreError> {
+    pub(super) fn write_or_poison(
+        &self,
+        segment: &Segment,
+        bytes: &[u8],
+        pos: u64,
+    ) -> Result<(), StoreError> {
         assert!(pos + bytes.len() as u64 <= self.commit_log.file_size_bytes() as u64);
         match fs::write_at(&segment.file, &segment.path, bytes, pos) {
             Ok(()) => {
@@ -412,7 +452,7 @@ impl Inner {
         }
     }
 
-    fn write_units(
+    pub(super) fn write_units(
         &self,
         cq: &ConsumeQueue,
         first_queue_offset: i64,
@@ -429,7 +469,7 @@ impl Inner {
         self.commit_log.set_max_phy_offset(end_phy_offset);
     }
 
-    fn after_append(&self) {
+    pub(super) fn after_append(&self) {
         if self.config.flush_policy == FlushPolicy::Sync {
             self.request_flush();
         }

@@ -19,20 +19,22 @@
 //! - `lifecycle`: open, the root directory's files, the threads, shutdown;
 //! - `recovery`: what `open` does to find the end of the log and repair the queues.
 //!
-//! Replication goes into `append`: an HA slave appends records the master already encoded,
-//! at the CommitLog offset the master gives. That is a second entry point beside
-//! `Inner::append` that takes the writer lock, checks `check_writable` and that the offset is
-//! the current `max_phy_offset`, writes the bytes with `write_or_poison`, writes the units of
-//! the records it decodes, and publishes in the same order (CommitLog max, then queue max), so
-//! readers, flushing and recovery need no second path.
+//! - `replica`: replication: the CommitLog bytes an HA master sends from an offset, and the
+//!   slave's append of the master's bytes. It takes the writer lock, checks `check_writable`
+//!   and that the offset is the current `max_phy_offset`, writes the bytes with
+//!   `write_or_poison`, writes the units of the complete records it decodes, and publishes in
+//!   the same order (CommitLog max, then queue max), so readers, flushing and recovery need no
+//!   second path.
 
 mod append;
 mod deleted_topics;
 mod flush;
 mod get;
+mod index;
 mod lifecycle;
 mod lookup;
 mod recovery;
+mod replica;
 mod retention;
 
 use std::collections::HashMap;
@@ -47,10 +49,12 @@ use tokio::sync::watch;
 
 use self::deleted_topics::DeletedTopics;
 use self::get::RegionsWanted;
+pub use self::index::{QueryMessageResult, QUERY_MESSAGES_MAX};
 use crate::store::commit_log::CommitLog;
 use crate::store::config::StoreConfig;
 use crate::store::consume_queue::ConsumeQueue;
 use crate::store::error::StoreError;
+use crate::store::index_service::IndexService;
 use crate::store::io::IoEngine;
 use crate::store::region::{FileRegion, GetMessageRegions, RegionShape};
 use crate::store::types::{
@@ -67,6 +71,8 @@ pub const CHECKPOINT_FILE_NAME: &str = "checkpoint";
 /// Name of the file locked while a store has the directory open.
 pub const LOCK_FILE_NAME: &str = "lock";
 pub use self::deleted_topics::DELETED_TOPICS_FILE_NAME;
+
+pub use self::replica::ReplicaAppend;
 
 /// Durability counters, read by the broker's metrics.
 #[derive(Debug, Clone)]
@@ -96,6 +102,10 @@ struct Writer {
     record_buf: Vec<u8>,
     unit_buf: Vec<u8>,
     last_store_timestamp_ms: i64,
+    /// Replicated bytes after the last complete record (an HA slave's partial record).
+    replica_tail: Vec<u8>,
+    /// CommitLog offset where `replica_tail` starts; `None` before the first replicated append.
+    replica_dispatched_phy_offset: Option<i64>,
 }
 
 type QueueMap = HashMap<String, HashMap<i32, Arc<ConsumeQueue>>>;
@@ -127,6 +137,10 @@ struct Inner {
     retention_lock: Mutex<()>,
     /// Deleted topics whose records recovery must not dispatch again.
     deleted_topics: Mutex<DeletedTopics>,
+    /// The message index; `None` when `message_index_enable` is off.
+    index: Option<IndexService>,
+    /// Set once building the index failed: it stops until the next open.
+    index_failed: AtomicBool,
     shut_down: AtomicBool,
     _lock_file: nix::fcntl::Flock<File>,
 }
@@ -225,6 +239,26 @@ impl MessageStore {
         self.inner.read_regions(regions, out)
     }
 
+    /// HA slave: appends `bytes` the master sent for CommitLog offset `start_offset` (Java
+    /// `appendToCommitLog`): the offset must be this log's end (any offset when the log is
+    /// empty); the bytes may end inside a record. Every record completed by them gets its
+    /// ConsumeQueue unit, as on a master, and arrives at the listener.
+    pub fn append_to_commit_log(
+        &self,
+        start_offset: i64,
+        bytes: &[u8],
+    ) -> Result<ReplicaAppend, StoreError> {
+        self.inner.append_replica(start_offset, bytes)
+    }
+
+    /// HA master: where up to `max_bytes` CommitLog bytes from `from` are, never past the end
+    /// of the file holding `from` nor past the write position (Java `CommitLog.getData`).
+    /// `None` when there is nothing at `from` yet or it is outside the live files. Read the
+    /// bytes with [`MessageStore::read_regions`] or send them from [`FileRegion::file`].
+    pub fn commit_log_region(&self, from: i64, max_bytes: usize) -> Option<FileRegion> {
+        self.inner.commit_log_region(from, max_bytes)
+    }
+
     /// Next queue offset to be written (0 when the queue does not exist).
     pub fn max_offset_in_queue(&self, topic: &str, queue_id: i32) -> i64 {
         self.inner
@@ -276,6 +310,29 @@ impl MessageStore {
     /// records. Returns the number of queues removed.
     pub fn delete_topic(&self, topic: &str) -> Result<usize, StoreError> {
         self.inner.delete_topic(topic)
+    }
+
+    /// Java `queryMessage`: the records indexed under `topic#key` (a KEYS token or the
+    /// UNIQ_KEY) stored within `begin_ms..=end_ms`, oldest first, at most `max_num` and
+    /// [`QUERY_MESSAGES_MAX`], and past the first record at most `max_total_bytes` in all.
+    /// Empty when the index is disabled.
+    pub fn query_message(
+        &self,
+        topic: &str,
+        key: &str,
+        max_num: usize,
+        (begin_ms, end_ms): (i64, i64),
+        max_total_bytes: usize,
+    ) -> Result<QueryMessageResult, StoreError> {
+        self.inner
+            .query_message(topic, key, max_num, (begin_ms, end_ms), max_total_bytes)
+    }
+
+    /// The index files, oldest first (empty when the index is disabled).
+    pub fn index_files(&self) -> Vec<std::path::PathBuf> {
+        self.inner.index.as_ref().map_or_else(Vec::new, |index| {
+            index.files().iter().map(|f| f.path.clone()).collect()
+        })
     }
 
     /// One whole record by CommitLog offset, or `None` when no record starts there.
@@ -404,5 +461,7 @@ const _: () = {
     assert_send_sync::<MessageStore>();
 };
 
+#[cfg(test)]
+mod replica_tests;
 #[cfg(test)]
 mod tests;

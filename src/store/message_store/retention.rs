@@ -1,5 +1,6 @@
-//! Retention: deletes expired CommitLog files and the ConsumeQueue files and units that only
-//! pointed at them; and the ConsumeQueues of a deleted topic.
+//! Retention: deletes expired CommitLog files, the ConsumeQueue files and units that only
+//! pointed at them, and the index files whose last message is gone; and the ConsumeQueues of a
+//! deleted topic.
 
 use std::fs::File;
 use std::path::Path;
@@ -134,6 +135,9 @@ impl Inner {
             self.correct_min_offset_in_queue(&cq, min_phy_offset)?;
         }
         lock(&self.deleted_topics).prune(min_phy_offset)?;
+        if let Some(index) = &self.index {
+            index.delete_expired(min_phy_offset)?;
+        }
         Ok(expired)
     }
 
