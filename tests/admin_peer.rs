@@ -124,13 +124,13 @@ fn admin_verbs_against_the_rocketmq_rust_peer() {
     assert_eq!(route["queueDatas"][0]["writeQueueNums"], 2);
 
     let ids = send_three(&broker);
-    let status = ok_json(ns, &["topicStatus", "-t", TOPIC]);
-    let q0 = status["queues"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|q| q["queueId"] == 0);
-    assert_eq!(q0.unwrap()["maxOffset"], 3, "{status}");
+    // The peer dispatches to its ConsumeQueues asynchronously: wait for the three.
+    eventually(ns, &["--json", "topicStatus", "-t", TOPIC], |out| {
+        let v: serde_json::Value = serde_json::from_str(out).unwrap_or_default();
+        v["queues"]
+            .as_array()
+            .is_some_and(|qs| qs.iter().any(|q| q["queueId"] == 0 && q["maxOffset"] == 3))
+    });
 
     assert!(ok(
         ns,
