@@ -15,7 +15,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::store::error::StoreError;
-use crate::store::fs;
+use crate::store::fs::{self, FileSystem, SyncKind};
 
 /// File name of the tombstones, in the store root.
 pub const DELETED_TOPICS_FILE_NAME: &str = "deletedTopics.json";
@@ -64,23 +64,28 @@ impl DeletedTopics {
         topic: &str,
         phy_offset: i64,
         min_phy_offset: i64,
+        file_system: &dyn FileSystem,
     ) -> Result<(), StoreError> {
         self.below.insert(topic.to_string(), phy_offset);
         self.below.retain(|_, below| *below > min_phy_offset);
-        self.persist()
+        self.persist(file_system)
     }
 
     /// Drops tombstones no record is below any more; persists when one went.
-    pub(super) fn prune(&mut self, min_phy_offset: i64) -> Result<(), StoreError> {
+    pub(super) fn prune(
+        &mut self,
+        min_phy_offset: i64,
+        file_system: &dyn FileSystem,
+    ) -> Result<(), StoreError> {
         let before = self.below.len();
         self.below.retain(|_, below| *below > min_phy_offset);
         if self.below.len() != before {
-            self.persist()?;
+            self.persist(file_system)?;
         }
         Ok(())
     }
 
-    fn persist(&self) -> Result<(), StoreError> {
+    fn persist(&self, file_system: &dyn FileSystem) -> Result<(), StoreError> {
         let text = serde_json::to_vec(&self.below)
             .map_err(|e| StoreError::io("encode", &self.path, std::io::Error::other(e)))?;
         let tmp = self.path.with_extension("json.tmp");
@@ -88,9 +93,9 @@ impl DeletedTopics {
             std::fs::File::create(&tmp).map_err(|e| StoreError::io("create", &tmp, e))?;
         file.write_all(&text)
             .map_err(|e| StoreError::io("write", &tmp, e))?;
-        fs::sync_file(&file, &tmp, fs::SyncKind::All)?;
+        file_system.sync(&file, &tmp, SyncKind::All)?;
         drop(file);
         std::fs::rename(&tmp, &self.path).map_err(|e| StoreError::io("rename", &self.path, e))?;
-        fs::sync_dir(self.path.parent().unwrap_or(Path::new(".")))
+        fs::sync_dir(file_system, self.path.parent().unwrap_or(Path::new(".")))
     }
 }
