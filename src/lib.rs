@@ -22,6 +22,7 @@
 //!   processors), long polling, consumer offsets and the metadata tables.
 
 pub mod acl;
+pub mod admin;
 pub mod broker;
 pub mod common;
 pub mod config;

@@ -28,6 +28,8 @@ enum Command {
     Namesrv(NamesrvArgs),
     /// Print the effective configuration and where each value came from.
     Config(ConfigArgs),
+    /// Administer a cluster with mqadmin's verbs: `ringmq admin -n ADDR VERB`.
+    Admin(ringmq::admin::AdminArgs),
 }
 
 /// The options of Java's `mqbroker`.
@@ -156,6 +158,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let command = cli.command.unwrap_or(Command::Broker(cli.broker));
     let inputs = match &command {
+        Command::Admin(args) => return ringmq::admin::run(args),
         Command::Config(args) if args.markdown => {
             print!("{}", config::markdown_table());
             return ExitCode::SUCCESS;
@@ -187,5 +190,6 @@ fn main() -> ExitCode {
             log_warnings(&loaded);
             run_namesrv(loaded.config)
         }
+        Command::Admin(_) => unreachable!("admin returned above"),
     }
 }

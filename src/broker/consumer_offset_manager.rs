@@ -29,7 +29,7 @@
 //! and skips the write when the text equals the last one written. Loading accepts files written
 //! by the Java broker (unquoted integer keys, extra members).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::hash::BuildHasher;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -257,6 +257,54 @@ impl ConsumerOffsetManager {
         let hash = self.name_hash(topic, group);
         self.with_group(hash, topic, group, GroupOffsets::offsets)
             .unwrap_or_default()
+    }
+
+    /// Drops every (topic, group) entry that `drop` picks; returns how many went. A commit
+    /// racing with the removal may land in the dropped entry and be lost, as in Java.
+    fn remove_where(&self, drop: impl Fn(&str, &str) -> bool) -> usize {
+        let mut removed = 0;
+        for shard in self.shards.iter() {
+            let _serialized = shard.insert_lock.lock().unwrap_or_else(|p| p.into_inner());
+            let current = shard.table.load_full();
+            if !current.iter().any(|g| drop(&g.topic, &g.group)) {
+                continue;
+            }
+            let mut next = HashTable::with_capacity(current.len());
+            for g in current.iter() {
+                if drop(&g.topic, &g.group) {
+                    removed += 1;
+                } else {
+                    next.insert_unique(g.hash, Arc::clone(g), |g: &Arc<GroupOffsets>| g.hash);
+                }
+            }
+            shard.table.store(Arc::new(next));
+        }
+        removed
+    }
+
+    /// Java `removeOffset`: forgets every offset of `group` (DELETE_SUBSCRIPTIONGROUP with
+    /// cleanOffset). Returns how many topics it had.
+    pub fn remove_offset(&self, group: &str) -> usize {
+        self.remove_where(|_, g| g == group)
+    }
+
+    /// Java `cleanOffsetByTopic`: forgets every group's offsets of `topic`
+    /// (DELETE_TOPIC_IN_BROKER).
+    pub fn clean_offset_by_topic(&self, topic: &str) -> usize {
+        self.remove_where(|t, _| t == topic)
+    }
+
+    /// Java `whichTopicByConsumer`: the topics `group` has committed offsets for.
+    pub fn which_topic_by_consumer(&self, group: &str) -> BTreeSet<String> {
+        let mut topics = BTreeSet::new();
+        for shard in self.shards.iter() {
+            for g in shard.table.load().iter() {
+                if &*g.group == group {
+                    topics.insert(g.topic.to_string());
+                }
+            }
+        }
+        topics
     }
 
     /// Snapshot `topic@group` → queueId → offset, sorted for stable output.

@@ -5,10 +5,11 @@ use crate::acl::PlainAccessValidator;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use crate::config::{BrokerRole, Config};
 use crate::metrics::BrokerMetrics;
+use crate::remoting::body::DataVersion;
 use crate::store::MessageStore;
 
 use super::broker_stats::BrokerStats;
@@ -43,6 +44,9 @@ pub struct BrokerController {
     /// Topics created at run time that the name server must learn about.
     pub topic_changes_tx: crossbeam::channel::Sender<()>,
     pub delay_levels_ms: Vec<u64>,
+    /// Version of the run-time configuration (Java `Configuration.dataVersion`), bumped by
+    /// UPDATE_BROKER_CONFIG and reported by GET_BROKER_CONFIG.
+    pub config_version: Mutex<DataVersion>,
     pub boot_timestamp_ms: i64,
     /// Message totals for GET_BROKER_RUNTIME_INFO (Java `BrokerStats`).
     pub stats: BrokerStats,

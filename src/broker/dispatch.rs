@@ -7,8 +7,9 @@ use std::sync::Arc;
 use crate::broker::controller::BrokerController;
 use crate::broker::error::BrokerError;
 use crate::broker::processor::{
-    admin, client_manage, consumer_manage, end_transaction, lock, pull, query, runtime_info, send,
-    Handled, ProcessResult, RequestContext,
+    admin, admin_config, admin_connection, admin_group, admin_stats, admin_topic, client_manage,
+    consumer_manage, end_transaction, lock, pull, query, runtime_info, send, Handled, ProcessResult,
+    RequestContext,
 };
 use crate::metrics::BrokerMetrics;
 use crate::net::{ConnectionContext, RequestHandler};
@@ -75,6 +76,24 @@ impl BrokerRequestHandler {
             code::GET_EARLIEST_MSG_STORETIME => {
                 admin::get_earliest_msg_storetime(&cx, request).await
             }
+            code::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP => {
+                admin_group::update_and_create_subscription_group(&cx, request).await
+            }
+            code::DELETE_SUBSCRIPTIONGROUP => {
+                admin_group::delete_subscription_group(&cx, request).await
+            }
+            code::GET_TOPIC_STATS_INFO => admin_stats::get_topic_stats_info(&cx, request).await,
+            code::GET_CONSUME_STATS => admin_stats::get_consume_stats(&cx, request).await,
+            code::GET_CONSUMER_CONNECTION_LIST => {
+                admin_connection::get_consumer_connection_list(&cx, request).await
+            }
+            code::GET_PRODUCER_CONNECTION_LIST => {
+                admin_connection::get_producer_connection_list(&cx, request).await
+            }
+            code::DELETE_TOPIC_IN_BROKER => admin_topic::delete_topic(&cx, request).await,
+            code::GET_TOPIC_CONFIG => admin_topic::get_topic_config(&cx, request).await,
+            code::UPDATE_BROKER_CONFIG => admin_config::update_broker_config(&cx, request).await,
+            code::GET_BROKER_CONFIG => admin_config::get_broker_config(&cx, request).await,
             code::INVOKE_BROKER_TO_RESET_OFFSET => {
                 admin::invoke_broker_to_reset_offset(&cx, request).await
             }

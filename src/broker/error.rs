@@ -100,6 +100,48 @@ pub enum BrokerError {
     #[error("Not found, maybe this group consumer boot first")]
     ConsumerOffsetNotFound,
 
+    // ---- Admin.
+    /// GET_TOPIC_STATS_INFO of an unknown topic (Java's wording there).
+    #[error("topic[{topic}] not exist")]
+    StatsTopicNotExist { topic: String },
+    /// GET_TOPIC_CONFIG of an unknown topic.
+    #[error("No topic in this broker. topic: {topic}")]
+    NoTopicInBroker { topic: String },
+    /// GET_CONSUMER_CONNECTION_LIST of a group with no member.
+    #[error("the consumer group[{group}] not online")]
+    ConsumerGroupNotOnline { group: String },
+    #[error("the producer group[{group}] not exist")]
+    ProducerGroupNotExist { group: String },
+    #[error("The specified topic is blank.")]
+    DeleteTopicBlank,
+    #[error("The topic[{topic}] is conflict with system topic.")]
+    SystemTopicConflict { topic: String },
+    #[error("{0}")]
+    GroupName(#[from] crate::common::topic_validator::GroupNameError),
+    /// An UPDATE_AND_CREATE_SUBSCRIPTIONGROUP body that does not decode (Java answers its
+    /// decode exception with SYSTEM_ERROR).
+    #[error("{0}")]
+    SubscriptionGroupBody(#[source] JsonBodyError),
+    /// UPDATE_BROKER_CONFIG with a body that is not properties text.
+    #[error("string2Properties error: {reason}")]
+    BrokerConfigBody { reason: String },
+    /// UPDATE_BROKER_CONFIG of a key ringmq cannot change while running (Java refuses its
+    /// black-listed keys with the same code).
+    #[error("Can not update config {key} at run time: {why}")]
+    BrokerConfigNotUpdatable { key: String, why: &'static str },
+    #[error("Can not update config {key}={value}: {why}")]
+    BrokerConfigValue {
+        key: String,
+        value: String,
+        why: String,
+    },
+    #[error("encoding {what} failed: {source}")]
+    AdminBodyEncode {
+        what: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
+
     // ---- Filters.
     /// A pull with a non-TAG subscription on a broker with property filtering off.
     #[error("The broker does not support consumer to filter message by SQL92 (RINGMQ_BROKER_PROPERTY_FILTER_ENABLED=false)")]
@@ -257,7 +299,19 @@ impl BrokerError {
             | E::GroupConsumeDisabled { .. }
             | E::BroadcastForbidden { .. } => rc::NO_PERMISSION,
             E::SlaveSendForbidden { .. } => rc::SERVICE_NOT_AVAILABLE,
-            E::TopicNotExist { .. } => rc::TOPIC_NOT_EXIST,
+            E::TopicNotExist { .. } | E::StatsTopicNotExist { .. } | E::NoTopicInBroker { .. } => {
+                rc::TOPIC_NOT_EXIST
+            }
+            E::ConsumerGroupNotOnline { .. } => rc::CONSUMER_NOT_ONLINE,
+            E::BrokerConfigNotUpdatable { .. } => rc::NO_PERMISSION,
+            E::DeleteTopicBlank
+            | E::SystemTopicConflict { .. }
+            | E::GroupName(_)
+            | E::BrokerConfigValue { .. } => rc::INVALID_PARAMETER,
+            E::ProducerGroupNotExist { .. }
+            | E::SubscriptionGroupBody(_)
+            | E::BrokerConfigBody { .. }
+            | E::AdminBodyEncode { .. } => rc::SYSTEM_ERROR,
             E::SubscriptionGroupNotExist { .. } | E::RetryGroupNotExist { .. } => {
                 rc::SUBSCRIPTION_GROUP_NOT_EXIST
             }

@@ -4,7 +4,7 @@ use crate::acl::PlainAccessValidator;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::AtomicI32;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -32,6 +32,7 @@ use crate::namesrv::{start_namesrv, NamesrvHandle, NamesrvStartError};
 use crate::net::remoting_client::BlockingClient;
 use crate::net::{self as server, ServerConfig, ServerHandle, ShutdownSignal};
 use crate::remoting::body::register_broker::build_register_broker_request;
+use crate::remoting::body::{perm, DataVersion};
 use crate::remoting::codes::request_code;
 use crate::remoting::command::RemotingCommand;
 use crate::store::fs::{FileSystem, RealFs};
@@ -256,6 +257,10 @@ pub fn build_controller_on(
         broker_addr,
         topic_changes_tx,
         delay_levels_ms,
+        config_version: Mutex::new(DataVersion {
+            timestamp: now_ms(),
+            ..DataVersion::default()
+        }),
         boot_timestamp_ms: now_ms(),
         stats: BrokerStats::new(now_ms()),
         slave_sync: SlaveSynchronize::new(),
@@ -326,12 +331,28 @@ pub fn start_pull_wake(
         .collect()
 }
 
+/// The embedded name server's configuration: the broker's, with the KV config kept in the
+/// broker's store unless RINGMQ_NAMESRV_KV_CONFIG_PATH says otherwise.
+fn embedded_namesrv_config(config: &Config) -> Config {
+    let mut namesrv_config = config.clone();
+    if namesrv_config.namesrv.kv_config_path.is_empty() {
+        namesrv_config.namesrv.kv_config_path = config
+            .store
+            .root_dir
+            .join("namesrv")
+            .join("kvConfig.json")
+            .display()
+            .to_string();
+    }
+    namesrv_config
+}
+
 /// Starts the broker (and, without RINGMQ_NAMESRV_ADDR, an embedded name server first).
 pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
     // Checked before anything starts; `build_controller` computes the levels again.
     config.delay_levels_ms().map_err(StartupError::Config)?;
     let namesrv = if config.namesrv.addr.trim().is_empty() {
-        Some(start_namesrv(&config)?)
+        Some(start_namesrv(&embedded_namesrv_config(&config))?)
     } else {
         None
     };
@@ -737,7 +758,21 @@ fn register_all(
     connections: &mut HashMap<String, BlockingClient>,
 ) {
     let wrapper = ctrl.topics.wrapper();
-    let topics: Vec<_> = wrapper.topic_config_table.values().cloned().collect();
+    // Java `registerBrokerAll`: a broker without read or write permission registers every
+    // topic with the permission it lacks taken off.
+    let broker_perm = ctrl.broker_permission();
+    let restricted = broker_perm & perm::PERM_READ == 0 || broker_perm & perm::PERM_WRITE == 0;
+    let topics: Vec<_> = wrapper
+        .topic_config_table
+        .values()
+        .cloned()
+        .map(|mut tc| {
+            if restricted {
+                tc.perm &= broker_perm;
+            }
+            tc
+        })
+        .collect();
     let c = &ctrl.config.broker;
     let ha_port = ctrl.config.ha.effective_listen_port(c.listen_port);
     let ha_addr = format!("{}:{ha_port}", c.advertised_ip);

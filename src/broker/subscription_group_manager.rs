@@ -255,6 +255,21 @@ impl SubscriptionGroupManager {
         self.persist()
     }
 
+    /// Java `deleteSubscriptionGroupConfig`: removes the group and persists when it existed.
+    /// Says whether it existed.
+    pub fn delete(&self, group: &str) -> Result<bool, PersistError> {
+        let removed = self
+            .table
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(group)
+            .is_some();
+        if removed {
+            self.persist()?;
+        }
+        Ok(removed)
+    }
+
     pub fn all(&self) -> BTreeMap<String, SubscriptionGroupConfig> {
         self.table
             .read()
@@ -302,6 +317,24 @@ mod tests {
         let m = SubscriptionGroupManager::new(dir.path(), false);
         assert_eq!(m.find_or_auto_create("cg").unwrap(), None);
         assert!(m.find("TOOLS_CONSUMER").is_some());
+    }
+
+    #[test]
+    fn update_bodies_from_java_and_cpp_clients_read_alike() {
+        use crate::remoting::body::json::parse_lenient;
+        // Java 5.x mqadmin (fastjson, sorted, 5.x members ringmq does not keep).
+        let java = br#"{"attributes":{},"brokerId":1,"consumeBroadcastEnable":false,"consumeEnable":true,"consumeFromMinEnable":true,"consumeMessageOrderly":false,"consumeTimeoutMinute":15,"groupName":"g","groupRetryPolicy":{"type":"CUSTOMIZED","customizedRetryPolicy":{"next":[1000]}},"groupSysFlag":0,"notifyConsumerIdsChangedEnable":true,"retryMaxTimes":3,"retryQueueNums":1,"subscriptionDataSet":null,"whichBrokerWhenConsumeSlowly":1}"#;
+        // A C++-style writer: numbers and booleans as strings, members missing.
+        let cpp = br#"{"groupName":"g","brokerId":"1","consumeBroadcastEnable":"false","retryMaxTimes":"3"}"#;
+        let a: SubscriptionGroupConfig = parse_lenient(java, "SubscriptionGroupConfig").unwrap();
+        let b: SubscriptionGroupConfig = parse_lenient(cpp, "SubscriptionGroupConfig").unwrap();
+        assert_eq!(a, b);
+        assert_eq!((a.broker_id, a.retry_max_times), (1, 3));
+        assert!(!a.consume_broadcast_enable && a.consume_enable);
+        assert_eq!(
+            serde_json::to_string(&a).unwrap(),
+            r#"{"groupName":"g","consumeEnable":true,"consumeFromMinEnable":true,"consumeBroadcastEnable":false,"consumeMessageOrderly":false,"retryQueueNums":1,"retryMaxTimes":3,"brokerId":1,"whichBrokerWhenConsumeSlowly":1,"notifyConsumerIdsChangedEnable":true,"groupSysFlag":0,"consumeTimeoutMinute":15}"#
+        );
     }
 
     #[test]

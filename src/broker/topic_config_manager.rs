@@ -202,7 +202,9 @@ impl TopicConfigManager {
             .collect()
     }
 
-    fn bump_version(&self) {
+    /// Java `dataVersion.nextVersion()`: makes the next registration carry the table again
+    /// (a broker permission change re-registers every topic).
+    pub fn bump_version(&self) {
         let mut v = self.data_version.write().unwrap_or_else(|p| p.into_inner());
         v.counter += 1;
         v.timestamp = now_ms();
@@ -242,6 +244,22 @@ impl TopicConfigManager {
             .insert(tc.topic_name.clone(), Arc::new(tc));
         self.bump_version();
         self.persist()
+    }
+
+    /// Java `deleteTopicConfig`: removes the topic, bumps the data version and persists when
+    /// it existed. Says whether it existed.
+    pub fn delete_topic_config(&self, topic: &str) -> Result<bool, PersistError> {
+        let removed = self
+            .table
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(topic)
+            .is_some();
+        if removed {
+            self.bump_version();
+            self.persist()?;
+        }
+        Ok(removed)
     }
 
     /// Java `createTopicInSendMessageMethod`: a send to a missing topic creates it from the

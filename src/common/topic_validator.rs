@@ -91,6 +91,29 @@ pub fn dlq_topic(group: &str) -> Result<String, TopicNameError> {
     Ok(topic)
 }
 
+/// Java `TopicValidator.SYSTEM_TOPIC_SET`: the topics the broker creates for itself.
+pub const SYSTEM_TOPICS: &[&str] = &[
+    "TBW102",
+    "SCHEDULE_TOPIC_XXXX",
+    "BenchmarkTest",
+    "RMQ_SYS_TRANS_HALF_TOPIC",
+    "RMQ_SYS_TRACE_TOPIC",
+    "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+    "TRANS_CHECK_MAX_TIME_TOPIC",
+    "SELF_TEST_TOPIC",
+    "OFFSET_MOVED_EVENT",
+    "CHECKPOINT_TOPIC",
+];
+
+/// Java `TopicValidator.SYSTEM_TOPIC_PREFIX`.
+pub const SYSTEM_TOPIC_PREFIX: &str = "rmq_sys_";
+
+/// Java `TopicValidator.isSystemTopic` (the broker adds its cluster and broker names to the
+/// set at start; callers check those themselves).
+pub fn is_system_topic(topic: &str) -> bool {
+    SYSTEM_TOPICS.contains(&topic) || topic.starts_with(SYSTEM_TOPIC_PREFIX)
+}
+
 /// Whether `topic` is a retry or dead-letter topic of some group.
 pub fn is_group_topic(topic: &str) -> bool {
     topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) || topic.starts_with(DLQ_GROUP_TOPIC_PREFIX)
@@ -118,28 +141,6 @@ pub fn validate_topic(topic: &str, group_topic_long_allowed: bool) -> Result<(),
         });
     }
     Ok(())
-}
-
-/// Java `TopicValidator.SYSTEM_TOPIC_SET`.
-const SYSTEM_TOPICS: &[&str] = &[
-    "TBW102",
-    "SCHEDULE_TOPIC_XXXX",
-    "BenchmarkTest",
-    "RMQ_SYS_TRANS_HALF_TOPIC",
-    "RMQ_SYS_TRACE_TOPIC",
-    "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-    "TRANS_CHECK_MAX_TIME_TOPIC",
-    "SELF_TEST_TOPIC",
-    "OFFSET_MOVED_EVENT",
-    "CHECKPOINT_TOPIC",
-];
-/// Java `TopicValidator.SYSTEM_TOPIC_PREFIX`.
-pub const SYSTEM_TOPIC_PREFIX: &str = "rmq_sys_";
-
-/// Java `TopicValidator.isSystemTopic`: the broker's own topics, which its message totals
-/// leave out.
-pub fn is_system_topic(topic: &str) -> bool {
-    SYSTEM_TOPICS.contains(&topic) || topic.starts_with(SYSTEM_TOPIC_PREFIX)
 }
 
 #[cfg(test)]

@@ -146,6 +146,22 @@ pub fn from_java_unit<'a>(env: &str, value: &'a str) -> Result<Cow<'a, str>, Str
     }
 }
 
+/// A field's value as Java writes it for `key` (the inverse of [`from_java_unit`], and Java's
+/// names of values): what GET_BROKER_CONFIG answers.
+pub fn to_java_value(spec: &FieldSpec, config: &super::sections::Config) -> String {
+    let shown = spec.value(config);
+    match spec.env {
+        "RINGMQ_STORE_CONSUME_QUEUE_FILE_UNITS" => shown.parse::<u64>().map_or(shown, |units| {
+            (units * CQ_UNIT_SIZE_BYTES as u64).to_string()
+        }),
+        "RINGMQ_STORE_FLUSH_POLICY" => match shown.as_str() {
+            "sync" => "SYNC_FLUSH".into(),
+            _ => "ASYNC_FLUSH".into(),
+        },
+        _ => shown,
+    }
+}
+
 /// Applies the entries of the file at `path` to `loaded`: bad values go to `errors`, keys that
 /// set nothing to the warnings.
 pub(super) fn apply(

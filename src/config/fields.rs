@@ -242,6 +242,12 @@ static FIELDS: &[FieldSpec] = &[
         "A broker silent this long is removed from routes."
     ),
     field!(
+        "RINGMQ_NAMESRV_KV_CONFIG_PATH",
+        "kvConfigPath",
+        namesrv.kv_config_path,
+        "File of the name server's KV config. Empty: $HOME/namesrv/kvConfig.json standalone, <store root>/namesrv/kvConfig.json embedded."
+    ),
+    field!(
         "RINGMQ_STORE_ROOT_DIR",
         "storePathRootDir",
         store.root_dir,

@@ -30,7 +30,7 @@ mod source;
 mod validate;
 mod value;
 
-pub use broker_conf::{from_java_unit, java_key, NOT_SUPPORTED};
+pub use broker_conf::{from_java_unit, java_key, to_java_value, NOT_SUPPORTED};
 pub use describe::markdown_table;
 pub use error::{ConfigError, ConfigErrors};
 pub use fields::{fields, FieldSpec};

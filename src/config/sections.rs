@@ -78,6 +78,10 @@ pub struct NamesrvSection {
     pub listen_port: u16,
     pub scan_not_active_broker_interval_ms: u64,
     pub broker_channel_expired_timeout_ms: u64,
+    /// Where the KV config is persisted (Java `kvConfigPath`). Empty: Java's
+    /// `$HOME/namesrv/kvConfig.json` for a standalone name server, and
+    /// `<root_dir>/namesrv/kvConfig.json` for the one embedded in a broker.
+    pub kv_config_path: String,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -366,6 +370,19 @@ impl Default for LongpollSection {
     }
 }
 
+impl Default for NamesrvSection {
+    fn default() -> Self {
+        NamesrvSection {
+            addr: String::new(),
+            bind_ip: "127.0.0.1".into(),
+            listen_port: 9876,
+            scan_not_active_broker_interval_ms: 5_000,
+            broker_channel_expired_timeout_ms: 120_000,
+            kv_config_path: String::new(),
+        }
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config {
@@ -401,13 +418,7 @@ impl Default for Config {
                 // RocketMQ 4.x's default; 5.1 lowered it to 30 s.
                 transaction_check_interval_ms: 60_000,
             },
-            namesrv: NamesrvSection {
-                addr: String::new(),
-                bind_ip: "127.0.0.1".into(),
-                listen_port: 9876,
-                scan_not_active_broker_interval_ms: 5_000,
-                broker_channel_expired_timeout_ms: 120_000,
-            },
+            namesrv: NamesrvSection::default(),
             store: StoreSection::default(),
             longpoll: LongpollSection::default(),
             server: ServerSection::default(),

@@ -5,8 +5,11 @@
 //!   (Java `RouteInfoManager`); time is passed in (`now_ms`).
 //! - [`processor::NamesrvProcessor`]: REGISTER_BROKER (103), UNREGISTER_BROKER (104),
 //!   GET_ROUTEINFO_BY_TOPIC (105), GET_BROKER_CLUSTER_INFO (106),
-//!   GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206), REGISTER_TOPIC_IN_NAMESRV (217); everything else
-//!   is REQUEST_CODE_NOT_SUPPORTED.
+//!   GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206), DELETE_TOPIC_IN_NAMESRV (216),
+//!   REGISTER_TOPIC_IN_NAMESRV (217); everything else is REQUEST_CODE_NOT_SUPPORTED.
+//! - [`kv_processor`] over [`kv_config_manager::KvConfigManager`]: PUT_KV_CONFIG (100),
+//!   GET_KV_CONFIG (101), DELETE_KV_CONFIG (102), GET_KVLIST_BY_NAMESPACE (219), persisted to
+//!   `kvConfig.json` (Java `KVConfigManager`).
 //! - The bodies it reads and writes (REGISTER_BROKER, routes, `TopicConfig`) are shared with the
 //!   broker and live in [`crate::remoting::body`].
 //!
@@ -20,6 +23,8 @@
 //! connection ([`NamesrvProcessor::registered_broker_addr`]), and drop responses to oneway
 //! requests.
 
+pub mod kv_config_manager;
+pub mod kv_processor;
 pub mod processor;
 pub mod route_info;
 pub mod startup;

@@ -1,13 +1,15 @@
 //! Request handling of the name server (Java `DefaultRequestProcessor` and
 //! `ClientRequestProcessor`), independent of the transport: one request in, one response out.
 
+use super::kv_config_manager::KvConfigManager;
+use super::kv_processor;
 use super::route_info::{BrokerRegistration, RegistrationOrigin, RouteInfoManager};
 use crate::remoting::body::json::parse_lenient;
 use crate::remoting::body::register_broker::{body_crc32, decode_register_broker_body};
 use crate::remoting::body::TopicRouteData;
 use crate::remoting::headers::{
-    GetRouteInfoRequestHeader, RegisterBrokerRequestHeader, RegisterBrokerResponseHeader,
-    UnregisterBrokerRequestHeader,
+    DeleteTopicFromNamesrvRequestHeader, GetRouteInfoRequestHeader, RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader, UnregisterBrokerRequestHeader,
 };
 use crate::remoting::{request_code, response_code, HeaderError, RemotingCommand};
 use bytes::Bytes;
@@ -22,11 +24,17 @@ const APPLY_TOPIC_FAQ_SUFFIX: &str =
 #[derive(Debug, Clone, Default)]
 pub struct NamesrvProcessor {
     route_info: Arc<RouteInfoManager>,
+    kv: Arc<KvConfigManager>,
 }
 
 impl NamesrvProcessor {
+    /// A processor over a route table, with a KV config kept in memory only.
     pub fn new(route_info: Arc<RouteInfoManager>) -> Self {
-        Self { route_info }
+        Self::with_kv_config(route_info, Arc::new(KvConfigManager::default()))
+    }
+
+    pub fn with_kv_config(route_info: Arc<RouteInfoManager>, kv: Arc<KvConfigManager>) -> Self {
+        Self { route_info, kv }
     }
 
     /// The route table (for the expiry timer and connection-close hook).
@@ -54,6 +62,15 @@ impl NamesrvProcessor {
         now_ms: i64,
         origin: Option<&RegistrationOrigin<'_>>,
     ) -> RemotingCommand {
+        if let Some(result) = kv_processor::process(&self.kv, req) {
+            return result.unwrap_or_else(|err| {
+                RemotingCommand::response_to(
+                    req,
+                    response_code::SYSTEM_ERROR,
+                    Some(err.to_string()),
+                )
+            });
+        }
         let result = match req.code {
             request_code::REGISTER_BROKER => self.register_broker(req, now_ms, origin),
             request_code::UNREGISTER_BROKER => self.unregister_broker(req, now_ms, origin),
@@ -67,6 +84,7 @@ impl NamesrvProcessor {
             request_code::GET_ALL_TOPIC_LIST_FROM_NAMESERVER => {
                 Ok(json_response(req, &self.route_info.get_all_topic_list()))
             }
+            request_code::DELETE_TOPIC_IN_NAMESRV => self.delete_topic(req),
             code => Ok(RemotingCommand::response_to(
                 req,
                 response_code::REQUEST_CODE_NOT_SUPPORTED,
@@ -186,6 +204,17 @@ impl NamesrvProcessor {
                 )),
             )),
         }
+    }
+
+    fn delete_topic(&self, req: &RemotingCommand) -> Result<RemotingCommand, HeaderError> {
+        let header = DeleteTopicFromNamesrvRequestHeader::decode(req)?;
+        let cluster = header.cluster_name.as_deref().filter(|c| !c.is_empty());
+        self.route_info.delete_topic(&header.topic, cluster);
+        Ok(RemotingCommand::response_to(
+            req,
+            response_code::SUCCESS,
+            None,
+        ))
     }
 
     fn register_topic(&self, req: &RemotingCommand) -> Result<RemotingCommand, HeaderError> {

@@ -464,6 +464,27 @@ impl RouteInfoManager {
         }
     }
 
+    /// DELETE_TOPIC_IN_NAMESRV (Java `deleteTopic`): forgets the topic's route, or with a
+    /// cluster only that cluster's brokers' queues of it (the topic goes when none is left).
+    pub fn delete_topic(&self, topic: &str, cluster_name: Option<&str>) {
+        let mut tables = self.write();
+        let Some(cluster) = cluster_name else {
+            tables.topic_queue_table.remove(topic);
+            return;
+        };
+        let brokers = tables
+            .cluster_addr_table
+            .get(cluster)
+            .cloned()
+            .unwrap_or_default();
+        if let Some(queues) = tables.topic_queue_table.get_mut(topic) {
+            queues.retain(|broker_name, _| !brokers.contains(broker_name));
+            if queues.is_empty() {
+                tables.topic_queue_table.remove(topic);
+            }
+        }
+    }
+
     /// REGISTER_TOPIC_IN_NAMESRV: sets the queues of `topic` on the named broker groups (other
     /// groups' queues of the topic stay). Refused (returns false, nothing changed) when a queue
     /// names a broker group that is not registered, or when `queue_datas` is empty.

@@ -4,10 +4,12 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use super::kv_config_manager::{KvConfigError, KvConfigManager};
 use super::processor::NamesrvProcessor;
 use super::route_info::{RegistrationOrigin, RouteInfoManager};
 use crate::acl::PlainAccessValidator;
@@ -37,6 +39,8 @@ pub enum NamesrvStartError {
     Acl(#[from] crate::acl::AclConfigError),
     #[error("configuration: RINGMQ_NAMESRV_BIND_IP={0:?} is not an IP address")]
     BindIp(String),
+    #[error("KV config (RINGMQ_NAMESRV_KV_CONFIG_PATH): {0}")]
+    KvConfig(#[from] KvConfigError),
     #[error("cannot start thread {name}: {source}")]
     Thread {
         name: &'static str,
@@ -124,6 +128,15 @@ impl NamesrvHandle {
     }
 }
 
+/// `RINGMQ_NAMESRV_KV_CONFIG_PATH`, or Java's default `$HOME/namesrv/kvConfig.json`.
+fn kv_config_path(config: &Config) -> PathBuf {
+    if !config.namesrv.kv_config_path.is_empty() {
+        return PathBuf::from(&config.namesrv.kv_config_path);
+    }
+    let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from);
+    home.join("namesrv").join("kvConfig.json")
+}
+
 /// Starts a name server on `RINGMQ_NAMESRV_BIND_IP`:`RINGMQ_NAMESRV_LISTEN_PORT`.
 pub fn start_namesrv(config: &Config) -> Result<NamesrvHandle, NamesrvStartError> {
     let ip = config
@@ -135,6 +148,7 @@ pub fn start_namesrv(config: &Config) -> Result<NamesrvHandle, NamesrvStartError
     let route_info = Arc::new(RouteInfoManager::with_broker_channel_expired_timeout_ms(
         i64::try_from(config.namesrv.broker_channel_expired_timeout_ms).unwrap_or(i64::MAX),
     ));
+    let kv = Arc::new(KvConfigManager::load(&kv_config_path(config))?);
     let acl = if config.acl.enabled {
         let validator = PlainAccessValidator::load(&config.acl_file_path())?;
         let name = "ringmq-namesrv-acl-watch";
@@ -146,7 +160,7 @@ pub fn start_namesrv(config: &Config) -> Result<NamesrvHandle, NamesrvStartError
         None
     };
     let handler = Arc::new(NamesrvHandler {
-        processor: NamesrvProcessor::new(route_info.clone()),
+        processor: NamesrvProcessor::with_kv_config(route_info.clone(), kv),
         registered: Mutex::new(HashMap::new()),
         acl,
     });

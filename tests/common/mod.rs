@@ -245,6 +245,10 @@ impl Namesrv {
         let mut child = Command::new(env!("CARGO_BIN_EXE_ringmq"))
             .arg("namesrv")
             .env("RINGMQ_NAMESRV_LISTEN_PORT", port.to_string())
+            .env(
+                "RINGMQ_NAMESRV_KV_CONFIG_PATH",
+                tmp.path().join("kvConfig.json"),
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

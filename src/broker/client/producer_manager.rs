@@ -34,6 +34,12 @@ impl ProducerManager {
         }
     }
 
+    /// The group's channels, `None` for a group with no producer (GET_PRODUCER_CONNECTION_LIST).
+    pub fn group(&self, group: &str) -> Option<Vec<ClientChannelInfo>> {
+        let groups = self.groups.read().unwrap_or_else(|p| p.into_inner());
+        groups.get(group).map(|g| g.values().cloned().collect())
+    }
+
     pub fn remove_connection(&self, connection_id: u64) {
         let mut groups = self.groups.write().unwrap_or_else(|p| p.into_inner());
         groups.retain(|_, g| {

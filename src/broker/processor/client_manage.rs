@@ -27,6 +27,7 @@ fn channel_info(
     ClientChannelInfo {
         client_id: client_id.to_string(),
         connection_id: conn.id,
+        remote_addr: conn.remote_addr,
         sender: conn.sender().clone(),
         language: request.language.name().to_string(),
         version: request.version,

@@ -9,6 +9,11 @@
 //! | `ClientManageProcessor` (heartbeat, unregister, check config) | `client_manage.rs` |
 //! | `AdminBrokerProcessor` (topics, offsets by time, metadata tables) | `admin.rs` |
 //! | `AdminBrokerProcessor.prepareRuntimeInfo` (GET_BROKER_RUNTIME_INFO) | `runtime_info.rs` |
+//! | `AdminBrokerProcessor` (subscription groups: create/update, delete) | `admin_group.rs` |
+//! | `AdminBrokerProcessor` (topic stats, consume stats) | `admin_stats.rs` |
+//! | `AdminBrokerProcessor` (consumer and producer connections) | `admin_connection.rs` |
+//! | `AdminBrokerProcessor` (delete topic, topic config) | `admin_topic.rs` |
+//! | `AdminBrokerProcessor` (broker config: get, update) | `admin_config.rs` |
 //! | `AdminBrokerProcessor` (orderly consumers' queue locks) | `lock.rs` |
 //! | `QueryMessageProcessor` (view by id) | `query.rs` |
 //! | `EndTransactionProcessor` (commit or rollback a half message) | `end_transaction.rs` |
@@ -18,6 +23,11 @@
 //! become response codes.
 
 pub mod admin;
+pub mod admin_config;
+pub mod admin_connection;
+pub mod admin_group;
+pub mod admin_stats;
+pub mod admin_topic;
 pub mod client_manage;
 pub mod consumer_manage;
 pub mod end_transaction;

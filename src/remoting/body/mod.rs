@@ -6,12 +6,16 @@
 //! - [`register_broker`]: the REGISTER_BROKER body (JSON and zlib forms) and its request.
 //! - [`heartbeat`]: the HEART_BEAT body.
 //! - [`lock_batch`]: the LOCK_BATCH_MQ / UNLOCK_BATCH_MQ bodies.
+//! - [`admin`]: the admin codes' bodies (topic stats, consume stats, connections, KV table).
+//! - [`object_keys`]: fastjson's object-keyed maps (`Map<MessageQueue, …>`).
 //! - [`reset_offset`]: `ResetOffsetBody` (INVOKE_BROKER_TO_RESET_OFFSET, RESET_CONSUMER_CLIENT_OFFSET).
 //! - [`json`]: lenient reading of fastjson output (legacy map keys, member types, Java enums).
 
+pub mod admin;
 pub mod heartbeat;
 pub mod json;
 pub mod lock_batch;
+pub mod object_keys;
 pub mod register_broker;
 pub mod reset_offset;
 pub mod route;

@@ -29,6 +29,22 @@ header! {
 }
 
 header! {
+    /// `DeleteSubscriptionGroupRequestHeader` (DELETE_SUBSCRIPTIONGROUP 207).
+    pub struct DeleteSubscriptionGroupRequestHeader {
+        group_name: String = "groupName";
+        /// Also drop the group's committed offsets.
+        clean_offset: bool = "cleanOffset";
+    }
+}
+
+header! {
+    /// `GetTopicStatsInfoRequestHeader` (GET_TOPIC_STATS_INFO 202).
+    pub struct GetTopicStatsInfoRequestHeader {
+        topic: String = "topic";
+    }
+}
+
+header! {
     /// `QueryMessageRequestHeader` (QUERY_MESSAGE 12). A query by unique key also carries the
     /// ext field [`UNIQUE_MSG_QUERY_FLAG`] = "true".
     pub struct QueryMessageRequestHeader {
@@ -52,6 +68,54 @@ header! {
         index_last_update_timestamp: i64 = "indexLastUpdateTimestamp";
         /// CommitLog offset of the last indexed message.
         index_last_update_phyoffset: i64 = "indexLastUpdatePhyoffset";
+    }
+}
+
+header! {
+    /// `GetConsumeStatsRequestHeader` (GET_CONSUME_STATS 208).
+    pub struct GetConsumeStatsRequestHeader {
+        consumer_group: String = "consumerGroup";
+        topic: Option<String> = "topic";
+        /// Topics separated by `;`; when given, the subscription check is skipped.
+        topic_list: Option<String> = "topicList";
+    }
+}
+
+header! {
+    /// `GetConsumerConnectionListRequestHeader` (GET_CONSUMER_CONNECTION_LIST 203).
+    pub struct GetConsumerConnectionListRequestHeader {
+        consumer_group: String = "consumerGroup";
+    }
+}
+
+header! {
+    /// `GetProducerConnectionListRequestHeader` (GET_PRODUCER_CONNECTION_LIST 204).
+    pub struct GetProducerConnectionListRequestHeader {
+        producer_group: String = "producerGroup";
+    }
+}
+
+header! {
+    /// `DeleteTopicRequestHeader` (DELETE_TOPIC_IN_BROKER 215).
+    pub struct DeleteTopicRequestHeader {
+        topic: String = "topic";
+    }
+}
+
+header! {
+    /// `GetTopicConfigRequestHeader` (GET_TOPIC_CONFIG 351). `lo` asks for the static-topic
+    /// mapping, which ringmq does not have.
+    pub struct GetTopicConfigRequestHeader {
+        topic: String = "topic";
+        lo: Option<bool> = "lo";
+    }
+}
+
+header! {
+    /// `GetBrokerConfigResponseHeader` (GET_BROKER_CONFIG 26): the configuration's data
+    /// version as JSON.
+    pub struct GetBrokerConfigResponseHeader {
+        version: String = "version";
     }
 }
 

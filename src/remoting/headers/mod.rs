@@ -82,9 +82,12 @@ mod send;
 mod transaction;
 
 pub use admin::{
-    CreateTopicRequestHeader, GetConsumerRunningInfoRequestHeader, QueryMessageRequestHeader,
-    QueryMessageResponseHeader, ResetOffsetRequestHeader, ViewMessageRequestHeader,
-    UNIQUE_MSG_QUERY_FLAG,
+    CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader, DeleteTopicRequestHeader,
+    GetBrokerConfigResponseHeader, GetConsumeStatsRequestHeader,
+    GetConsumerConnectionListRequestHeader, GetConsumerRunningInfoRequestHeader,
+    GetProducerConnectionListRequestHeader, GetTopicConfigRequestHeader,
+    GetTopicStatsInfoRequestHeader, QueryMessageRequestHeader, QueryMessageResponseHeader,
+    ResetOffsetRequestHeader, ViewMessageRequestHeader, UNIQUE_MSG_QUERY_FLAG,
 };
 pub use client::{
     ConsumerSendMsgBackRequestHeader, GetConsumerListByGroupRequestHeader,
@@ -92,7 +95,9 @@ pub use client::{
 };
 pub use field::{CustomHeader, HeaderField};
 pub use namesrv::{
-    GetRouteInfoRequestHeader, RegisterBrokerRequestHeader, RegisterBrokerResponseHeader,
+    DeleteTopicFromNamesrvRequestHeader, GetKvConfigResponseHeader,
+    GetKvListByNamespaceRequestHeader, GetRouteInfoRequestHeader, KvConfigKeyRequestHeader,
+    PutKvConfigRequestHeader, RegisterBrokerRequestHeader, RegisterBrokerResponseHeader,
     UnregisterBrokerRequestHeader,
 };
 pub use offsets::{

@@ -47,3 +47,44 @@ header! {
         accept_standard_json_only: bool = "acceptStandardJsonOnly";
     }
 }
+
+header! {
+    /// `DeleteTopicFromNamesrvRequestHeader` (DELETE_TOPIC_IN_NAMESRV 216).
+    pub struct DeleteTopicFromNamesrvRequestHeader {
+        topic: String = "topic";
+        /// Only this cluster's brokers lose the topic (all clusters when absent).
+        cluster_name: Option<String> = "clusterName";
+    }
+}
+
+header! {
+    /// `PutKVConfigRequestHeader` (PUT_KV_CONFIG 100).
+    pub struct PutKvConfigRequestHeader {
+        namespace: String = "namespace";
+        key: String = "key";
+        value: String = "value";
+    }
+}
+
+header! {
+    /// `GetKVConfigRequestHeader` (GET_KV_CONFIG 101) and `DeleteKVConfigRequestHeader`
+    /// (DELETE_KV_CONFIG 102): the same two fields.
+    pub struct KvConfigKeyRequestHeader {
+        namespace: String = "namespace";
+        key: String = "key";
+    }
+}
+
+header! {
+    /// `GetKVConfigResponseHeader`.
+    pub struct GetKvConfigResponseHeader {
+        value: Option<String> = "value";
+    }
+}
+
+header! {
+    /// `GetKVListByNamespaceRequestHeader` (GET_KVLIST_BY_NAMESPACE 219).
+    pub struct GetKvListByNamespaceRequestHeader {
+        namespace: String = "namespace";
+    }
+}

@@ -10,6 +10,8 @@ use std::thread::JoinHandle;
 
 use tokio::sync::watch;
 
+use super::deleted_topics::DeletedTopics;
+
 use super::{
     lock, DiskRatios, FlushState, Inner, MessageStore, Signal, Writer, ABORT_FILE_NAME,
     CHECKPOINT_FILE_NAME, LOCK_FILE_NAME,
@@ -45,6 +47,7 @@ impl MessageStore {
         let checkpoint_path = root.join(CHECKPOINT_FILE_NAME);
         let (checkpoint_file, checkpoint) = open_checkpoint(fs.as_ref(), &checkpoint_path)?;
         let (flush_tx, _) = watch::channel(FlushState::default());
+        let deleted_topics = DeletedTopics::load(&root)?;
         let index = config
             .message_index_enable
             .then(|| {
@@ -79,6 +82,7 @@ impl MessageStore {
             checkpoint_path,
             listener: RwLock::new(None),
             retention_lock: Mutex::new(()),
+            deleted_topics: Mutex::new(deleted_topics),
             index,
             index_failed: AtomicBool::new(false),
             shut_down: AtomicBool::new(false),

@@ -73,6 +73,23 @@ impl Inner {
         self.store_time_at(&cq, min)
     }
 
+    /// Java `getMessageStoreTimeStamp`: store time of the message at `queue_offset` of the
+    /// queue, `None` when the queue or the message is gone.
+    pub(super) fn message_store_timestamp(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        queue_offset: i64,
+    ) -> Result<Option<i64>, StoreError> {
+        let Some(cq) = self.find_queue(topic, queue_id) else {
+            return Ok(None);
+        };
+        if queue_offset < cq.min_offset_in_queue() || queue_offset >= cq.max_offset_in_queue() {
+            return Ok(None);
+        }
+        self.store_time_at(&cq, queue_offset)
+    }
+
     /// Store timestamp of the message at `queue_offset`, `None` if it is gone.
     fn store_time_at(
         &self,

@@ -27,6 +27,7 @@
 //!   second path.
 
 mod append;
+mod deleted_topics;
 mod flush;
 mod get;
 mod index;
@@ -48,6 +49,7 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 use tokio::sync::watch;
 
+use self::deleted_topics::DeletedTopics;
 use self::get::RegionsWanted;
 pub use self::index::{QueryMessageResult, QUERY_MESSAGES_MAX};
 use crate::store::commit_log::CommitLog;
@@ -72,6 +74,7 @@ pub const ABORT_FILE_NAME: &str = "abort";
 pub const CHECKPOINT_FILE_NAME: &str = "checkpoint";
 /// Name of the file locked while a store has the directory open.
 pub const LOCK_FILE_NAME: &str = "lock";
+pub use self::deleted_topics::DELETED_TOPICS_FILE_NAME;
 
 pub use self::replica::ReplicaAppend;
 
@@ -160,6 +163,8 @@ struct Inner {
     checkpoint_path: PathBuf,
     listener: RwLock<Option<Arc<dyn ArrivalListener>>>,
     retention_lock: Mutex<()>,
+    /// Deleted topics whose records recovery must not dispatch again.
+    deleted_topics: Mutex<DeletedTopics>,
     /// The message index; `None` when `message_index_enable` is off.
     index: Option<IndexService>,
     /// Set once building the index failed: it stops until the next open.
@@ -361,6 +366,24 @@ impl MessageStore {
         queue_id: i32,
     ) -> Result<Option<i64>, StoreError> {
         self.inner.earliest_message_store_time(topic, queue_id)
+    }
+
+    /// Store time of the message at `queue_offset` (Java `getMessageStoreTimeStamp`), `None`
+    /// when the queue or the message is gone.
+    pub fn message_store_timestamp(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        queue_offset: i64,
+    ) -> Result<Option<i64>, StoreError> {
+        self.inner
+            .message_store_timestamp(topic, queue_id, queue_offset)
+    }
+
+    /// Deletes the ConsumeQueues of `topic` (Java `deleteTopics`); the CommitLog keeps its
+    /// records. Returns the number of queues removed.
+    pub fn delete_topic(&self, topic: &str) -> Result<usize, StoreError> {
+        self.inner.delete_topic(topic)
     }
 
     /// Java `queryMessage`: the records indexed under `topic#key` (a KEYS token or the

@@ -63,6 +63,7 @@ impl Inner {
         let found = SegmentList::scan_dir(self.commit_log.segments().dir(), file_size as u64)?;
         self.commit_log.segments().install(&found)?;
         self.load_queues()?;
+        self.drop_deleted_queues()?;
         let segs = self.commit_log.segments().snapshot();
         let mut report = RecoveryReport {
             abnormal,
@@ -116,6 +117,7 @@ impl Inner {
         for cq in self.all_queues() {
             self.correct_min_offset_in_queue(&cq, min_phy_offset)?;
         }
+        lock(&self.deleted_topics).prune(min_phy_offset, &*self.fs)?;
         lock(&self.writer).last_store_timestamp_ms = last_ts;
         self.last_store_timestamp_ms
             .store(last_ts, std::sync::atomic::Ordering::Release);
@@ -380,6 +382,10 @@ impl Inner {
         report: &mut RecoveryReport,
     ) -> Result<bool, StoreError> {
         if !format::is_dispatched_to_consume_queue(record.sys_flag) || record.queue_offset < 0 {
+            return Ok(true);
+        }
+        // A record of a topic deleted after it was written stays out of every queue.
+        if lock(&self.deleted_topics).hides(record.topic, record.phy_offset) {
             return Ok(true);
         }
         let cq = self.get_or_create_queue(record.topic, record.queue_id)?;

@@ -1,6 +1,6 @@
 //! Retention: deletes expired CommitLog files, the ConsumeQueue files and units that only
-//! pointed at them, and the index files whose last message is gone; and the disk guard (Java
-//! `CleanCommitLogService.isSpaceToDelete`).
+//! pointed at them, and the index files whose last message is gone; the ConsumeQueues of a deleted
+//! topic; and the disk guard (Java `CleanCommitLogService.isSpaceToDelete`).
 //!
 //! The disk guard measures the used share of the disks holding the CommitLog and the
 //! ConsumeQueues (through the store's `FileSystem`, so tests can report any usage) once per
@@ -14,16 +14,18 @@
 
 use std::fs::File;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use std::sync::atomic::Ordering;
 
 use super::lookup::first_offset_where;
-use super::{lock, DiskRatios, Inner};
+use super::{lock, read_guard, write_guard, DiskRatios, Inner};
 use crate::common::now_ms;
 use crate::store::consume_queue::ConsumeQueue;
 use crate::store::error::StoreError;
 use crate::store::format::CQ_UNIT_SIZE_BYTES;
+use crate::store::fs;
 
 impl Inner {
     /// The retention thread: one pass every `delete_check_interval_ms` until the store stops.
@@ -51,6 +53,72 @@ impl Inner {
                 tracing::error!(error = %e, "retention pass failed");
             }
         }
+    }
+
+    /// Java `deleteTopics`: forgets the ConsumeQueues of `topic` and deletes their files; the
+    /// CommitLog keeps the records. Taken under the writer lock, so no append is placing a
+    /// unit in them meanwhile; readers holding a queue finish on the unlinked files. Returns
+    /// the number of queues removed.
+    pub(super) fn delete_topic(&self, topic: &str) -> Result<usize, StoreError> {
+        let _writer = lock(&self.writer);
+        if !read_guard(&self.queues).contains_key(topic) {
+            return Ok(0);
+        }
+        // The tombstone is durable before any file goes, so a crash in between leaves the
+        // queues for recovery to drop (see `drop_deleted_queues`).
+        lock(&self.deleted_topics).insert(
+            topic,
+            self.commit_log.max_phy_offset(),
+            self.commit_log.min_phy_offset(),
+            &*self.fs,
+        )?;
+        let Some(removed) = write_guard(&self.queues).remove(topic) else {
+            return Ok(0);
+        };
+        for cq in removed.values() {
+            cq.segments().remove_front(cq.segments().len())?;
+        }
+        let dir = self.cq_root().join(topic);
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => fs::sync_dir(&*self.fs, &self.cq_root())?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(StoreError::io("remove dir", dir, e)),
+        }
+        Ok(removed.len())
+    }
+
+    /// At open, before the scan: drops the queues of a deleted topic that still start below
+    /// its tombstone (the process stopped between the tombstone and the file removal).
+    /// Queues of a topic created again after its deletion start at or above it and stay.
+    pub(super) fn drop_deleted_queues(&self) -> Result<(), StoreError> {
+        let tombstones = lock(&self.deleted_topics).topics();
+        for (topic, below) in tombstones {
+            let queues: Vec<Arc<ConsumeQueue>> = read_guard(&self.queues)
+                .get(&topic)
+                .map(|by_id| by_id.values().cloned().collect())
+                .unwrap_or_default();
+            for cq in queues {
+                let first = cq.read_unit(&self.io, cq.min_offset_in_queue())?;
+                if first.is_none_or(|u| u.phy_offset < below) {
+                    cq.segments().remove_front(cq.segments().len())?;
+                    if let Some(by_id) = write_guard(&self.queues).get_mut(&topic) {
+                        by_id.remove(&cq.queue_id);
+                    }
+                }
+            }
+            let mut queues = write_guard(&self.queues);
+            if queues.get(&topic).is_some_and(|by_id| by_id.is_empty()) {
+                queues.remove(&topic);
+                drop(queues);
+                let dir = self.cq_root().join(&topic);
+                match std::fs::remove_dir_all(&dir) {
+                    Ok(()) => fs::sync_dir(&*self.fs, &self.cq_root())?,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(StoreError::io("remove dir", dir, e)),
+                }
+            }
+        }
+        Ok(())
     }
 
     pub(super) fn clean_files_periodically(&self, now_ms: i64) -> Result<usize, StoreError> {
@@ -99,6 +167,7 @@ impl Inner {
             self.delete_queue_files_below(&cq, min_phy_offset)?;
             self.correct_min_offset_in_queue(&cq, min_phy_offset)?;
         }
+        lock(&self.deleted_topics).prune(min_phy_offset, &*self.fs)?;
         if let Some(index) = &self.index {
             index.delete_expired(min_phy_offset)?;
         }

@@ -605,3 +605,96 @@ fn a_failed_consume_queue_file_creation_fails_the_append_only() {
     assert_eq!(got.queue_offsets, vec![8]);
     store.shutdown().unwrap();
 }
+
+#[test]
+fn deleting_a_topic_drops_its_queues_and_keeps_the_commit_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(config(dir.path()));
+    for i in 0..3 {
+        store.put_message(&msg("Gone", i % 2, b"x", "a")).unwrap();
+        store.put_message(&msg("Kept", 0, b"y", "a")).unwrap();
+    }
+    let stamp = store.message_store_timestamp("Gone", 0, 0).unwrap();
+    assert!(stamp.is_some_and(|t| t > 0));
+    assert_eq!(store.message_store_timestamp("Gone", 0, 2).unwrap(), None);
+    let max_phy = store.max_phy_offset();
+    let cq_dir = dir.path().join("consumequeue").join("Gone");
+    assert!(cq_dir.is_dir());
+
+    assert_eq!(store.delete_topic("Gone").unwrap(), 2);
+    assert!(!cq_dir.exists());
+    assert_eq!(store.max_offset_in_queue("Gone", 0), 0);
+    assert_eq!(store.message_store_timestamp("Gone", 0, 0).unwrap(), None);
+    assert_eq!(
+        store.max_phy_offset(),
+        max_phy,
+        "the CommitLog keeps its records"
+    );
+    assert_eq!(store.max_offset_in_queue("Kept", 0), 3);
+    assert_eq!(store.delete_topic("Gone").unwrap(), 0);
+    // A new send starts the queue again from 0.
+    let put = store.put_message(&msg("Gone", 0, b"z", "a")).unwrap();
+    assert_eq!(put.queue_offset, 0);
+}
+
+#[test]
+fn a_deleted_topic_stays_deleted_across_restarts_and_may_be_created_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(config(dir.path()));
+    for _ in 0..3 {
+        store.put_message(&msg("Gone", 0, b"x", "a")).unwrap();
+        store.put_message(&msg("Kept", 0, b"y", "a")).unwrap();
+    }
+    store.delete_topic("Gone").unwrap();
+    store.put_message(&msg("Again", 0, b"z", "a")).unwrap();
+    store.shutdown().unwrap();
+    drop(store);
+    for abort in [false, true] {
+        if abort {
+            // A crash: recovery scans the whole CommitLog again.
+            std::fs::write(dir.path().join(ABORT_FILE_NAME), b"").unwrap();
+        }
+        let store = open(config(dir.path()));
+        assert!(!store.recovery_report().full_rebuild, "abort={abort}");
+        assert_eq!(store.max_offset_in_queue("Gone", 0), 0, "abort={abort}");
+        assert!(
+            !dir.path().join("consumequeue/Gone").exists(),
+            "abort={abort}"
+        );
+        assert_eq!(store.max_offset_in_queue("Kept", 0), 3);
+        assert_eq!(store.max_offset_in_queue("Again", 0), 1);
+        store.shutdown().unwrap();
+    }
+    // Created again after its deletion: the new queue survives a restart.
+    let store = open(config(dir.path()));
+    store.put_message(&msg("Gone", 0, b"new", "a")).unwrap();
+    store.shutdown().unwrap();
+    drop(store);
+    std::fs::write(dir.path().join(ABORT_FILE_NAME), b"").unwrap();
+    let store = open(config(dir.path()));
+    assert_eq!(store.max_offset_in_queue("Gone", 0), 1);
+    let got = store
+        .get_message(&pull("Gone", 0, 0, 32, &AcceptAll))
+        .unwrap();
+    assert_eq!(got.message_count, 1);
+    assert_eq!(format::decode_record(&got.buffer).unwrap().body, b"new");
+}
+
+#[test]
+fn queues_left_by_a_stop_between_tombstone_and_file_removal_are_dropped_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(config(dir.path()));
+    store.put_message(&msg("Gone", 0, b"x", "a")).unwrap();
+    let end = store.max_phy_offset();
+    store.shutdown().unwrap();
+    drop(store);
+    // As if the process stopped right after writing the tombstone.
+    std::fs::write(
+        dir.path().join(super::DELETED_TOPICS_FILE_NAME),
+        format!(r#"{{"Gone":{end}}}"#),
+    )
+    .unwrap();
+    let store = open(config(dir.path()));
+    assert_eq!(store.max_offset_in_queue("Gone", 0), 0);
+    assert!(!dir.path().join("consumequeue/Gone").exists());
+}
