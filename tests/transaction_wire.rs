@@ -590,3 +590,56 @@ fn the_check_back_scan_resumes_from_its_saved_progress_after_a_restart() {
     assert!(times >= 2, "the scan started over: {times}");
     assert_eq!(next.ext_i64("tranStateTableOffset").unwrap(), times);
 }
+
+/// Client values at the ends of i64 (a born timestamp of i64::MIN, a commitLogOffset near
+/// i64::MAX) are refused with an answer; the broker stays up and serves the next request.
+#[test]
+fn end_transaction_with_extreme_values_is_answered_and_the_broker_stays_up() {
+    let broker = Broker::start(&[]);
+    let mut c = broker.client();
+    create_topic(&mut c);
+    let props = format::encode_properties([
+        ("TRAN_MSG", "true"),
+        ("PGROUP", GROUP),
+        ("UNIQ_KEY", "UNIQ-old"),
+        ("CHECK_IMMUNITY_TIME_IN_SECONDS", "60"),
+    ]);
+    let mut send = send_request(0, "old", props, PREPARED, SerializeType::Json);
+    send.set_ext("bornTimestamp", i64::MIN);
+    let r = invoke(&mut c, send);
+    assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
+    let msg_id = r.ext_opt_str("msgId").unwrap().to_string();
+    let old = Half {
+        queue_offset: r.ext_i64("queueOffset").unwrap(),
+        commit_log_offset: format::decode_offset_msg_id(&msg_id).unwrap().1,
+        uniq: "UNIQ-old".into(),
+    };
+    // Answered either way (Java's wrapping age lets it through; a saturated one refuses it).
+    let r = invoke(
+        &mut c,
+        end_request(&old, ROLLBACK, false, SerializeType::Json),
+    );
+    assert!(
+        [rc::SUCCESS, rc::ILLEGAL_OPERATION].contains(&r.code),
+        "{:?}",
+        r.remark
+    );
+    for far in [i64::MAX, i64::MAX - 7, i64::MAX - 100] {
+        let nowhere = Half {
+            commit_log_offset: far,
+            ..old.clone()
+        };
+        let r = invoke(
+            &mut c,
+            end_request(&nowhere, COMMIT, false, SerializeType::RocketMq),
+        );
+        assert_eq!(r.code, rc::SYSTEM_ERROR, "{:?}", r.remark);
+        assert_eq!(
+            r.remark.as_deref(),
+            Some("Find prepared transaction message failed")
+        );
+    }
+    let h = send_half(&mut c, 1, "after", SerializeType::Json);
+    let r = invoke(&mut c, end_request(&h, COMMIT, false, SerializeType::Json));
+    assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
+}

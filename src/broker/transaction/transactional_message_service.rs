@@ -349,7 +349,7 @@ impl CheckPass<'_> {
             return Ok(Step::Stop);
         }
         let now = now_ms();
-        let age_ms = now - record.born_timestamp_ms;
+        let age_ms = now.saturating_sub(record.born_timestamp_ms);
         let timeout_ms = self.settings.transaction_timeout_ms;
         let immunity = props
             .get(property::CHECK_IMMUNITY_TIME_IN_SECONDS)
@@ -395,7 +395,7 @@ impl CheckPass<'_> {
 
     /// Java `needSkip`: a half message born before the CommitLog's retention.
     fn need_skip(&self, record: &DecodedRecord<'_>) -> bool {
-        now_ms() - record.born_timestamp_ms > self.settings.file_reserved_time_ms
+        now_ms().saturating_sub(record.born_timestamp_ms) > self.settings.file_reserved_time_ms
     }
 
     fn discard(&mut self, record: &DecodedRecord<'_>) -> Result<Step, StoreError> {
