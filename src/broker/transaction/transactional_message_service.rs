@@ -398,8 +398,26 @@ impl CheckPass<'_> {
         now_ms().saturating_sub(record.born_timestamp_ms) > self.settings.file_reserved_time_ms
     }
 
+    /// A copy the store refused (it is illegal or too large, e.g. a client sized its
+    /// properties so the raised check count passes the limit): the message is moved to
+    /// TRANS_CHECK_MAX_TIME_TOPIC instead.
+    fn discard_refused(&mut self, record: &DecodedRecord<'_>) -> Result<Step, StoreError> {
+        tracing::error!(
+            half_offset = self.half_offset,
+            "the store refused the renewed half message; moving it to TRANS_CHECK_MAX_TIME_TOPIC"
+        );
+        self.discard(record)
+    }
+
     fn discard(&mut self, record: &DecodedRecord<'_>) -> Result<Step, StoreError> {
-        let put = listener::resolve_discard_msg(self.ctrl, record)?;
+        let put = listener::resolve_discard_msg(self.ctrl, record);
+        let Some(put) = refused_put(put)? else {
+            tracing::error!(
+                half_offset = self.half_offset,
+                "the store refused the half message for TRANS_CHECK_MAX_TIME_TOPIC; passing it over"
+            );
+            return Ok(Step::Next);
+        };
         tracing::error!(
             half_offset = self.half_offset,
             real_topic = property_value(record.properties, property::REAL_TOPIC.as_bytes())
@@ -423,26 +441,42 @@ impl CheckPass<'_> {
         record: &DecodedRecord<'_>,
         props: &Properties,
     ) -> Result<Step, StoreError> {
-        let first = props.get(property::TRANSACTION_PREPARED_QUEUE_OFFSET);
+        let first = props
+            .get(property::TRANSACTION_PREPARED_QUEUE_OFFSET)
+            .and_then(|text| match text.trim().parse::<i64>() {
+                Ok(first) => Some(first),
+                Err(_) => {
+                    // A client's value: treated as absent, so one bad property cannot hold
+                    // the scan at this offset.
+                    tracing::error!(
+                        half_offset = self.half_offset,
+                        value = text,
+                        "unparsable TRAN_PREPARED_QUEUE_OFFSET; treated as absent"
+                    );
+                    None
+                }
+            });
         if let Some(first) = first {
-            let Ok(first) = first.trim().parse::<i64>() else {
-                return Ok(Step::Stop);
-            };
             if self.ops.take_removed(first) {
                 return Ok(Step::Next);
             }
         }
-        let mut renewed = Properties::parse(record.properties);
+        // Java `renewImmunityHalfMessageInner`: the copy keeps the check count just raised.
+        let mut renewed = props.clone();
         if first.is_none() {
             renewed.put(
                 property::TRANSACTION_PREPARED_QUEUE_OFFSET,
                 &record.queue_offset.to_string(),
             );
         }
-        self.ctrl
+        let put = self
+            .ctrl
             .store
-            .put_message(&bridge::renew_half_message(record, &renewed))?;
-        Ok(Step::Next)
+            .put_message(&bridge::renew_half_message(record, &renewed));
+        match refused_put(put)? {
+            Some(_) => Ok(Step::Next),
+            None => self.discard_refused(record),
+        }
     }
 
     /// Java `putBackHalfMsgQueue` and `resolveHalfMsg`: the half message is stored again at the
@@ -455,7 +489,10 @@ impl CheckPass<'_> {
         let put = self
             .ctrl
             .store
-            .put_message(&bridge::renew_half_message(record, props))?;
+            .put_message(&bridge::renew_half_message(record, props));
+        let Some(put) = refused_put(put)? else {
+            return self.discard_refused(record);
+        };
         let copy = CheckedCopy {
             record,
             properties: props,
@@ -478,6 +515,27 @@ impl CheckPass<'_> {
             ),
         }
         Ok(Step::Next)
+    }
+}
+
+/// A put's result for the scan: `Ok(None)` when the store refused the message itself (illegal
+/// or too large: logged, the scan goes on), an error when the store cannot write (the pass
+/// stops and the next one tries again).
+fn refused_put<T>(put: Result<T, StoreError>) -> Result<Option<T>, StoreError> {
+    match put {
+        Ok(put) => Ok(Some(put)),
+        Err(
+            e @ (StoreError::MessageTooLarge { .. }
+            | StoreError::PropertiesTooLarge { .. }
+            | StoreError::TopicIllegal { .. }
+            | StoreError::QueueIdIllegal { .. }
+            | StoreError::MessageIllegal { .. }
+            | StoreError::BatchMalformed { .. }),
+        ) => {
+            tracing::error!(error = %e, "the store refused a transaction check message");
+            Ok(None)
+        }
+        Err(e) => Err(e),
     }
 }
 
