@@ -13,7 +13,9 @@ use crate::config::Config;
 use crate::store::format::{encode_properties, sys_flag};
 use crate::store::MessageToStore;
 
-use super::transactional_message_bridge::{fetch_consume_offset, put_half_message, write_op};
+use super::transactional_message_bridge::{
+    fetch_consume_offset, get_messages, put_half_message, write_op,
+};
 use super::transactional_message_service::{check, CheckReport, CheckSettings};
 use super::transactional_message_util::{CHECK_MAX_TIME_TOPIC, HALF_TOPIC, OP_HALF_TOPIC};
 
@@ -206,4 +208,39 @@ fn a_half_message_too_large_to_renew_does_not_abort_the_pass() {
     assert_eq!(report.checked, 1, "the second half message is checked");
     assert_eq!(report.discarded, 1);
     assert_eq!(ctrl.store.max_offset_in_queue(CHECK_MAX_TIME_TOPIC, 0), 1);
+}
+
+/// More op messages behind the op progress than a pass may hold (the bound is lowered in
+/// tests), all behind one unended half message: passes still move on, the unended one is
+/// checked back, and no ended half message ever is.
+#[test]
+fn more_op_messages_than_a_pass_holds_do_not_hold_the_scan_back() {
+    let (ctrl, _dir) = controller();
+    let offsets = halves(&ctrl, 300);
+    for offset in offsets.iter().filter(|o| **o != 0) {
+        write_op(&ctrl, 0, *offset).unwrap();
+    }
+    let first = pass(&ctrl, SETTINGS);
+    assert_eq!(first.checked, 1, "the unended half message is checked back");
+    let mut report = first;
+    for _ in 0..20 {
+        if report.op_offset == 299 {
+            break;
+        }
+        report = pass(&ctrl, SETTINGS);
+    }
+    assert_eq!(
+        report.op_offset, 299,
+        "every op message is done: {report:?}"
+    );
+    assert!(report.half_offset >= 300, "{report:?}");
+    // Every copy in the half queue is a copy of the unended message.
+    let end = ctrl.store.max_offset_in_queue(HALF_TOPIC, 0);
+    assert!(end > 300);
+    let copies =
+        get_messages(&ctrl, HALF_TOPIC, 0, 300, i32::try_from(end - 300).unwrap()).unwrap();
+    for i in 0..copies.queue_offsets.len() {
+        let record = crate::store::format::decode_record(copies.message(i)).unwrap();
+        assert_eq!(record.body, b"m0");
+    }
 }

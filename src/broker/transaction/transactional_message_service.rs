@@ -31,13 +31,17 @@ use super::transactional_message_util::{
 const OP_MSG_PULL_NUMS: i32 = 32;
 /// Longest a pass over the half queue runs (Java `MAX_PROCESS_TIME_LIMIT`).
 const CHECK_PASS_TIME_MAX_MS: i64 = 60_000;
-/// Most op messages one pass holds in memory. A pass that reaches it before the end of the op
-/// queue stops (it cannot tell which half messages are ended) and the next pass goes on from
-/// the op messages done so far. Java reads the whole op queue; this bounds the pass's memory.
-const CHECK_PASS_OP_MESSAGES_MAX: usize = 262_144;
-/// Most half messages one pass looks at, so one pass cannot run for ever on a queue that keeps
-/// growing (Java bounds a pass by time only).
-const CHECK_PASS_HALF_MESSAGES_MAX: usize = 262_144;
+/// Most op entries one pass holds in memory: half offsets named by op messages read (the
+/// removed map) plus op messages not yet done. Java reads the whole op queue into memory; here,
+/// once the bound is reached, the pass keeps only the entries naming the nearest half offsets
+/// (a window from the scan's offset), drops the rest and goes on reading. The op messages it
+/// dropped entries of are not done in this pass, and the pass stops at the window's end, so a
+/// half message whose end was dropped is never checked back; the next pass reads those op
+/// messages again from the op progress.
+#[cfg(not(test))]
+const CHECK_PASS_OP_ENTRIES_MAX: usize = 262_144;
+#[cfg(test)]
+const CHECK_PASS_OP_ENTRIES_MAX: usize = 128;
 
 // ---------------------------------------------------------------------------------------------
 // The end of a transaction.
@@ -166,7 +170,9 @@ struct OpState {
     done: Vec<i64>,
     next: i64,
     exhausted: bool,
-    read: usize,
+    /// Half offsets from here on are outside the window: their op entries are dropped and the
+    /// pass stops before them.
+    window_end: i64,
 }
 
 impl OpState {
@@ -177,7 +183,7 @@ impl OpState {
             done: Vec::new(),
             next: op_offset,
             exhausted: false,
-            read: 0,
+            window_end: i64::MAX,
         }
     }
 
@@ -198,12 +204,14 @@ impl OpState {
 
     /// Java `fillOpRemoveMap` for one op message.
     fn add(&mut self, op_offset: i64, record: &DecodedRecord<'_>, half_offset_min: i64) {
-        self.read += 1;
         let tags = property_value(record.properties, property::TAGS.as_bytes());
         let mut set = HashSet::new();
+        let mut outside = false;
         if tags == Some(REMOVE_TAG.as_bytes()) {
             for half in util::parse_op_body(record.body) {
-                if half >= half_offset_min {
+                if half >= self.window_end {
+                    outside = true;
+                } else if half >= half_offset_min {
                     self.removed.insert(half, op_offset);
                     set.insert(half);
                 }
@@ -214,11 +222,49 @@ impl OpState {
                 "an op message without the remove tag in RMQ_SYS_TRANS_OP_HALF_TOPIC"
             );
         }
-        if set.is_empty() {
+        if outside {
+            // Not done in this pass: a later pass reads it again.
+        } else if set.is_empty() {
             self.done.push(op_offset);
         } else {
             self.pending.insert(op_offset, set);
         }
+        if self.removed.len() + self.pending.len() >= CHECK_PASS_OP_ENTRIES_MAX {
+            self.shrink_window(half_offset_min);
+        }
+    }
+
+    /// Drops the entries naming the farthest half offsets, keeping about half the bound.
+    fn shrink_window(&mut self, half_offset: i64) {
+        let mut halves: Vec<i64> = self.removed.keys().copied().collect();
+        halves.sort_unstable();
+        let keep = CHECK_PASS_OP_ENTRIES_MAX / 4;
+        let end = halves
+            .get(keep)
+            .copied()
+            .unwrap_or(i64::MAX)
+            .max(half_offset.saturating_add(1));
+        self.window_end = self.window_end.min(end);
+        let window_end = self.window_end;
+        let mut cut = HashSet::new();
+        self.removed.retain(|half, op| {
+            let inside = *half < window_end;
+            if !inside {
+                cut.insert(*op);
+            }
+            inside
+        });
+        // An op message with a dropped entry is not done in this pass; its entries inside
+        // the window still pass their half messages over.
+        for op in cut {
+            self.pending.remove(&op);
+        }
+        tracing::warn!(
+            half_offset,
+            window_end,
+            held = self.removed.len() + self.pending.len(),
+            "transaction check pass holds its most op entries; it stops at the window's end"
+        );
     }
 }
 
@@ -260,21 +306,19 @@ struct CheckPass<'a> {
 impl CheckPass<'_> {
     fn scan(&mut self) -> Result<(), StoreError> {
         self.read_ops()?;
-        let mut looked = 0usize;
         loop {
             if self.stop.is_raised() {
                 return Ok(());
             }
-            if now_ms() - self.start_ms > CHECK_PASS_TIME_MAX_MS
-                || looked >= CHECK_PASS_HALF_MESSAGES_MAX
+            if now_ms().saturating_sub(self.start_ms) > CHECK_PASS_TIME_MAX_MS
+                || self.half_offset >= self.ops.window_end
             {
                 tracing::info!(
                     half_offset = self.half_offset,
-                    "transaction check pass reached its bound"
+                    "transaction check pass reached its time limit or its op window's end"
                 );
                 return Ok(());
             }
-            looked += 1;
             if self.ops.take_removed(self.half_offset) {
                 self.half_offset += 1;
                 continue;
@@ -362,14 +406,6 @@ impl CheckPass<'_> {
             _ => {}
         }
         if !self.ops.exhausted {
-            if self.ops.read >= CHECK_PASS_OP_MESSAGES_MAX {
-                tracing::warn!(
-                    half_offset = self.half_offset,
-                    ops = self.ops.read,
-                    "transaction check pass holds its most op messages; the next pass goes on"
-                );
-                return Ok(Step::Stop);
-            }
             self.read_ops()?;
             return Ok(Step::Again);
         }
