@@ -59,7 +59,34 @@ pub fn half_message_for_end(
     let record = format::decode_record(&bytes)
         .map_err(|source| BrokerError::StoredMessageUnreadable { offset, source })?;
     check_prepare_message(&record, header)?;
+    check_consume_queue_unit(ctrl, header)?;
     Ok(bytes)
+}
+
+/// The half queue's ConsumeQueue unit at the header's tranStateTableOffset must point at the
+/// header's CommitLog offset: a record that only looks like a half message (forged inside a
+/// message body, at an offset the client names) has no unit of its own. Java reads the
+/// message through the half queue and fails the same way (`The commit log offset wrong`).
+fn check_consume_queue_unit(
+    ctrl: &BrokerController,
+    header: &EndTransactionRequestHeader,
+) -> Result<(), BrokerError> {
+    let offset = header.commit_log_offset;
+    let result = bridge::get_messages(
+        ctrl,
+        HALF_TOPIC,
+        HALF_QUEUE_ID,
+        header.tran_state_table_offset,
+        1,
+    )
+    .map_err(BrokerError::from)?;
+    let unit_offset = (result.status == GetMessageStatus::Found)
+        .then(|| result.message_locations.first().map(|(phy, _)| *phy))
+        .flatten();
+    if unit_offset != Some(offset) {
+        return Err(BrokerError::TransactionCommitLogOffsetWrong { offset });
+    }
+    Ok(())
 }
 
 /// Java `checkPrepareMessage`, plus the topic: a record that is not in the half topic is not a
