@@ -139,6 +139,10 @@ pub fn store_config(config: &Config) -> Result<StoreConfig, StartupError> {
     if s.total_physical_memory_bytes > 0 {
         sc.total_physical_memory_bytes = s.total_physical_memory_bytes;
     }
+    sc.message_index_enable = s.message_index_enable;
+    // Validation bounded both so the index file fits Java's int.
+    sc.max_hash_slot_num = u32::try_from(s.max_hash_slot_num).unwrap_or(u32::MAX);
+    sc.max_index_num = u32::try_from(s.max_index_num).unwrap_or(u32::MAX);
     sc.store_host = store_host;
     sc.broker_role_slave = config.broker.role == crate::config::BrokerRole::Slave;
     sc.offset_check_in_slave = config.broker.offset_check_in_slave;

@@ -36,10 +36,12 @@ pub const NOT_SUPPORTED: &[(&str, &str)] = &[
         "storePathConsumeQueue",
         "ConsumeQueues are always under storePathRootDir/consumequeue",
     ),
-    ("storePathIndex", "there is no message index yet"),
+    (
+        "storePathIndex",
+        "the message index is always under storePathRootDir/index",
+    ),
     ("storeCheckpoint", "there is no checkpoint file"),
     ("abortFile", "there is no abort file"),
-    ("messageIndexEnable", "there is no message index yet"),
     (
         "brokerIP2",
         "the HA address registered is RINGMQ_BROKER_ADVERTISED_IP:RINGMQ_HA_LISTEN_PORT",

@@ -332,6 +332,24 @@ static FIELDS: &[FieldSpec] = &[
         "RAM used for the in-memory ratio; 0 = read /proc/meminfo (24 GiB if unreadable)."
     ),
     field!(
+        "RINGMQ_STORE_MESSAGE_INDEX_ENABLE",
+        "messageIndexEnable",
+        store.message_index_enable,
+        "Build the message index in index/ of the store root (QUERY_MESSAGE by key and by unique key)."
+    ),
+    field!(
+        "RINGMQ_STORE_MAX_HASH_SLOT_NUM",
+        "maxHashSlotNum",
+        store.max_hash_slot_num,
+        "Hash slots per index file (4 bytes each)."
+    ),
+    field!(
+        "RINGMQ_STORE_MAX_INDEX_NUM",
+        "maxIndexNum",
+        store.max_index_num,
+        "Entries per index file (20 bytes each); a full file rolls to a new one."
+    ),
+    field!(
         "RINGMQ_STORE_IO_MODE",
         "",
         store.io_mode,

@@ -103,6 +103,9 @@ pub struct StoreSection {
     pub io_fixed_buffer_count: u64,
     pub io_fixed_buffer_size_bytes: u64,
     pub io_thread_rings_max: u64,
+    pub message_index_enable: bool,
+    pub max_hash_slot_num: u64,
+    pub max_index_num: u64,
 }
 
 /// Most pull-wake threads (`RINGMQ_LONGPOLL_WAKE_THREADS`).
@@ -378,6 +381,9 @@ impl Default for Config {
                 io_fixed_buffer_count: 32,
                 io_fixed_buffer_size_bytes: 32 * 1024,
                 io_thread_rings_max: 16,
+                message_index_enable: true,
+                max_hash_slot_num: 5_000_000,
+                max_index_num: 5_000_000 * 4,
             },
             longpoll: LongpollSection::default(),
             server: ServerSection::default(),

@@ -114,6 +114,19 @@ fn check_store(s: &StoreSection, checks: &mut Checks) {
         s.delete_check_interval_ms.to_string(),
         "must be at least 1",
     );
+    let index = crate::store::config::check_index_dimensions(
+        u32::try_from(s.max_hash_slot_num).unwrap_or(u32::MAX),
+        u32::try_from(s.max_index_num).unwrap_or(u32::MAX),
+    );
+    checks.check(
+        index.is_ok(),
+        "RINGMQ_STORE_MAX_INDEX_NUM",
+        format!(
+            "{} (RINGMQ_STORE_MAX_HASH_SLOT_NUM {})",
+            s.max_index_num, s.max_hash_slot_num
+        ),
+        index.as_ref().err().map_or("", String::as_str),
+    );
     check_store_io(s, checks);
 }
 

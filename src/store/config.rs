@@ -12,6 +12,10 @@ pub const COMMIT_LOG_FILE_SIZE_DEFAULT_BYTES: u64 = 1024 * 1024 * 1024;
 pub const CONSUME_QUEUE_FILE_UNITS_DEFAULT: u64 = 300_000;
 /// `maxMessageSize` (applies to the body).
 pub const MESSAGE_SIZE_MAX_DEFAULT_BYTES: usize = 4 * 1024 * 1024;
+/// `maxHashSlotNum`.
+pub const MAX_HASH_SLOT_NUM_DEFAULT: u32 = 5_000_000;
+/// `maxIndexNum`.
+pub const MAX_INDEX_NUM_DEFAULT: u32 = 5_000_000 * 4;
 /// `StoreUtil.TOTAL_PHYSICAL_MEMORY_SIZE` fallback when the OS does not say.
 pub const FALLBACK_TOTAL_PHYSICAL_MEMORY_BYTES: u64 = 24 * 1024 * 1024 * 1024;
 /// Smallest CommitLog file we accept: room for a few records and the BLANK filler.
@@ -28,6 +32,23 @@ pub fn check_commit_log_file_size(size_bytes: u64) -> Result<(), String> {
         return Err(format!(
             "{size_bytes} must be a multiple of {COMMIT_LOG_FILE_SIZE_MIN_BYTES} within \
              {COMMIT_LOG_FILE_SIZE_MIN_BYTES}..={COMMIT_LOG_FILE_SIZE_MAX_BYTES}"
+        ));
+    }
+    Ok(())
+}
+
+/// The one rule for the index files' dimensions (store and broker configuration): at least 1
+/// slot and 2 entries (entry 0 is never used), and a file size that fits Java's `int`.
+pub fn check_index_dimensions(hash_slot_num: u32, index_num: u32) -> Result<(), String> {
+    let size = crate::store::index_file::index_file_size_bytes(
+        i32::try_from(hash_slot_num).unwrap_or(i32::MAX),
+        i32::try_from(index_num).unwrap_or(i32::MAX),
+    );
+    if hash_slot_num == 0 || index_num < 2 || size > i32::MAX as u64 {
+        return Err(format!(
+            "maxHashSlotNum {hash_slot_num} and maxIndexNum {index_num} must be at least 1 and 2, \
+             and make an index file of at most {} bytes (40 + 4 per slot + 20 per entry = {size})",
+            i32::MAX
         ));
     }
     Ok(())
@@ -91,6 +112,12 @@ pub struct StoreConfig {
     pub offset_check_in_slave: bool,
     /// `checkCRCOnRecover`.
     pub check_crc_on_recover: bool,
+    /// `messageIndexEnable`: build the message index (QUERY_MESSAGE by key).
+    pub message_index_enable: bool,
+    /// `maxHashSlotNum`: hash slots per index file.
+    pub max_hash_slot_num: u32,
+    /// `maxIndexNum`: entries per index file.
+    pub max_index_num: u32,
 }
 
 impl Default for StoreConfig {
@@ -118,6 +145,9 @@ impl Default for StoreConfig {
             broker_role_slave: false,
             offset_check_in_slave: false,
             check_crc_on_recover: true,
+            message_index_enable: true,
+            max_hash_slot_num: MAX_HASH_SLOT_NUM_DEFAULT,
+            max_index_num: MAX_INDEX_NUM_DEFAULT,
         }
     }
 }
@@ -171,6 +201,9 @@ impl StoreConfig {
         }
         if self.delete_check_interval_ms == 0 {
             return bad("delete_check_interval_ms", "must be > 0".to_owned());
+        }
+        if let Err(reason) = check_index_dimensions(self.max_hash_slot_num, self.max_index_num) {
+            return bad("max_index_num", reason);
         }
         if self.access_message_in_memory_max_ratio_percent > 100 {
             return bad(

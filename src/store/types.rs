@@ -240,4 +240,6 @@ pub struct RecoveryReport {
     pub cq_units_dropped: u64,
     /// A queue lacked units older than the scan window, so the whole CommitLog was re-scanned.
     pub full_rebuild: bool,
+    /// Records indexed again because the message index ended before the CommitLog.
+    pub index_records_rebuilt: u64,
 }

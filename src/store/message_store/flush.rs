@@ -93,6 +93,7 @@ impl Inner {
         let timestamp = self.last_store_timestamp_ms.load(Ordering::Acquire);
         self.flush_commit_log_locked()?;
         self.flush_consume_queues()?;
+        self.flush_index();
         if self.last_checkpoint_phy_offset.load(Ordering::Acquire) == dispatched_phy_offset {
             return Ok(());
         }
@@ -114,6 +115,18 @@ impl Inner {
             }
         }
         Ok(())
+    }
+
+    /// Writes the index headers and fsyncs the index files. The index is derived data that
+    /// recovery rebuilds from the CommitLog, so a failure does not poison the store: indexing
+    /// stops until the next open, which indexes again from the last durable header.
+    fn flush_index(&self) {
+        if let Some(index) = &self.index {
+            if let Err(e) = index.flush() {
+                self.index_failed.store(true, Ordering::Release);
+                tracing::error!(error = %e, "index flush failed; indexing stops until restart");
+            }
+        }
     }
 
     /// Records that everything below `dispatched_phy_offset` is durable, CommitLog and units.

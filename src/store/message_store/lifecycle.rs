@@ -19,6 +19,7 @@ use crate::store::config::StoreConfig;
 use crate::store::error::StoreError;
 use crate::store::format;
 use crate::store::fs;
+use crate::store::index_service::{IndexDimensions, IndexService};
 use crate::store::io::IoEngine;
 
 impl MessageStore {
@@ -34,6 +35,17 @@ impl MessageStore {
         let checkpoint_path = root.join(CHECKPOINT_FILE_NAME);
         let (checkpoint_file, checkpoint) = open_checkpoint(&checkpoint_path)?;
         let (flush_tx, _) = watch::channel(FlushState::default());
+        let index = config
+            .message_index_enable
+            .then(|| {
+                let dims = IndexDimensions {
+                    // validate() bounded both to Java's int.
+                    hash_slot_num: config.max_hash_slot_num as i32,
+                    index_num: config.max_index_num as i32,
+                };
+                IndexService::open(&root, dims)
+            })
+            .transpose()?;
         let inner = Arc::new(Inner {
             commit_log: CommitLog::new(&root, config.commit_log_file_size_bytes),
             config,
@@ -54,10 +66,13 @@ impl MessageStore {
             checkpoint_path,
             listener: RwLock::new(None),
             retention_lock: Mutex::new(()),
+            index,
+            index_failed: AtomicBool::new(false),
             shut_down: AtomicBool::new(false),
             _lock_file: lock_file,
         });
-        let recovery = inner.recover(abnormal, checkpoint)?;
+        let mut recovery = inner.recover(abnormal, checkpoint)?;
+        recovery.index_records_rebuilt = inner.rebuild_index(recovery.end_phy_offset)?;
         // Recovery kept only what is on disk; the flush below makes it durable before any new
         // append is acknowledged.
         let max_phy_offset = inner.commit_log.max_phy_offset();

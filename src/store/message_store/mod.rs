@@ -29,6 +29,7 @@
 mod append;
 mod flush;
 mod get;
+mod index;
 mod lifecycle;
 mod lookup;
 mod recovery;
@@ -46,10 +47,12 @@ use bytes::{Bytes, BytesMut};
 use tokio::sync::watch;
 
 use self::get::RegionsWanted;
+pub use self::index::{QueryMessageResult, QUERY_MESSAGES_MAX};
 use crate::store::commit_log::CommitLog;
 use crate::store::config::StoreConfig;
 use crate::store::consume_queue::ConsumeQueue;
 use crate::store::error::StoreError;
+use crate::store::index_service::IndexService;
 use crate::store::io::IoEngine;
 use crate::store::region::{FileRegion, GetMessageRegions, RegionShape};
 use crate::store::types::{
@@ -129,6 +132,10 @@ struct Inner {
     checkpoint_path: PathBuf,
     listener: RwLock<Option<Arc<dyn ArrivalListener>>>,
     retention_lock: Mutex<()>,
+    /// The message index; `None` when `message_index_enable` is off.
+    index: Option<IndexService>,
+    /// Set once building the index failed: it stops until the next open.
+    index_failed: AtomicBool,
     shut_down: AtomicBool,
     _lock_file: nix::fcntl::Flock<File>,
 }
@@ -280,6 +287,29 @@ impl MessageStore {
         queue_id: i32,
     ) -> Result<Option<i64>, StoreError> {
         self.inner.earliest_message_store_time(topic, queue_id)
+    }
+
+    /// Java `queryMessage`: the records indexed under `topic#key` (a KEYS token or the
+    /// UNIQ_KEY) stored within `begin_ms..=end_ms`, oldest first, at most `max_num` and
+    /// [`QUERY_MESSAGES_MAX`], and past the first record at most `max_total_bytes` in all.
+    /// Empty when the index is disabled.
+    pub fn query_message(
+        &self,
+        topic: &str,
+        key: &str,
+        max_num: usize,
+        (begin_ms, end_ms): (i64, i64),
+        max_total_bytes: usize,
+    ) -> Result<QueryMessageResult, StoreError> {
+        self.inner
+            .query_message(topic, key, max_num, (begin_ms, end_ms), max_total_bytes)
+    }
+
+    /// The index files, oldest first (empty when the index is disabled).
+    pub fn index_files(&self) -> Vec<std::path::PathBuf> {
+        self.inner.index.as_ref().map_or_else(Vec::new, |index| {
+            index.files().iter().map(|f| f.path.clone()).collect()
+        })
     }
 
     /// One whole record by CommitLog offset, or `None` when no record starts there.

@@ -450,7 +450,7 @@ fn read_into(
 
 /// A window over one CommitLog file, refilled through the I/O engine.
 #[derive(Default)]
-struct ChunkReader {
+pub(super) struct ChunkReader {
     buf: Vec<u8>,
     segment_start: i64,
     /// File position of `buf[0]`.
@@ -458,7 +458,7 @@ struct ChunkReader {
 }
 
 impl ChunkReader {
-    fn read(
+    pub(super) fn read(
         &mut self,
         inner: &Inner,
         seg: &Segment,

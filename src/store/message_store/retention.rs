@@ -1,5 +1,5 @@
-//! Retention: deletes expired CommitLog files and the ConsumeQueue files and units that only
-//! pointed at them.
+//! Retention: deletes expired CommitLog files, the ConsumeQueue files and units that only
+//! pointed at them, and the index files whose last message is gone.
 
 use std::fs::File;
 use std::path::Path;
@@ -65,6 +65,9 @@ impl Inner {
         for cq in self.all_queues() {
             self.delete_queue_files_below(&cq, min_phy_offset)?;
             self.correct_min_offset_in_queue(&cq, min_phy_offset)?;
+        }
+        if let Some(index) = &self.index {
+            index.delete_expired(min_phy_offset)?;
         }
         Ok(expired)
     }
