@@ -316,6 +316,18 @@ impl Default for LongpollSection {
     }
 }
 
+impl Default for NamesrvSection {
+    fn default() -> Self {
+        NamesrvSection {
+            addr: String::new(),
+            bind_ip: "127.0.0.1".into(),
+            listen_port: 9876,
+            scan_not_active_broker_interval_ms: 5_000,
+            broker_channel_expired_timeout_ms: 120_000,
+        }
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config {
@@ -352,13 +364,7 @@ impl Default for Config {
                 // RocketMQ 4.x's default; 5.1 lowered it to 30 s.
                 transaction_check_interval_ms: 60_000,
             },
-            namesrv: NamesrvSection {
-                addr: String::new(),
-                bind_ip: "127.0.0.1".into(),
-                listen_port: 9876,
-                scan_not_active_broker_interval_ms: 5_000,
-                broker_channel_expired_timeout_ms: 120_000,
-            },
+            namesrv: NamesrvSection::default(),
             store: StoreSection {
                 root_dir: default_store_root(),
                 commit_log_file_size_bytes: 1024 * 1024 * 1024,
