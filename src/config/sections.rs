@@ -106,6 +106,47 @@ pub struct StoreSection {
     pub message_index_enable: bool,
     pub max_hash_slot_num: u64,
     pub max_index_num: u64,
+    pub corruption_policy: crate::store::CorruptionPolicy,
+    pub disk_max_used_space_ratio_percent: u64,
+    pub disk_space_clean_forcibly_ratio_percent: u64,
+    pub disk_space_warning_level_ratio_percent: u64,
+    pub clean_file_forcibly_enabled: bool,
+}
+
+impl Default for StoreSection {
+    fn default() -> Self {
+        StoreSection {
+            root_dir: default_store_root(),
+            commit_log_file_size_bytes: 1024 * 1024 * 1024,
+            consume_queue_file_units: 300_000,
+            flush_policy: FlushPolicy::Async,
+            flush_interval_ms: 500,
+            sync_flush_timeout_ms: 5_000,
+            max_message_size_bytes: 4 * 1024 * 1024,
+            file_reserved_time_hours: 72,
+            delete_check_interval_ms: 10_000,
+            access_message_in_memory_max_ratio_percent: 40,
+            max_transfer_bytes_on_message_in_memory: 256 * 1024,
+            max_transfer_count_on_message_in_memory: 32,
+            max_transfer_bytes_on_message_in_disk: 64 * 1024,
+            max_transfer_count_on_message_in_disk: 8,
+            total_physical_memory_bytes: 0,
+            io_mode: StoreIoMode::Uring,
+            io_pread_fallback_allowed: false,
+            io_ring_entries: 32,
+            io_fixed_buffer_count: 32,
+            io_fixed_buffer_size_bytes: 32 * 1024,
+            io_thread_rings_max: 16,
+            message_index_enable: true,
+            max_hash_slot_num: 5_000_000,
+            max_index_num: 5_000_000 * 4,
+            corruption_policy: crate::store::CorruptionPolicy::Refuse,
+            disk_max_used_space_ratio_percent: 75,
+            disk_space_clean_forcibly_ratio_percent: 85,
+            disk_space_warning_level_ratio_percent: 90,
+            clean_file_forcibly_enabled: true,
+        }
+    }
 }
 
 /// Most pull-wake threads (`RINGMQ_LONGPOLL_WAKE_THREADS`).
@@ -316,18 +357,6 @@ impl Default for LongpollSection {
     }
 }
 
-impl Default for NamesrvSection {
-    fn default() -> Self {
-        NamesrvSection {
-            addr: String::new(),
-            bind_ip: "127.0.0.1".into(),
-            listen_port: 9876,
-            scan_not_active_broker_interval_ms: 5_000,
-            broker_channel_expired_timeout_ms: 120_000,
-        }
-    }
-}
-
 impl Default for Config {
     fn default() -> Self {
         Config {
@@ -364,33 +393,14 @@ impl Default for Config {
                 // RocketMQ 4.x's default; 5.1 lowered it to 30 s.
                 transaction_check_interval_ms: 60_000,
             },
-            namesrv: NamesrvSection::default(),
-            store: StoreSection {
-                root_dir: default_store_root(),
-                commit_log_file_size_bytes: 1024 * 1024 * 1024,
-                consume_queue_file_units: 300_000,
-                flush_policy: FlushPolicy::Async,
-                flush_interval_ms: 500,
-                sync_flush_timeout_ms: 5_000,
-                max_message_size_bytes: 4 * 1024 * 1024,
-                file_reserved_time_hours: 72,
-                delete_check_interval_ms: 10_000,
-                access_message_in_memory_max_ratio_percent: 40,
-                max_transfer_bytes_on_message_in_memory: 256 * 1024,
-                max_transfer_count_on_message_in_memory: 32,
-                max_transfer_bytes_on_message_in_disk: 64 * 1024,
-                max_transfer_count_on_message_in_disk: 8,
-                total_physical_memory_bytes: 0,
-                io_mode: StoreIoMode::Uring,
-                io_pread_fallback_allowed: false,
-                io_ring_entries: 32,
-                io_fixed_buffer_count: 32,
-                io_fixed_buffer_size_bytes: 32 * 1024,
-                io_thread_rings_max: 16,
-                message_index_enable: true,
-                max_hash_slot_num: 5_000_000,
-                max_index_num: 5_000_000 * 4,
+            namesrv: NamesrvSection {
+                addr: String::new(),
+                bind_ip: "127.0.0.1".into(),
+                listen_port: 9876,
+                scan_not_active_broker_interval_ms: 5_000,
+                broker_channel_expired_timeout_ms: 120_000,
             },
+            store: StoreSection::default(),
             longpoll: LongpollSection::default(),
             server: ServerSection::default(),
             transfer: TransferSection {
