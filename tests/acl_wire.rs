@@ -330,6 +330,16 @@ fn register(addr: &str) -> RemotingCommand {
     build_register_broker_request("DefaultCluster", "broker-a", addr, 0, addr, &topics, &dv)
 }
 
+/// A connection to the broker's name server from 127.0.0.2, another host than the broker's.
+fn other_host_namesrv_client(broker: &Broker) -> BlockingClient {
+    BlockingClient::connect_from(
+        &broker.namesrv_addr(),
+        std::net::Ipv4Addr::new(127, 0, 0, 2),
+        Duration::from_secs(5),
+    )
+    .expect("connect from 127.0.0.2")
+}
+
 fn route_of(ns: &mut BlockingClient, topic: &str) -> String {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
@@ -348,7 +358,9 @@ fn route_of(ns: &mut BlockingClient, topic: &str) -> String {
 #[test]
 fn the_name_server_refuses_to_replace_a_live_broker_from_another_connection() {
     let broker = Broker::start(&[]);
-    let mut ns = broker.namesrv_client();
+    // Another host than the broker's 127.0.0.1 (the same host on a new port is the broker
+    // reconnected, which may take its entry over).
+    let mut ns = other_host_namesrv_client(&broker);
     let before = route_of(&mut ns, "TBW102");
     assert!(before.contains(&broker.addr()), "{before}");
 
@@ -379,7 +391,7 @@ fn the_name_server_refuses_to_replace_a_live_broker_from_another_connection() {
 fn an_acl_admin_may_replace_a_live_broker() {
     let tmp = tempfile::tempdir().unwrap();
     let broker = acl_broker(&write_acl(tmp.path(), PLAIN_ACL));
-    let mut ns = broker.namesrv_client();
+    let mut ns = other_host_namesrv_client(&broker);
     route_of(&mut ns, "TBW102");
     let foreign = "127.0.0.1:1";
     let not_admin = invoke(

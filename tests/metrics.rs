@@ -131,10 +131,42 @@ fn a_scrape_after_traffic_has_every_family_and_the_counts() {
     );
 }
 
+/// An empty RINGMQ_METRICS_LISTEN binds nothing: the broker listens on its remoting ports
+/// only (its HA port too), not on the default 127.0.0.1:5557 nor anywhere else; a broker with
+/// an address listens there too (the check can see a metrics listener).
 #[test]
 fn an_empty_listen_address_turns_metrics_off() {
+    let (with, metrics_addr) = broker_with_metrics(&[]);
+    let metrics_port: u16 = metrics_addr.rsplit(':').next().unwrap().parse().unwrap();
+    assert!(
+        with.listening_ports().contains(&metrics_port),
+        "{:?}",
+        with.listening_ports()
+    );
+    drop(with);
+
+    let default_was_free = std::net::TcpStream::connect("127.0.0.1:5557").is_err();
     let broker = Broker::start(&[("RINGMQ_METRICS_LISTEN", "")]);
     send_v2_ok(&broker);
+    let ports = broker.listening_ports();
+    let remoting = [
+        broker.port,
+        broker.port - 2,
+        broker.port + 1,
+        broker.namesrv_port,
+    ];
+    let others: Vec<u16> = ports
+        .iter()
+        .copied()
+        .filter(|p| !remoting.contains(p))
+        .collect();
+    assert!(others.is_empty(), "other listeners {others:?} of {ports:?}");
+    if default_was_free {
+        assert!(
+            std::net::TcpStream::connect("127.0.0.1:5557").is_err(),
+            "something listens on the default metrics address"
+        );
+    }
     assert!(!broker.log().contains("ringmq metrics"), "{}", broker.log());
 }
 

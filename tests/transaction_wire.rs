@@ -590,3 +590,132 @@ fn the_check_back_scan_resumes_from_its_saved_progress_after_a_restart() {
     assert!(times >= 2, "the scan started over: {times}");
     assert_eq!(next.ext_i64("tranStateTableOffset").unwrap(), times);
 }
+
+/// Client values at the ends of i64 (a born timestamp of i64::MIN, a commitLogOffset near
+/// i64::MAX) are refused with an answer; the broker stays up and serves the next request.
+#[test]
+fn end_transaction_with_extreme_values_is_answered_and_the_broker_stays_up() {
+    let broker = Broker::start(&[]);
+    let mut c = broker.client();
+    create_topic(&mut c);
+    let props = format::encode_properties([
+        ("TRAN_MSG", "true"),
+        ("PGROUP", GROUP),
+        ("UNIQ_KEY", "UNIQ-old"),
+        ("CHECK_IMMUNITY_TIME_IN_SECONDS", "60"),
+    ]);
+    let mut send = send_request(0, "old", props, PREPARED, SerializeType::Json);
+    send.set_ext("bornTimestamp", i64::MIN);
+    let r = invoke(&mut c, send);
+    assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
+    let msg_id = r.ext_opt_str("msgId").unwrap().to_string();
+    let old = Half {
+        queue_offset: r.ext_i64("queueOffset").unwrap(),
+        commit_log_offset: format::decode_offset_msg_id(&msg_id).unwrap().1,
+        uniq: "UNIQ-old".into(),
+    };
+    // Answered either way (Java's wrapping age lets it through; a saturated one refuses it).
+    let r = invoke(
+        &mut c,
+        end_request(&old, ROLLBACK, false, SerializeType::Json),
+    );
+    assert!(
+        [rc::SUCCESS, rc::ILLEGAL_OPERATION].contains(&r.code),
+        "{:?}",
+        r.remark
+    );
+    for far in [i64::MAX, i64::MAX - 7, i64::MAX - 100] {
+        let nowhere = Half {
+            commit_log_offset: far,
+            ..old.clone()
+        };
+        let r = invoke(
+            &mut c,
+            end_request(&nowhere, COMMIT, false, SerializeType::RocketMq),
+        );
+        assert_eq!(r.code, rc::SYSTEM_ERROR, "{:?}", r.remark);
+        assert_eq!(
+            r.remark.as_deref(),
+            Some("Find prepared transaction message failed")
+        );
+    }
+    let h = send_half(&mut c, 1, "after", SerializeType::Json);
+    let r = invoke(&mut c, end_request(&h, COMMIT, false, SerializeType::Json));
+    assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
+}
+
+/// A record that looks like a half message, forged inside an ordinary message's body at a
+/// CommitLog offset the client then names: the half queue has no unit pointing there, so the
+/// END_TRANSACTION is refused and nothing is delivered.
+#[test]
+fn an_end_naming_a_record_forged_inside_a_body_is_refused() {
+    let broker = Broker::start(&[]);
+    let mut c = broker.client();
+    create_topic(&mut c);
+    let h = send_half(&mut c, 0, "real", SerializeType::Json);
+    let forged = |phy_offset: i64| {
+        let props = format::encode_properties([
+            ("PGROUP", GROUP),
+            ("REAL_TOPIC", TOPIC),
+            ("REAL_QID", "0"),
+            ("UNIQ_KEY", "FORGED"),
+        ]);
+        let mut bytes = Vec::new();
+        format::encode_record(
+            &format::RecordFields {
+                queue_id: 0,
+                flag: 0,
+                queue_offset: h.queue_offset,
+                phy_offset,
+                sys_flag: 0,
+                born_timestamp_ms: now_ms(),
+                born_host: "127.0.0.1:5000".parse().unwrap(),
+                store_timestamp_ms: now_ms(),
+                store_host: "127.0.0.1:10911".parse().unwrap(),
+                reconsume_times: 0,
+                prepared_transaction_offset: 0,
+                body: b"forged",
+                topic: HALF_TOPIC.as_bytes(),
+                properties: props.as_bytes(),
+            },
+            &mut bytes,
+        );
+        bytes
+    };
+    let send_plain = |c: &mut BlockingClient, body: Vec<u8>| {
+        let props = format::encode_properties([("UNIQ_KEY", "PLAIN")]);
+        let mut cmd = send_request(1, "", props, 0, SerializeType::Json);
+        cmd.body = Bytes::from(body);
+        let r = invoke(c, cmd);
+        assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
+        let msg_id = r.ext_opt_str("msgId").unwrap().to_string();
+        format::decode_offset_msg_id(&msg_id).unwrap().1
+    };
+    // The first send shows where a body lands in its record and how long the record is.
+    let probe = forged(0);
+    let first = send_plain(&mut c, probe.clone());
+    let stored = pull(&mut c, TOPIC, 1, 0).body;
+    let at = stored
+        .windows(probe.len())
+        .position(|w| w == probe.as_slice())
+        .expect("the body in the stored record") as i64;
+    let record_len = format::decode_record(&stored).unwrap().total_size as i64;
+    let second = first + record_len;
+    let forged_offset = second + at;
+    assert_eq!(send_plain(&mut c, forged(forged_offset)), second);
+    let fake = Half {
+        queue_offset: h.queue_offset,
+        commit_log_offset: forged_offset,
+        uniq: "FORGED".into(),
+    };
+    let r = invoke(
+        &mut c,
+        end_request(&fake, COMMIT, false, SerializeType::Json),
+    );
+    assert_eq!(r.code, rc::SYSTEM_ERROR, "{:?}", r.remark);
+    assert_eq!(r.remark.as_deref(), Some("The commit log offset wrong"));
+    assert!(queue(&mut c, TOPIC, 0).is_empty(), "nothing was committed");
+    // The real half message still commits.
+    let r = invoke(&mut c, end_request(&h, COMMIT, false, SerializeType::Json));
+    assert_eq!(r.code, rc::SUCCESS, "{:?}", r.remark);
+}

@@ -79,7 +79,9 @@ pub fn needed_permissions(request: &RemotingCommand) -> Result<BTreeMap<String, 
             add(topic, perm);
         }
         code::CONSUMER_SEND_MSG_BACK => add(ext("group").map(|g| retry_topic(&g)), SUB),
-        code::PULL_MESSAGE => {
+        // Java's PlainAccessResource.parse names no resource of LITE_PULL_MESSAGE; ringmq
+        // serves it as a pull, so it needs what a pull needs.
+        code::PULL_MESSAGE | code::LITE_PULL_MESSAGE => {
             add(ext("topic"), SUB);
             add(ext("consumerGroup").map(|g| retry_topic(&g)), SUB);
         }
@@ -148,6 +150,10 @@ mod tests {
             .with_ext("topic", "T")
             .with_ext("consumerGroup", "g");
         assert_eq!(needs(&pull), [pair("%RETRY%g", SUB), pair("T", SUB)]);
+        let lite = RemotingCommand::request(code::LITE_PULL_MESSAGE)
+            .with_ext("topic", "T")
+            .with_ext("consumerGroup", "g");
+        assert_eq!(needs(&lite), [pair("%RETRY%g", SUB), pair("T", SUB)]);
         let commit = RemotingCommand::request(code::UPDATE_CONSUMER_OFFSET)
             .with_ext("topic", "T")
             .with_ext("consumerGroup", "g")

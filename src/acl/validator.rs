@@ -215,6 +215,32 @@ fn check_perm(
 struct FileStamp {
     modified: Option<SystemTime>,
     len_bytes: u64,
+    /// A hash of the content: an edit that keeps the length within the clock's resolution
+    /// is still seen.
+    content_hash: u64,
+}
+
+fn content_hash(bytes: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// The file's stamp now; `None` when it cannot be read (the rules stay). A file over
+/// [`ACL_FILE_MAX_BYTES`] is not read: its stamp differs by length and the reload says why.
+fn current_stamp(path: &Path) -> Option<FileStamp> {
+    let meta = std::fs::metadata(path).ok()?;
+    let content_hash = if meta.len() > ACL_FILE_MAX_BYTES {
+        0
+    } else {
+        content_hash(&std::fs::read(path).ok()?)
+    };
+    Some(FileStamp {
+        modified: meta.modified().ok(),
+        len_bytes: meta.len(),
+        content_hash,
+    })
 }
 
 /// Reads and compiles the file at `path`.
@@ -241,6 +267,7 @@ fn load_file(path: &Path) -> Result<(AclRules, FileStamp), AclConfigError> {
     let stamp = FileStamp {
         modified: meta.modified().ok(),
         len_bytes: meta.len(),
+        content_hash: content_hash(text.as_bytes()),
     };
     Ok((rules, stamp))
 }
@@ -286,14 +313,11 @@ impl PlainAccessValidator {
         self.rules.load().validate(request, remote_ip, true)
     }
 
-    /// Reloads the file if its modification time or size changed. A file that no longer loads
+    /// Reloads the file if its modification time, size or content changed. A file that no longer loads
     /// leaves the rules as they were (the error says why), as Java keeps its rules when a
     /// reload fails.
     pub fn reload_if_changed(&self) -> Result<bool, AclConfigError> {
-        let current = std::fs::metadata(&self.path).ok().map(|m| FileStamp {
-            modified: m.modified().ok(),
-            len_bytes: m.len(),
-        });
+        let current = current_stamp(&self.path);
         let mut stamp = self.stamp.lock().unwrap_or_else(|p| p.into_inner());
         if current.is_none_or(|c| c == *stamp) {
             return Ok(false);
@@ -512,5 +536,30 @@ accounts:
             e.contains("none.yml") && e.contains("RINGMQ_ACL_FILE_PATH"),
             "{e}"
         );
+    }
+
+    /// An edit that keeps the length and the modification time (a coarse clock, or a tool
+    /// that restores it) is still reloaded: the content is compared too.
+    #[test]
+    fn a_same_length_edit_with_the_same_mtime_reloads() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("plain_acl.yml");
+        std::fs::write(&path, RULES).unwrap();
+        let validator = PlainAccessValidator::load(&path).unwrap();
+        let request = signed(send("topicC"), "RocketMQ", "12345678");
+        assert!(validator.validate(&request, ip("127.0.0.1")).is_err());
+        let modified = std::fs::metadata(&path).unwrap().modified().unwrap();
+        let edited = RULES.replace("topicC=SUB", "topicC=PUB");
+        assert_eq!(edited.len(), RULES.len());
+        std::fs::write(&path, edited).unwrap();
+        let file = std::fs::File::options().write(true).open(&path).unwrap();
+        file.set_modified(modified).unwrap();
+        drop(file);
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().modified().unwrap(),
+            modified
+        );
+        assert!(validator.reload_if_changed().unwrap());
+        assert_eq!(validator.validate(&request, ip("127.0.0.1")), Ok(()));
     }
 }

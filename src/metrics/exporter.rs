@@ -5,9 +5,10 @@
 //! the dashboard's rates once a second, and one short-lived thread per connection. Everything
 //! is bounded: [`HTTP_CONNECTIONS_MAX`] connections at once (more are answered 503 and
 //! closed), one request per connection, a request head of at most
-//! [`HTTP_REQUEST_HEAD_MAX_BYTES`] read within [`HTTP_READ_TIMEOUT_MS`], the answer written
-//! within [`HTTP_WRITE_TIMEOUT_MS`]. Only GET and HEAD are served; a request body is never
-//! read.
+//! [`HTTP_REQUEST_HEAD_MAX_BYTES`] read within [`HTTP_READ_TIMEOUT_MS`], and the whole
+//! connection (head, answer and the drain of what the client still sends) within
+//! [`HTTP_CONNECTION_DEADLINE_MS`], however slowly the client reads or trickles bytes. Only GET
+//! and HEAD are served; a request body is never read.
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -29,8 +30,13 @@ pub const HTTP_CONNECTIONS_MAX: usize = 16;
 pub const HTTP_REQUEST_HEAD_MAX_BYTES: usize = 8 * 1024;
 /// Time a client has to send its request head.
 pub const HTTP_READ_TIMEOUT_MS: u64 = 2_000;
-/// Time a client has to take the answer.
-pub const HTTP_WRITE_TIMEOUT_MS: u64 = 5_000;
+/// Time a whole connection may take: reading the head, writing the answer and draining what
+/// the client still sends. One deadline, so a slow client cannot hold a slot longer by
+/// trickling bytes (each read or write is given only what is left of it).
+#[cfg(not(test))]
+pub const HTTP_CONNECTION_DEADLINE_MS: u64 = 10_000;
+#[cfg(test)]
+pub const HTTP_CONNECTION_DEADLINE_MS: u64 = 1_000;
 /// How often the accept loop looks at the stop flag and the sampling clock.
 const ACCEPT_POLL_INTERVAL_MS: u64 = 50;
 /// How often the dashboard's rates are sampled.
@@ -128,20 +134,33 @@ fn admit(stream: TcpStream, shared: &Arc<Shared>) {
 
 fn serve_connection(mut stream: TcpStream, shared: &Shared) -> io::Result<()> {
     stream.set_nonblocking(false)?;
-    stream.set_read_timeout(Some(Duration::from_millis(HTTP_READ_TIMEOUT_MS)))?;
-    stream.set_write_timeout(Some(Duration::from_millis(HTTP_WRITE_TIMEOUT_MS)))?;
-    let answer = match read_head(&mut stream)? {
+    let deadline = Instant::now() + Duration::from_millis(HTTP_CONNECTION_DEADLINE_MS);
+    let head_deadline = deadline.min(Instant::now() + Duration::from_millis(HTTP_READ_TIMEOUT_MS));
+    let answer = match read_head(&mut stream, head_deadline)? {
         Some(head) => route(&head, shared),
         None => response(431, "text/plain", b"request head too large\n", false),
     };
-    stream.write_all(&answer)?;
-    stream.flush()?;
+    let mut written = 0;
+    while written < answer.len() {
+        stream.set_write_timeout(Some(left(deadline, "answer not taken in time")?))?;
+        match stream.write(&answer[written..]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => written += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
     // Closing with unread input would reset the connection and could destroy the answer in
-    // flight: end our side, then drop what the client still sends (bounded) until it closes.
+    // flight: end our side, then drop what the client still sends (bounded in bytes and by
+    // the deadline) until it closes.
     stream.shutdown(std::net::Shutdown::Write)?;
     let mut sink = [0u8; 1024];
     let mut drained = 0;
     while drained < HTTP_REQUEST_HEAD_MAX_BYTES {
+        let Ok(time_left) = left(deadline, "drain") else {
+            break;
+        };
+        stream.set_read_timeout(Some(time_left))?;
         match stream.read(&mut sink) {
             Ok(0) | Err(_) => break,
             Ok(n) => drained += n,
@@ -150,21 +169,25 @@ fn serve_connection(mut stream: TcpStream, shared: &Shared) -> io::Result<()> {
     Ok(())
 }
 
-/// Reads up to the blank line ending the head; `None` when it is longer than the bound.
-fn read_head(stream: &mut TcpStream) -> io::Result<Option<String>> {
-    let deadline = Instant::now() + Duration::from_millis(HTTP_READ_TIMEOUT_MS);
+/// What is left until `deadline`; an error once it has passed.
+fn left(deadline: Instant, what: &'static str) -> io::Result<Duration> {
+    let now = Instant::now();
+    if now >= deadline {
+        return Err(io::Error::new(io::ErrorKind::TimedOut, what));
+    }
+    Ok(deadline - now)
+}
+
+/// Reads up to the blank line ending the head, by `deadline`; `None` when it is longer than
+/// the bound.
+fn read_head(stream: &mut TcpStream, deadline: Instant) -> io::Result<Option<String>> {
     let mut head = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") {
         if head.len() >= HTTP_REQUEST_HEAD_MAX_BYTES {
             return Ok(None);
         }
-        if Instant::now() >= deadline {
-            return Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "request head too slow",
-            ));
-        }
+        stream.set_read_timeout(Some(left(deadline, "request head too slow")?))?;
         let n = stream.read(&mut chunk)?;
         if n == 0 {
             return Err(io::Error::new(
@@ -290,6 +313,40 @@ mod tests {
         huge.resize(HTTP_REQUEST_HEAD_MAX_BYTES + 10, b'a');
         huge.extend_from_slice(b"\r\n\r\n");
         assert!(get(addr, &huge).starts_with("HTTP/1.1 431"));
+        stop.raise();
+        thread.join().unwrap();
+    }
+
+    /// A client that takes its answer and then trickles bytes is closed once the connection's
+    /// deadline passes (each byte no longer buys it another read timeout).
+    #[test]
+    fn a_trickling_client_is_closed_after_the_deadline() {
+        let listener = bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = StopFlag::new();
+        let metrics = Arc::new(BrokerMetrics::new());
+        let thread = serve(listener, metrics, Arc::new(Fixed), stop.clone()).unwrap();
+        let mut s = TcpStream::connect(addr).unwrap();
+        let started = Instant::now();
+        s.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+        let mut closed = false;
+        while started.elapsed() < Duration::from_secs(15) {
+            std::thread::sleep(Duration::from_millis(50));
+            if s.write_all(b"x").is_err() {
+                closed = true;
+                break;
+            }
+        }
+        let took = started.elapsed();
+        assert!(closed, "still open after {took:?}");
+        assert!(
+            took >= Duration::from_millis(HTTP_CONNECTION_DEADLINE_MS),
+            "closed before the deadline: {took:?}"
+        );
+        assert!(
+            took < Duration::from_millis(HTTP_CONNECTION_DEADLINE_MS + 3_000),
+            "{took:?}"
+        );
         stop.raise();
         thread.join().unwrap();
     }

@@ -151,23 +151,60 @@ fn the_brokers_own_connection_an_admin_or_expiry_may_replace_it() {
 }
 
 #[test]
-fn the_same_address_from_another_connection_is_a_heartbeat_that_cannot_take_it_down() {
+fn the_same_address_from_another_host_is_a_heartbeat_that_cannot_take_it_down() {
     let rim = live_broker();
     let no = || false;
     let other = RegistrationOrigin {
-        remote_addr: socket("10.0.0.1:40001"),
+        remote_addr: socket("10.6.6.6:40001"),
         acl_admin: &no,
     };
-    // A reconnected broker (or anyone) may refresh the same address...
+    // Anyone may refresh the same address...
     rim.register_broker_from(&registration(CLUSTER, REAL), 1_000, Some(&other))
         .unwrap();
     // ...but that connection's close does not remove the broker registered by the first one.
     assert!(rim
-        .on_channel_closed_from(REAL, socket("10.0.0.1:40001"))
+        .on_channel_closed_from(REAL, socket("10.6.6.6:40001"))
         .is_empty());
     assert_eq!(route_addr(&rim), REAL);
     assert_eq!(
         rim.on_channel_closed_from(REAL, socket("10.0.0.1:40000"))
+            .len(),
+        1
+    );
+    assert!(rim.pickup_topic_route_data("T").is_none());
+}
+
+/// A broker that reconnects from its host on a new port before its old connection is seen
+/// closed owns its address from the new connection: the old connection's close does not take
+/// it down, the new one's does.
+#[test]
+fn a_broker_reconnected_from_the_same_host_owns_its_address_on_the_new_connection() {
+    let rim = live_broker();
+    let no = || false;
+    let reconnected = RegistrationOrigin {
+        remote_addr: socket("10.0.0.1:40001"),
+        acl_admin: &no,
+    };
+    rim.register_broker_from(&registration(CLUSTER, REAL), 1_000, Some(&reconnected))
+        .unwrap();
+    assert!(rim
+        .on_channel_closed_from(REAL, socket("10.0.0.1:40000"))
+        .is_empty());
+    assert_eq!(route_addr(&rim), REAL);
+    // From its new connection it may also move to a new address; another host still may not.
+    let moved = "10.0.0.1:10921";
+    rim.register_broker_from(&registration(CLUSTER, moved), 2_000, Some(&reconnected))
+        .unwrap();
+    assert_eq!(route_addr(&rim), moved);
+    let stranger = RegistrationOrigin {
+        remote_addr: socket("10.6.6.6:40000"),
+        acl_admin: &no,
+    };
+    assert!(rim
+        .register_broker_from(&registration(CLUSTER, FOREIGN), 3_000, Some(&stranger))
+        .is_err());
+    assert_eq!(
+        rim.on_channel_closed_from(moved, socket("10.0.0.1:40001"))
             .len(),
         1
     );

@@ -14,8 +14,8 @@
 //!   broker and live in [`crate::remoting::body`].
 //!
 //! - A REGISTER_BROKER or UNREGISTER_BROKER that would replace or remove the address of a live
-//!   broker registered over another connection is refused with NO_PERMISSION, unless it is
-//!   signed by an ACL admin account ([`RouteInfoManager::register_broker_from`]).
+//!   broker registered over a connection from another host is refused with NO_PERMISSION,
+//!   unless it is signed by an ACL admin account ([`RouteInfoManager::register_broker_from`]).
 //!
 //! The runtime's duties: call [`RouteInfoManager::scan_not_active_broker`] every
 //! [`route_info::SCAN_NOT_ACTIVE_BROKER_INTERVAL_MS`], call

@@ -521,11 +521,13 @@ struct GroupUpdate {
     wipe_write_perm: bool,
 }
 
-/// Whether a live broker registered over another connection than `origin`'s, and ACL does not
-/// let `origin` change it.
+/// Whether a live broker registered over a connection from another host than `origin`'s, and
+/// ACL does not let `origin` change it (the same host on a new port is the broker reconnected).
 fn held_elsewhere(live: &BrokerLiveInfo, now_ms: i64, origin: &RegistrationOrigin<'_>) -> bool {
     live.is_alive(now_ms)
-        && live.channel.is_some_and(|c| c != origin.remote_addr)
+        && live
+            .channel
+            .is_some_and(|c| c.ip() != origin.remote_addr.ip())
         && !(origin.acl_admin)()
 }
 
@@ -701,12 +703,17 @@ fn record_alive(
     heartbeat_timeout_ms: i64,
     channel: Option<SocketAddr>,
 ) {
-    // The connection that first registered the address stays its owner while it lives.
-    let channel = tables
+    // The connection that registered the address stays its owner while it lives, unless the
+    // broker reconnected from the same host (a new port) before the old connection was seen
+    // closed: the new connection becomes the owner. Another host only refreshes the address.
+    let owner = tables
         .broker_live_table
         .get(addr_info)
-        .and_then(|live| live.channel)
-        .or(channel);
+        .and_then(|live| live.channel);
+    let channel = match (owner, channel) {
+        (Some(owner), Some(new)) if owner.ip() != new.ip() => Some(owner),
+        (owner, new) => new.or(owner),
+    };
     let previous = tables.broker_live_table.insert(
         addr_info.clone(),
         BrokerLiveInfo {

@@ -63,6 +63,55 @@ impl BlockingClient {
             .next()
             .ok_or_else(|| io_err("resolve")(io::Error::other("no address")))?;
         let stream = TcpStream::connect_timeout(&sock, timeout).map_err(io_err("connect"))?;
+        Self::configured(stream, addr, timeout)
+    }
+
+    /// [`Self::connect`] from the local IPv4 address `local_ip` (tests on loopback use
+    /// 127.0.0.2 to be another host than 127.0.0.1). The connect itself blocks.
+    pub fn connect_from(
+        addr: &str,
+        local_ip: std::net::Ipv4Addr,
+        timeout: Duration,
+    ) -> Result<Self, ClientError> {
+        use nix::sys::socket::{self as sock, AddressFamily, SockFlag, SockType, SockaddrIn};
+        let io_err = |op| {
+            move |source: io::Error| ClientError::Io {
+                op,
+                addr: addr.to_string(),
+                source,
+            }
+        };
+        let Some(SocketAddr::V4(remote)) =
+            addr.to_socket_addrs().map_err(io_err("resolve"))?.next()
+        else {
+            return Err(io_err("resolve")(io::Error::other("no IPv4 address")));
+        };
+        let fd = sock::socket(
+            AddressFamily::Inet,
+            SockType::Stream,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )
+        .map_err(|e| io_err("socket")(e.into()))?;
+        let local = SockaddrIn::from(std::net::SocketAddrV4::new(local_ip, 0));
+        sock::bind(std::os::fd::AsRawFd::as_raw_fd(&fd), &local)
+            .map_err(|e| io_err("bind")(e.into()))?;
+        sock::connect(
+            std::os::fd::AsRawFd::as_raw_fd(&fd),
+            &SockaddrIn::from(remote),
+        )
+        .map_err(|e| io_err("connect")(e.into()))?;
+        Self::configured(TcpStream::from(fd), addr, timeout)
+    }
+
+    fn configured(stream: TcpStream, addr: &str, timeout: Duration) -> Result<Self, ClientError> {
+        let io_err = |op| {
+            move |source| ClientError::Io {
+                op,
+                addr: addr.to_string(),
+                source,
+            }
+        };
         stream
             .set_read_timeout(Some(timeout))
             .map_err(io_err("configure"))?;

@@ -150,6 +150,44 @@ impl Broker {
     }
 
     /// SIGKILL, no chance to flush.
+    /// The broker process's id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// The TCP ports the broker process listens on (its sockets in LISTEN state, from
+    /// /proc), sorted.
+    pub fn listening_ports(&self) -> Vec<u16> {
+        let pid = self.pid().expect("the broker runs");
+        let inodes: std::collections::HashSet<String> =
+            std::fs::read_dir(format!("/proc/{pid}/fd"))
+                .expect("the broker's fds")
+                .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                .filter_map(|link| {
+                    let link = link.to_string_lossy().into_owned();
+                    let inode = link.strip_prefix("socket:[")?.strip_suffix(']')?;
+                    Some(inode.to_owned())
+                })
+                .collect();
+        let mut ports = Vec::new();
+        for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+            let Ok(text) = std::fs::read_to_string(table) else {
+                continue;
+            };
+            for line in text.lines().skip(1) {
+                let cols: Vec<&str> = line.split_whitespace().collect();
+                // local_address is HEX_IP:HEX_PORT, st 0A is LISTEN, inode is column 9.
+                if cols.len() > 9 && cols[3] == "0A" && inodes.contains(cols[9]) {
+                    let port = cols[1].rsplit(':').next().unwrap();
+                    ports.push(u16::from_str_radix(port, 16).unwrap());
+                }
+            }
+        }
+        ports.sort_unstable();
+        ports.dedup();
+        ports
+    }
+
     pub fn kill_hard(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();

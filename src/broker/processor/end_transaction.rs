@@ -158,7 +158,7 @@ fn reject_commit_or_rollback(
     };
     let timeout_ms = i64::try_from(ctrl.config.broker.transaction_timeout_ms).unwrap_or(i64::MAX);
     let immunity_ms = util::immunity_time_ms(&String::from_utf8_lossy(seconds), timeout_ms);
-    if now_ms() - record.born_timestamp_ms > immunity_ms {
+    if now_ms().saturating_sub(record.born_timestamp_ms) > immunity_ms {
         return Err(BrokerError::TransactionImmunityPassed {
             offset: header.commit_log_offset,
         });

@@ -31,13 +31,17 @@ use super::transactional_message_util::{
 const OP_MSG_PULL_NUMS: i32 = 32;
 /// Longest a pass over the half queue runs (Java `MAX_PROCESS_TIME_LIMIT`).
 const CHECK_PASS_TIME_MAX_MS: i64 = 60_000;
-/// Most op messages one pass holds in memory. A pass that reaches it before the end of the op
-/// queue stops (it cannot tell which half messages are ended) and the next pass goes on from
-/// the op messages done so far. Java reads the whole op queue; this bounds the pass's memory.
-const CHECK_PASS_OP_MESSAGES_MAX: usize = 262_144;
-/// Most half messages one pass looks at, so one pass cannot run for ever on a queue that keeps
-/// growing (Java bounds a pass by time only).
-const CHECK_PASS_HALF_MESSAGES_MAX: usize = 262_144;
+/// Most op entries one pass holds in memory: half offsets named by op messages read (the
+/// removed map) plus op messages not yet done. Java reads the whole op queue into memory; here,
+/// once the bound is reached, the pass keeps only the entries naming the nearest half offsets
+/// (a window from the scan's offset), drops the rest and goes on reading. The op messages it
+/// dropped entries of are not done in this pass, and the pass stops at the window's end, so a
+/// half message whose end was dropped is never checked back; the next pass reads those op
+/// messages again from the op progress.
+#[cfg(not(test))]
+const CHECK_PASS_OP_ENTRIES_MAX: usize = 262_144;
+#[cfg(test)]
+const CHECK_PASS_OP_ENTRIES_MAX: usize = 128;
 
 // ---------------------------------------------------------------------------------------------
 // The end of a transaction.
@@ -55,7 +59,34 @@ pub fn half_message_for_end(
     let record = format::decode_record(&bytes)
         .map_err(|source| BrokerError::StoredMessageUnreadable { offset, source })?;
     check_prepare_message(&record, header)?;
+    check_consume_queue_unit(ctrl, header)?;
     Ok(bytes)
+}
+
+/// The half queue's ConsumeQueue unit at the header's tranStateTableOffset must point at the
+/// header's CommitLog offset: a record that only looks like a half message (forged inside a
+/// message body, at an offset the client names) has no unit of its own. Java reads the
+/// message through the half queue and fails the same way (`The commit log offset wrong`).
+fn check_consume_queue_unit(
+    ctrl: &BrokerController,
+    header: &EndTransactionRequestHeader,
+) -> Result<(), BrokerError> {
+    let offset = header.commit_log_offset;
+    let result = bridge::get_messages(
+        ctrl,
+        HALF_TOPIC,
+        HALF_QUEUE_ID,
+        header.tran_state_table_offset,
+        1,
+    )
+    .map_err(BrokerError::from)?;
+    let unit_offset = (result.status == GetMessageStatus::Found)
+        .then(|| result.message_locations.first().map(|(phy, _)| *phy))
+        .flatten();
+    if unit_offset != Some(offset) {
+        return Err(BrokerError::TransactionCommitLogOffsetWrong { offset });
+    }
+    Ok(())
 }
 
 /// Java `checkPrepareMessage`, plus the topic: a record that is not in the half topic is not a
@@ -166,7 +197,9 @@ struct OpState {
     done: Vec<i64>,
     next: i64,
     exhausted: bool,
-    read: usize,
+    /// Half offsets from here on are outside the window: their op entries are dropped and the
+    /// pass stops before them.
+    window_end: i64,
 }
 
 impl OpState {
@@ -177,7 +210,7 @@ impl OpState {
             done: Vec::new(),
             next: op_offset,
             exhausted: false,
-            read: 0,
+            window_end: i64::MAX,
         }
     }
 
@@ -198,12 +231,14 @@ impl OpState {
 
     /// Java `fillOpRemoveMap` for one op message.
     fn add(&mut self, op_offset: i64, record: &DecodedRecord<'_>, half_offset_min: i64) {
-        self.read += 1;
         let tags = property_value(record.properties, property::TAGS.as_bytes());
         let mut set = HashSet::new();
+        let mut outside = false;
         if tags == Some(REMOVE_TAG.as_bytes()) {
             for half in util::parse_op_body(record.body) {
-                if half >= half_offset_min {
+                if half >= self.window_end {
+                    outside = true;
+                } else if half >= half_offset_min {
                     self.removed.insert(half, op_offset);
                     set.insert(half);
                 }
@@ -214,11 +249,49 @@ impl OpState {
                 "an op message without the remove tag in RMQ_SYS_TRANS_OP_HALF_TOPIC"
             );
         }
-        if set.is_empty() {
+        if outside {
+            // Not done in this pass: a later pass reads it again.
+        } else if set.is_empty() {
             self.done.push(op_offset);
         } else {
             self.pending.insert(op_offset, set);
         }
+        if self.removed.len() + self.pending.len() >= CHECK_PASS_OP_ENTRIES_MAX {
+            self.shrink_window(half_offset_min);
+        }
+    }
+
+    /// Drops the entries naming the farthest half offsets, keeping about half the bound.
+    fn shrink_window(&mut self, half_offset: i64) {
+        let mut halves: Vec<i64> = self.removed.keys().copied().collect();
+        halves.sort_unstable();
+        let keep = CHECK_PASS_OP_ENTRIES_MAX / 4;
+        let end = halves
+            .get(keep)
+            .copied()
+            .unwrap_or(i64::MAX)
+            .max(half_offset.saturating_add(1));
+        self.window_end = self.window_end.min(end);
+        let window_end = self.window_end;
+        let mut cut = HashSet::new();
+        self.removed.retain(|half, op| {
+            let inside = *half < window_end;
+            if !inside {
+                cut.insert(*op);
+            }
+            inside
+        });
+        // An op message with a dropped entry is not done in this pass; its entries inside
+        // the window still pass their half messages over.
+        for op in cut {
+            self.pending.remove(&op);
+        }
+        tracing::warn!(
+            half_offset,
+            window_end,
+            held = self.removed.len() + self.pending.len(),
+            "transaction check pass holds its most op entries; it stops at the window's end"
+        );
     }
 }
 
@@ -260,21 +333,19 @@ struct CheckPass<'a> {
 impl CheckPass<'_> {
     fn scan(&mut self) -> Result<(), StoreError> {
         self.read_ops()?;
-        let mut looked = 0usize;
         loop {
             if self.stop.is_raised() {
                 return Ok(());
             }
-            if now_ms() - self.start_ms > CHECK_PASS_TIME_MAX_MS
-                || looked >= CHECK_PASS_HALF_MESSAGES_MAX
+            if now_ms().saturating_sub(self.start_ms) > CHECK_PASS_TIME_MAX_MS
+                || self.half_offset >= self.ops.window_end
             {
                 tracing::info!(
                     half_offset = self.half_offset,
-                    "transaction check pass reached its bound"
+                    "transaction check pass reached its time limit or its op window's end"
                 );
                 return Ok(());
             }
-            looked += 1;
             if self.ops.take_removed(self.half_offset) {
                 self.half_offset += 1;
                 continue;
@@ -349,7 +420,7 @@ impl CheckPass<'_> {
             return Ok(Step::Stop);
         }
         let now = now_ms();
-        let age_ms = now - record.born_timestamp_ms;
+        let age_ms = now.saturating_sub(record.born_timestamp_ms);
         let timeout_ms = self.settings.transaction_timeout_ms;
         let immunity = props
             .get(property::CHECK_IMMUNITY_TIME_IN_SECONDS)
@@ -362,14 +433,6 @@ impl CheckPass<'_> {
             _ => {}
         }
         if !self.ops.exhausted {
-            if self.ops.read >= CHECK_PASS_OP_MESSAGES_MAX {
-                tracing::warn!(
-                    half_offset = self.half_offset,
-                    ops = self.ops.read,
-                    "transaction check pass holds its most op messages; the next pass goes on"
-                );
-                return Ok(Step::Stop);
-            }
             self.read_ops()?;
             return Ok(Step::Again);
         }
@@ -395,11 +458,29 @@ impl CheckPass<'_> {
 
     /// Java `needSkip`: a half message born before the CommitLog's retention.
     fn need_skip(&self, record: &DecodedRecord<'_>) -> bool {
-        now_ms() - record.born_timestamp_ms > self.settings.file_reserved_time_ms
+        now_ms().saturating_sub(record.born_timestamp_ms) > self.settings.file_reserved_time_ms
+    }
+
+    /// A copy the store refused (it is illegal or too large, e.g. a client sized its
+    /// properties so the raised check count passes the limit): the message is moved to
+    /// TRANS_CHECK_MAX_TIME_TOPIC instead.
+    fn discard_refused(&mut self, record: &DecodedRecord<'_>) -> Result<Step, StoreError> {
+        tracing::error!(
+            half_offset = self.half_offset,
+            "the store refused the renewed half message; moving it to TRANS_CHECK_MAX_TIME_TOPIC"
+        );
+        self.discard(record)
     }
 
     fn discard(&mut self, record: &DecodedRecord<'_>) -> Result<Step, StoreError> {
-        let put = listener::resolve_discard_msg(self.ctrl, record)?;
+        let put = listener::resolve_discard_msg(self.ctrl, record);
+        let Some(put) = refused_put(put)? else {
+            tracing::error!(
+                half_offset = self.half_offset,
+                "the store refused the half message for TRANS_CHECK_MAX_TIME_TOPIC; passing it over"
+            );
+            return Ok(Step::Next);
+        };
         tracing::error!(
             half_offset = self.half_offset,
             real_topic = property_value(record.properties, property::REAL_TOPIC.as_bytes())
@@ -423,26 +504,42 @@ impl CheckPass<'_> {
         record: &DecodedRecord<'_>,
         props: &Properties,
     ) -> Result<Step, StoreError> {
-        let first = props.get(property::TRANSACTION_PREPARED_QUEUE_OFFSET);
+        let first = props
+            .get(property::TRANSACTION_PREPARED_QUEUE_OFFSET)
+            .and_then(|text| match text.trim().parse::<i64>() {
+                Ok(first) => Some(first),
+                Err(_) => {
+                    // A client's value: treated as absent, so one bad property cannot hold
+                    // the scan at this offset.
+                    tracing::error!(
+                        half_offset = self.half_offset,
+                        value = text,
+                        "unparsable TRAN_PREPARED_QUEUE_OFFSET; treated as absent"
+                    );
+                    None
+                }
+            });
         if let Some(first) = first {
-            let Ok(first) = first.trim().parse::<i64>() else {
-                return Ok(Step::Stop);
-            };
             if self.ops.take_removed(first) {
                 return Ok(Step::Next);
             }
         }
-        let mut renewed = Properties::parse(record.properties);
+        // Java `renewImmunityHalfMessageInner`: the copy keeps the check count just raised.
+        let mut renewed = props.clone();
         if first.is_none() {
             renewed.put(
                 property::TRANSACTION_PREPARED_QUEUE_OFFSET,
                 &record.queue_offset.to_string(),
             );
         }
-        self.ctrl
+        let put = self
+            .ctrl
             .store
-            .put_message(&bridge::renew_half_message(record, &renewed))?;
-        Ok(Step::Next)
+            .put_message(&bridge::renew_half_message(record, &renewed));
+        match refused_put(put)? {
+            Some(_) => Ok(Step::Next),
+            None => self.discard_refused(record),
+        }
     }
 
     /// Java `putBackHalfMsgQueue` and `resolveHalfMsg`: the half message is stored again at the
@@ -455,7 +552,10 @@ impl CheckPass<'_> {
         let put = self
             .ctrl
             .store
-            .put_message(&bridge::renew_half_message(record, props))?;
+            .put_message(&bridge::renew_half_message(record, props));
+        let Some(put) = refused_put(put)? else {
+            return self.discard_refused(record);
+        };
         let copy = CheckedCopy {
             record,
             properties: props,
@@ -478,6 +578,27 @@ impl CheckPass<'_> {
             ),
         }
         Ok(Step::Next)
+    }
+}
+
+/// A put's result for the scan: `Ok(None)` when the store refused the message itself (illegal
+/// or too large: logged, the scan goes on), an error when the store cannot write (the pass
+/// stops and the next one tries again).
+fn refused_put<T>(put: Result<T, StoreError>) -> Result<Option<T>, StoreError> {
+    match put {
+        Ok(put) => Ok(Some(put)),
+        Err(
+            e @ (StoreError::MessageTooLarge { .. }
+            | StoreError::PropertiesTooLarge { .. }
+            | StoreError::TopicIllegal { .. }
+            | StoreError::QueueIdIllegal { .. }
+            | StoreError::MessageIllegal { .. }
+            | StoreError::BatchMalformed { .. }),
+        ) => {
+            tracing::error!(error = %e, "the store refused a transaction check message");
+            Ok(None)
+        }
+        Err(e) => Err(e),
     }
 }
 

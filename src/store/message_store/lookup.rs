@@ -18,7 +18,10 @@ impl Inner {
     ) -> Result<Option<Bytes>, StoreError> {
         let max = self.commit_log.max_phy_offset();
         let file_size = self.commit_log.file_size_bytes();
-        if phy_offset < self.commit_log.min_phy_offset() || phy_offset + 8 > max {
+        // Offsets come from clients (END_TRANSACTION's header): one whose end overflows is
+        // past the log.
+        let past_max = |len: i64| phy_offset.checked_add(len).is_none_or(|end| end > max);
+        if phy_offset < self.commit_log.min_phy_offset() || past_max(8) {
             return Ok(None);
         }
         let Some(seg) = self.commit_log.segments().find(phy_offset) else {
@@ -32,8 +35,8 @@ impl Inner {
             _ => return Ok(None),
         };
         if size <= 0
-            || phy_offset + i64::from(size) > max
-            || pos as i64 + i64::from(size) > file_size
+            || past_max(i64::from(size))
+            || (pos as i64).saturating_add(i64::from(size)) > file_size
         {
             return Ok(None);
         }
