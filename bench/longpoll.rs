@@ -269,7 +269,9 @@ impl Bench {
                 "pull on {topic}:{queue_id}@{offset} was answered, not parked: code {} {:?}",
                 r.code, r.remark
             ),
-            Ok(Handled::Queued) => panic!("pull on {topic}:{queue_id}@{offset} was answered"),
+            Ok(Handled::Queued | Handled::NoAnswer) => {
+                panic!("pull on {topic}:{queue_id}@{offset} was answered")
+            }
             Err(e) => panic!("pull on {topic}:{queue_id}@{offset} refused: {e}"),
         }
     }

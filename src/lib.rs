@@ -17,9 +17,11 @@
 //! - [`net`]: the io_uring network runtime (tokio-uring), the zero-copy writer and a blocking
 //!   client.
 //! - [`namesrv`]: the name server, embedded in a broker or run alone.
+//! - [`acl`]: RocketMQ's ACL 1.0: `plain_acl.yml` accounts and permissions, request signatures.
 //! - [`broker`]: request processors (one per request code, named after RocketMQ's Java
 //!   processors), long polling, consumer offsets and the metadata tables.
 
+pub mod acl;
 pub mod broker;
 pub mod common;
 pub mod config;

@@ -177,10 +177,6 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Broker(_) => {
-            if let Some(why) = loaded.broker_refusal() {
-                eprintln!("ringmq: cannot start the broker: {why}");
-                return ExitCode::from(2);
-            }
             init_logging(&loaded.config);
             log_warnings(&loaded);
             tracing::info!("effective configuration:\n{}", loaded.describe());

@@ -172,17 +172,27 @@ fn the_two_master_broker_a_properties_start_a_broker_that_serves() {
 }
 
 #[test]
-fn the_slave_properties_are_refused_with_the_reason() {
+fn the_slave_properties_start_a_slave_that_serves() {
     let tmp = tempfile::tempdir().unwrap();
-    let (_, env) = broker_env(&tmp.path().join("store"));
+    let (port, env) = broker_env(&tmp.path().join("store"));
+    let conf = fixture("broker-a-s.properties");
+    let mut broker = Running::spawn(ringmq(&["broker", "-c", conf.to_str().unwrap()], &env));
+    broker.wait_for("ringmq broker listening");
+    assert_serves(port);
+    broker.stop();
+}
+
+#[test]
+fn a_slave_with_the_master_id_is_refused_with_the_reason() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_, mut env) = broker_env(&tmp.path().join("store"));
+    env.push(("RINGMQ_BROKER_ID", "0".to_string()));
     let conf = fixture("broker-a-s.properties");
     let out = run_to_exit(ringmq(&["broker", "-c", conf.to_str().unwrap()], &env));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("brokerRole SLAVE (set by ")
-            && stderr.contains("broker-a-s.properties:21 brokerRole")
-            && stderr.contains("not supported yet"),
+        stderr.contains("RINGMQ_BROKER_ID=\"0\" is invalid") && stderr.contains("SLAVE"),
         "{stderr}"
     );
     assert!(

@@ -200,7 +200,7 @@ fn the_dashboard_shows_the_topic_and_a_live_send_rate_in_chromium() {
         .unwrap();
     assert!(rate > 0.0, "send rate {rate} in:\n{dom}");
     assert_eq!(element_text(&dom, "broker-role"), "ASYNC_MASTER");
-    assert_eq!(element_text(&dom, "ha-state"), "not replicating");
+    assert_eq!(element_text(&dom, "ha-state"), "master, no slave connected");
     assert_eq!(element_text(&dom, "status"), "live");
     assert!(
         dom.contains("<td>cg</td>"),

@@ -17,11 +17,12 @@ const ALLOWED_IMPORTS: &[(&str, &[&str])] = &[
     ("filter", &["common", "remoting", "store"]),
     ("config", &["common", "store"]),
     ("net", &["common", "config", "remoting"]),
-    ("namesrv", &["common", "config", "net", "remoting"]),
+    ("acl", &["common", "remoting"]),
+    ("namesrv", &["acl", "common", "config", "net", "remoting"]),
     (
         "broker",
         &[
-            "common", "config", "filter", "metrics", "namesrv", "net", "remoting", "store",
+            "acl", "common", "config", "filter", "metrics", "namesrv", "net", "remoting", "store",
         ],
     ),
 ];

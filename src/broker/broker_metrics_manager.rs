@@ -65,14 +65,39 @@ impl BrokerView for BrokerMetricsView {
     }
 }
 
-/// The replication hook. Master/slave replication (`src/broker/ha/`, not in the tree yet)
-/// answers here with its state and, on a master, the CommitLog bytes its slowest slave is
-/// behind (`HaSnapshot { replicating: true, state, lag_bytes: Some(..) }`); the
-/// `ringmq_ha_lag_bytes` gauge and the dashboard's HA tag follow. Until then there is no
-/// replication, which is what this reports: no gauge, and "not replicating".
+/// The replication state (`src/broker/ha/`): on a master with slaves, the CommitLog bytes its
+/// slowest slave is behind (the `ringmq_ha_lag_bytes` gauge and the dashboard's HA tag); on a
+/// slave, whether it follows its master.
 fn ha_snapshot(ctrl: &BrokerController) -> HaSnapshot {
-    let _ = ctrl;
-    HaSnapshot::not_replicating()
+    let ha = &ctrl.ha;
+    if ha.role() == BrokerRole::Slave {
+        let master = ha.master_ha_addr().unwrap_or_else(|| "unknown".into());
+        return HaSnapshot {
+            replicating: ha.slave_connected(),
+            state: if ha.slave_connected() {
+                format!("slave following {master}")
+            } else {
+                format!("slave, not connected to master {master}")
+            },
+            lag_bytes: None,
+        };
+    }
+    let state = ha.runtime_state(ctrl.store.max_phy_offset());
+    match ha.slowest_slave_ack() {
+        Some(acked) if state.slave_count > 0 => HaSnapshot {
+            replicating: true,
+            state: format!(
+                "master, {} slave(s), acked offset {}",
+                state.slave_count, state.max_replicated_offset
+            ),
+            lag_bytes: Some((ctrl.store.max_phy_offset() - acked).max(0)),
+        },
+        _ => HaSnapshot {
+            replicating: false,
+            state: "master, no slave connected".into(),
+            lag_bytes: None,
+        },
+    }
 }
 
 fn identity(ctrl: &BrokerController) -> BrokerIdentity {
@@ -204,7 +229,8 @@ mod tests {
         };
         let snapshot = view.snapshot();
         assert_eq!(snapshot.broker.role, "ASYNC_MASTER");
-        assert_eq!(snapshot.ha.state, "not replicating");
+        assert_eq!(snapshot.ha.state, "master, no slave connected");
+        assert!(!snapshot.ha.replicating && snapshot.ha.lag_bytes.is_none());
         assert_eq!(snapshot.lags.len(), 3);
         ctrl.store.shutdown().unwrap();
     }

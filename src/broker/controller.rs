@@ -1,6 +1,7 @@
 //! `BrokerController`: the broker's shared state, built once at start and shared by every
 //! runtime thread (Java `BrokerController`).
 
+use crate::acl::PlainAccessValidator;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
@@ -12,6 +13,7 @@ use crate::store::MessageStore;
 use super::client::{ConsumerManager, ProducerManager, RebalanceLockManager};
 use super::consumer_filter_manager::FilterCache;
 use super::consumer_offset_manager::ConsumerOffsetManager;
+use super::ha::ha_service::HaService;
 use super::longpoll::pull_request_hold_service::PullRequestHoldService;
 use super::subscription_group_manager::SubscriptionGroupManager;
 use super::topic_config_manager::TopicConfigManager;
@@ -39,6 +41,10 @@ pub struct BrokerController {
     pub topic_changes_tx: crossbeam::channel::Sender<()>,
     pub delay_levels_ms: Vec<u64>,
     pub boot_timestamp_ms: i64,
+    /// Replication: the SYNC_MASTER wait, the HA runtime state, a slave's master addresses.
+    pub ha: Arc<HaService>,
+    /// The ACL rules every request is checked against (`RINGMQ_ACL_ENABLED`), else `None`.
+    pub acl: Option<Arc<PlainAccessValidator>>,
     /// What requests record for `/metrics` and the dashboard; `None` with
     /// `RINGMQ_METRICS_LISTEN` empty, so a broker without metrics records nothing.
     pub metrics: Option<Arc<BrokerMetrics>>,

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use crate::broker::controller::BrokerController;
 use crate::broker::error::BrokerError;
 use crate::broker::processor::{
-    admin, client_manage, consumer_manage, lock, pull, query, send, Handled, ProcessResult,
-    RequestContext,
+    admin, client_manage, consumer_manage, end_transaction, lock, pull, query, send, Handled,
+    ProcessResult, RequestContext,
 };
 use crate::metrics::BrokerMetrics;
 use crate::net::{ConnectionContext, RequestHandler};
@@ -30,12 +30,17 @@ impl BrokerRequestHandler {
             ctrl: &self.ctrl,
             conn,
         };
+        // Java's ACL runs as an RPC hook before any processor.
+        if let Some(acl) = &self.ctrl.acl {
+            acl.validate(request, conn.remote_addr.ip())?;
+        }
         let fast_port = conn.listener_index == FAST_LISTENER_INDEX;
         match request.code {
             code::SEND_MESSAGE | code::SEND_MESSAGE_V2 | code::SEND_BATCH_MESSAGE => {
                 send::send_message(&cx, request).await
             }
             code::CONSUMER_SEND_MSG_BACK => send::consumer_send_msg_back(&cx, request).await,
+            code::END_TRANSACTION => end_transaction::end_transaction(&cx, request).await,
             // Java's fast port serves everything but pulls.
             code::PULL_MESSAGE | code::LITE_PULL_MESSAGE if !fast_port => {
                 pull::pull_message(&cx, request).await
@@ -118,14 +123,26 @@ impl RequestHandler for BrokerRequestHandler {
         }
         let response = match result {
             Ok(Handled::Response(response)) => response,
-            Ok(Handled::Queued | Handled::Parked) => return None,
+            Ok(Handled::Queued | Handled::Parked | Handled::NoAnswer) => return None,
             Err(e) => {
-                tracing::debug!(
-                    code = request.code,
-                    response = e.response_code(),
-                    error = %e,
-                    "request refused"
-                );
+                if request.is_oneway() {
+                    // No response will say it: the log must.
+                    tracing::warn!(
+                        code = request.code,
+                        remote = %conn.remote_addr,
+                        response = e.response_code(),
+                        error = %e,
+                        "oneway request refused"
+                    );
+                } else {
+                    tracing::debug!(
+                        code = request.code,
+                        remote = %conn.remote_addr,
+                        response = e.response_code(),
+                        error = %e,
+                        "request refused"
+                    );
+                }
                 e.into_response(&request)
             }
         };

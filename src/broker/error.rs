@@ -51,6 +51,11 @@ pub enum BrokerError {
     RequestCodeNotSupported { code: i32 },
 
     // ---- Permissions.
+    /// Refused by ACL (`RINGMQ_ACL_ENABLED`); the text is Java's `AclException` message. Java
+    /// answers SYSTEM_ERROR with the exception and a stack frame in the remark; ringmq answers
+    /// NO_PERMISSION, the code RocketMQ defines for it (docs/PROTOCOL.md, ACL).
+    #[error("{0}")]
+    Acl(#[from] crate::acl::AclError),
     #[error("the broker[{broker_addr}] {} message is forbidden", access.verb())]
     BrokerForbidden { broker_addr: String, access: Access },
     #[error("the topic[{topic}] {} message is forbidden", access.verb())]
@@ -153,6 +158,37 @@ pub enum BrokerError {
     #[error("stored message at {offset} is unreadable: {source}")]
     StoredMessageUnreadable { offset: i64, source: FormatError },
 
+    // ---- Transactions.
+    /// A half message on a broker with rejectTransactionMessage.
+    #[error("the broker[{broker_ip}] sending transaction message is forbidden")]
+    TransactionMessageRejected { broker_ip: String },
+    /// A send whose sysFlag says prepared or rolled back without the TRAN_MSG property: the
+    /// store would keep it without a ConsumeQueue unit and no END_TRANSACTION could find it.
+    #[error("sysFlag {sys_flag} marks a prepared or rolled-back transactional message but its TRAN_MSG property is not true: it could never be delivered")]
+    TransactionSysFlagWithoutHalf { sys_flag: i32 },
+    /// A batch send of half messages (clients refuse to build one; it could not be ended).
+    #[error("batch messages cannot be transactional (sysFlag {sys_flag})")]
+    BatchTransaction { sys_flag: i32 },
+    /// END_TRANSACTION on a slave.
+    #[error("Message store is slave mode, so end transaction is forbidden.")]
+    EndTransactionOnSlave,
+    /// END_TRANSACTION's commitOrRollback is none of 0, 8, 12 (Java `checkFields`).
+    #[error("commitOrRollback field wrong: {value}")]
+    CommitOrRollbackWrong { value: i32 },
+    /// END_TRANSACTION names no half message.
+    #[error("Find prepared transaction message failed")]
+    PrepareMessageNotFound { offset: i64 },
+    #[error("The producer group wrong")]
+    TransactionProducerGroupWrong { producer_group: String },
+    #[error("The transaction state table offset wrong")]
+    TransactionStateTableOffsetWrong { expected: i64, got: i64 },
+    #[error("The commit log offset wrong")]
+    TransactionCommitLogOffsetWrong { offset: i64 },
+    /// A producer's own end (not an answer to a check) after the message's
+    /// CHECK_IMMUNITY_TIME_IN_SECONDS: the check-back decides (Java `rejectCommitOrRollback`).
+    #[error("the half message's check immunity time has passed; its state is decided by the transaction check")]
+    TransactionImmunityPassed { offset: i64 },
+
     // ---- The store and the metadata files.
     /// A put the store refused: the remark is the store's own text, the code Java's for the
     /// put status this error stands for.
@@ -175,7 +211,8 @@ impl BrokerError {
         use BrokerError as E;
         match self {
             E::RequestCodeNotSupported { .. } => rc::REQUEST_CODE_NOT_SUPPORTED,
-            E::BrokerForbidden { .. }
+            E::Acl(_)
+            | E::BrokerForbidden { .. }
             | E::TopicForbidden { .. }
             | E::SystemTopicSendForbidden { .. }
             | E::GroupConsumeDisabled { .. }
@@ -198,7 +235,18 @@ impl BrokerError {
             | E::PullQueueIdIllegal { .. }
             | E::OffsetQueueIdIllegal { .. }
             | E::SendQueueIdIllegal { .. } => rc::INVALID_PARAMETER,
-            E::BatchToRetryTopic { .. } | E::BatchTooManyMessages { .. } => rc::MESSAGE_ILLEGAL,
+            E::BatchToRetryTopic { .. }
+            | E::BatchTooManyMessages { .. }
+            | E::BatchTransaction { .. }
+            | E::TransactionSysFlagWithoutHalf { .. } => rc::MESSAGE_ILLEGAL,
+            E::TransactionMessageRejected { .. } => rc::NO_PERMISSION,
+            E::EndTransactionOnSlave => rc::SLAVE_NOT_AVAILABLE,
+            E::TransactionImmunityPassed { .. } => rc::ILLEGAL_OPERATION,
+            E::CommitOrRollbackWrong { .. }
+            | E::PrepareMessageNotFound { .. }
+            | E::TransactionProducerGroupWrong { .. }
+            | E::TransactionStateTableOffsetWrong { .. }
+            | E::TransactionCommitLogOffsetWrong { .. } => rc::SYSTEM_ERROR,
             E::PutMessage(e) => put_status_code(e.put_status()),
             // A read that failed: Java's pull and query processors answer SYSTEM_ERROR whatever
             // the store's reason ("store getMessage return null").

@@ -11,6 +11,8 @@
 //!   the persisted metadata tables; [`config_manager`] writes their JSON files.
 //! - [`client`]: the producer and consumer tables filled by heartbeats.
 //! - [`schedule_message_service`]: delay levels.
+//! - [`ha`]: master/slave replication of the CommitLog (Java `DefaultHAService`).
+//! - [`transaction`]: half messages, their end and their check-back.
 
 pub mod broker_metrics_manager;
 pub mod client;
@@ -20,6 +22,7 @@ pub mod consumer_offset_manager;
 pub mod controller;
 pub mod dispatch;
 pub mod error;
+pub mod ha;
 pub mod longpoll;
 pub mod msg_id;
 pub mod processor;
@@ -27,6 +30,7 @@ pub mod schedule_message_service;
 pub mod startup;
 pub mod subscription_group_manager;
 pub mod topic_config_manager;
+pub mod transaction;
 
 #[cfg(test)]
 mod retry_tests;

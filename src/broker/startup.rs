@@ -1,5 +1,6 @@
 //! Starting and stopping a broker and a name server (Java `BrokerStartup`, `NamesrvStartup`).
 
+use crate::acl::PlainAccessValidator;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::AtomicI32;
@@ -13,12 +14,14 @@ use crate::broker::consumer_filter_manager::FilterCache;
 use crate::broker::consumer_offset_manager::ConsumerOffsetManager;
 use crate::broker::controller::BrokerController;
 use crate::broker::dispatch::BrokerRequestHandler;
+use crate::broker::ha::ha_service::{self, HaService};
 use crate::broker::longpoll::pull_request_hold_service::{
     ArrivalNotifier, PullRequestHoldService, WakeItem, WakeService,
 };
 use crate::broker::schedule_message_service as schedule;
 use crate::broker::subscription_group_manager::SubscriptionGroupManager;
 use crate::broker::topic_config_manager::{TopicConfigManager, TopicDefaults};
+use crate::broker::transaction::transactional_message_check_service as transaction_check;
 use crate::common::now_ms;
 pub use crate::common::StopFlag;
 use crate::config::{Config, FlushPolicy, StoreIoMode};
@@ -49,6 +52,8 @@ pub enum StartupError {
         #[source]
         source: server::ServerError,
     },
+    #[error("{0}")]
+    Acl(#[from] crate::acl::AclConfigError),
     /// The metrics listener could not bind.
     #[error(
         "metrics listener: cannot listen on RINGMQ_METRICS_LISTEN={addr}: {source}; set it to a \
@@ -67,6 +72,8 @@ pub enum StartupError {
     Config(crate::config::ConfigError),
     #[error("configuration: {var}={text:?} is not an IP address")]
     IpAddress { var: &'static str, text: String },
+    #[error("{0}")]
+    HaListen(#[from] crate::broker::ha::ha_service::HaBindError),
     #[error("cannot start thread {name}: {source}")]
     Thread {
         name: String,
@@ -207,7 +214,9 @@ pub fn build_controller(config: Config) -> Result<ControllerParts, StartupError>
         "{}:{}",
         config.broker.advertised_ip, config.broker.listen_port
     );
+    let acl = start_acl(&config)?;
     let ctrl = Arc::new(BrokerController {
+        acl,
         store_host: store_cfg.store_host,
         pull_hold,
         permission: AtomicI32::new(config.broker.permission as i32),
@@ -223,6 +232,7 @@ pub fn build_controller(config: Config) -> Result<ControllerParts, StartupError>
         topic_changes_tx,
         delay_levels_ms,
         boot_timestamp_ms: now_ms(),
+        ha: HaService::new(&config),
         metrics: (!config.metrics.listen.trim().is_empty()).then(|| Arc::new(BrokerMetrics::new())),
         config,
     });
@@ -233,6 +243,21 @@ pub fn build_controller(config: Config) -> Result<ControllerParts, StartupError>
         wake_rx,
         topic_changes_rx,
     })
+}
+
+/// With `RINGMQ_ACL_ENABLED`, loads the `plain_acl.yml` (refusing the start if it does not
+/// load) and starts the thread that reloads it when it changes.
+pub fn start_acl(config: &Config) -> Result<Option<Arc<PlainAccessValidator>>, StartupError> {
+    if !config.acl.enabled {
+        return Ok(None);
+    }
+    let validator = PlainAccessValidator::load(&config.acl_file_path())?;
+    // The thread ends by itself once the validator is dropped.
+    validator.watch().map_err(|source| StartupError::Thread {
+        name: "ringmq-acl-watch".into(),
+        source,
+    })?;
+    Ok(Some(validator))
 }
 
 /// The number of pull-wake threads `RINGMQ_LONGPOLL_WAKE_THREADS` asks for (0 = one per core).
@@ -282,19 +307,10 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
     } else {
         None
     };
-    let namesrv_addrs: Vec<String> = match &namesrv {
-        Some(n) => vec![n.server.local_addrs()[0].to_string()],
-        None => config
-            .namesrv
-            .addr
-            .split(';')
-            .map(str::trim)
-            .filter(|a| !a.is_empty())
-            .map(String::from)
-            .collect(),
-    };
+    let namesrv_addrs = namesrv_addrs(&config, namesrv.as_ref());
     // Bound before the store opens: a broker refused for its port leaves its data dir alone.
     let (config, listeners) = bind_broker_listeners(config)?;
+    let (config, ha_listener) = bind_ha_listener(config)?;
     let metrics_listener = bind_metrics_listener(&config)?;
     let ControllerParts {
         ctrl,
@@ -311,6 +327,13 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
         start_offset_flusher(&ctrl, &stop)?,
         start_housekeeping(&ctrl, &stop)?,
         start_schedule(&ctrl, &stop, delay_offsets)?,
+        ctrl.ha
+            .start(ctrl.store.clone(), &ctrl.config, ha_listener, &stop)
+            .map_err(|source| StartupError::Thread {
+                name: "ringmq-ha".into(),
+                source,
+            })?,
+        start_transaction_check(&ctrl, &stop)?,
     ]);
     let handler = Arc::new(BrokerRequestHandler { ctrl: ctrl.clone() });
     let server = listeners.serve(handler, shutdown.clone())?;
@@ -353,6 +376,36 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
         shutdown,
         stop,
     })
+}
+
+/// The name servers the broker registers with: the embedded one, or RINGMQ_NAMESRV_ADDR's.
+fn namesrv_addrs(config: &Config, embedded: Option<&NamesrvHandle>) -> Vec<String> {
+    match embedded {
+        Some(n) => vec![n.server.local_addrs()[0].to_string()],
+        None => config
+            .namesrv
+            .addr
+            .split(';')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .map(String::from)
+            .collect(),
+    }
+}
+
+/// Binds a master's HA port (a slave has none); the port bound goes into the configuration, so
+/// the registration advertises the real one.
+fn bind_ha_listener(
+    mut config: Config,
+) -> Result<(Config, Option<std::net::TcpListener>), StartupError> {
+    let listener = match ha_service::bind(&config)? {
+        Some((listener, port)) => {
+            config.ha.listen_port = port;
+            Some(listener)
+        }
+        None => None,
+    };
+    Ok((config, listener))
 }
 
 /// Binds the main port and, when enabled, the fast port (listen port - 2, as Java's
@@ -475,6 +528,17 @@ fn start_schedule(
 }
 
 /// Expires silent client channels (Java `ClientHousekeepingService`, every 10 s).
+fn start_transaction_check(
+    ctrl: &Arc<BrokerController>,
+    stop: &StopFlag,
+) -> Result<JoinHandle<()>, StartupError> {
+    let ctrl = ctrl.clone();
+    let stop = stop.clone();
+    spawn("ringmq-transaction-check", move || {
+        transaction_check::run(&ctrl, &stop)
+    })
+}
+
 fn start_housekeeping(
     ctrl: &Arc<BrokerController>,
     stop: &StopFlag,
@@ -553,7 +617,8 @@ fn register_all(
     let wrapper = ctrl.topics.wrapper();
     let topics: Vec<_> = wrapper.topic_config_table.values().cloned().collect();
     let c = &ctrl.config.broker;
-    let ha_addr = format!("{}:{}", c.advertised_ip, c.listen_port + 1);
+    let ha_port = ctrl.config.ha.effective_listen_port(c.listen_port);
+    let ha_addr = format!("{}:{ha_port}", c.advertised_ip);
     for addr in namesrv_addrs {
         let request = build_register_broker_request(
             &c.cluster_name,
@@ -565,7 +630,14 @@ fn register_all(
             &wrapper.data_version,
         );
         match invoke_namesrv(connections, addr, request) {
-            Ok(r) if r.code == 0 => tracing::debug!(namesrv = addr, "registered with name server"),
+            Ok(r) if r.code == 0 => {
+                tracing::debug!(namesrv = addr, "registered with name server");
+                // Java `BrokerController.registerBrokerAll`: a slave learns its master here.
+                ctrl.ha.update_master(
+                    r.ext_fields.get("haServerAddr").map(String::as_str),
+                    r.ext_fields.get("masterAddr").map(String::as_str),
+                );
+            }
             Ok(r) => {
                 tracing::warn!(namesrv = addr, code = r.code, remark = ?r.remark, "name server refused registration")
             }

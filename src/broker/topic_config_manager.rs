@@ -27,7 +27,8 @@ const NOT_ALLOWED_SEND_TOPICS: &[&str] = &[
     SCHEDULE_TOPIC,
     "RMQ_SYS_TRANS_HALF_TOPIC",
     "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-    "RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC",
+    // Java `TopicValidator.RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC`.
+    "TRANS_CHECK_MAX_TIME_TOPIC",
 ];
 
 /// Whether producers may send to `topic`.

@@ -15,7 +15,6 @@ use super::error::ConfigError;
 use super::fields::{fields, FieldSpec};
 use super::properties::Property;
 use super::provenance::{ConfWarning, LoadedConfig, Process, Source, WarningKind};
-use super::sections::BrokerRole;
 use crate::store::format::CQ_UNIT_SIZE_BYTES;
 
 /// RocketMQ settings ringmq has no field for yet, each with what ignoring it means. A file that
@@ -41,21 +40,15 @@ pub const NOT_SUPPORTED: &[(&str, &str)] = &[
     ("storeCheckpoint", "there is no checkpoint file"),
     ("abortFile", "there is no abort file"),
     ("messageIndexEnable", "there is no message index yet"),
-    ("brokerIP2", "there is no master/slave replication yet"),
-    ("haListenPort", "there is no master/slave replication yet"),
     (
-        "haMasterAddress",
-        "there is no master/slave replication yet",
+        "brokerIP2",
+        "the HA address registered is RINGMQ_BROKER_ADVERTISED_IP:RINGMQ_HA_LISTEN_PORT",
     ),
     ("enableDLegerCommitLog", "there is no DLedger CommitLog"),
     ("enableControllerMode", "there is no controller mode"),
     (
-        "aclEnable",
-        "ACL is not implemented: requests are not authenticated",
-    ),
-    (
         "enableAcl",
-        "ACL is not implemented: requests are not authenticated",
+        "not a RocketMQ key (Java ignores it too): ACL is switched on by aclEnable",
     ),
     ("rocketmqHome", "ringmq needs no home directory"),
     (
@@ -215,31 +208,6 @@ pub(super) fn apply(
     }
 }
 
-/// Warns about a role ringmq does not run as Java would: a SYNC_MASTER has no slave to wait
-/// for, and a SLAVE is refused at start ([`LoadedConfig::broker_refusal`]), which
-/// `ringmq config` shows here.
-pub(super) fn warn_about_role(loaded: &mut LoadedConfig) {
-    let message = match loaded.config.broker.role {
-        BrokerRole::AsyncMaster => return,
-        BrokerRole::SyncMaster => "SYNC_MASTER without replication: sends are acknowledged \
-                                   without waiting for a slave, as on an ASYNC_MASTER"
-            .to_string(),
-        BrokerRole::Slave => format!(
-            "the broker will not start: {}",
-            loaded.broker_refusal().unwrap_or_default()
-        ),
-    };
-    let at = loaded
-        .source_of("RINGMQ_BROKER_ROLE")
-        .map_or_else(|| "default".into(), ToString::to_string);
-    loaded.warnings.push(ConfWarning {
-        kind: WarningKind::NotSupported,
-        at,
-        key: "brokerRole".into(),
-        message,
-    });
-}
-
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;
@@ -247,6 +215,7 @@ mod tests {
     use super::*;
     use crate::config::provenance::ConfigInputs;
     use crate::config::source::layer;
+    use crate::config::BrokerRole;
     use crate::config::{parse_properties, Config, ConfigErrors, FlushPolicy};
 
     const FILE: &str = "/etc/ringmq/broker.conf";
@@ -434,24 +403,13 @@ mod tests {
     }
 
     #[test]
-    fn a_slave_is_refused_and_a_sync_master_warned_about() {
+    fn a_slave_and_a_sync_master_load_without_a_role_warning() {
         let slave = load("brokerRole=SLAVE\nbrokerId=1\n", &[]).unwrap();
-        let why = slave.broker_refusal().expect("a slave is refused");
+        assert_eq!(slave.config.broker.role, BrokerRole::Slave);
+        let master = load("brokerRole=SYNC_MASTER\nhaListenPort=30912\n", &[]).unwrap();
+        assert_eq!(master.config.ha.listen_port, 30912);
         assert!(
-            why.contains(&format!("SLAVE (set by {FILE}:1 brokerRole)")),
-            "{why}"
-        );
-        assert!(why.contains("not supported yet"), "{why}");
-        assert!(
-            slave
-                .describe()
-                .contains("brokerRole: the broker will not start"),
-            "ringmq config shows the refusal"
-        );
-        let master = load("brokerRole=SYNC_MASTER\n", &[]).unwrap();
-        assert!(master.broker_refusal().is_none());
-        assert!(
-            master.warnings.iter().any(|w| w.key == "brokerRole"),
+            !master.warnings.iter().any(|w| w.key == "brokerRole"),
             "{:?}",
             master.warnings
         );

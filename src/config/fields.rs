@@ -182,6 +182,36 @@ static FIELDS: &[FieldSpec] = &[
         "Apply pull offset corrections on a slave too."
     ),
     field!(
+        "RINGMQ_BROKER_SLAVE_SYNC_INTERVAL_MS",
+        "",
+        broker.slave_sync_interval_ms,
+        "A slave fetches topics, consumer and delay offsets and groups from its master this often."
+    ),
+    field!(
+        "RINGMQ_BROKER_REJECT_TRANSACTION_MESSAGE",
+        "rejectTransactionMessage",
+        broker.reject_transaction_message,
+        "Refuse half (prepared) transactional messages with NO_PERMISSION."
+    ),
+    field!(
+        "RINGMQ_BROKER_TRANSACTION_TIMEOUT_MS",
+        "transactionTimeOut",
+        broker.transaction_timeout_ms,
+        "A half message younger than this (or than its CHECK_IMMUNITY_TIME_IN_SECONDS) is not checked back yet."
+    ),
+    field!(
+        "RINGMQ_BROKER_TRANSACTION_CHECK_MAX",
+        "transactionCheckMax",
+        broker.transaction_check_max,
+        "A half message checked back this many times without an answer goes to TRANS_CHECK_MAX_TIME_TOPIC."
+    ),
+    field!(
+        "RINGMQ_BROKER_TRANSACTION_CHECK_INTERVAL_MS",
+        "transactionCheckInterval",
+        broker.transaction_check_interval_ms,
+        "Period of the scan that checks back unresolved half messages with their producer group."
+    ),
+    field!(
         "RINGMQ_NAMESRV_ADDR",
         "namesrvAddr",
         namesrv.addr,
@@ -444,6 +474,60 @@ static FIELDS: &[FieldSpec] = &[
         "",
         transfer.auto_zerocopy_min_message_bytes,
         "auto: and only if its average record is at least this long."
+    ),
+    field!(
+        "RINGMQ_HA_LISTEN_PORT",
+        "haListenPort",
+        ha.listen_port,
+        "HA port a master accepts slaves on; 0 = RINGMQ_BROKER_LISTEN_PORT + 1."
+    ),
+    field!(
+        "RINGMQ_HA_MASTER_ADDRESS",
+        "haMasterAddress",
+        ha.master_address,
+        "ip:port of the master's HA port for a slave; empty = the name server's haServerAddr."
+    ),
+    field!(
+        "RINGMQ_HA_TRANSFER_BATCH_BYTES",
+        "haTransferBatchSize",
+        ha.transfer_batch_bytes,
+        "Most CommitLog bytes in one HA frame."
+    ),
+    field!(
+        "RINGMQ_HA_SEND_HEARTBEAT_INTERVAL_MS",
+        "haSendHeartbeatInterval",
+        ha.send_heartbeat_interval_ms,
+        "Idle HA side sends a heartbeat (master: empty frame, slave: its offset) this often."
+    ),
+    field!(
+        "RINGMQ_HA_HOUSEKEEPING_INTERVAL_MS",
+        "haHousekeepingInterval",
+        ha.housekeeping_interval_ms,
+        "An HA connection silent this long is closed (both sides)."
+    ),
+    field!(
+        "RINGMQ_HA_SLAVE_TIMEOUT_MS",
+        "slaveTimeout",
+        ha.slave_timeout_ms,
+        "SYNC_MASTER: a send waits this long for a slave ack, then answers FLUSH_SLAVE_TIMEOUT."
+    ),
+    field!(
+        "RINGMQ_HA_MAX_GAP_NOT_IN_SYNC_BYTES",
+        "haMaxGapNotInSync",
+        ha.max_gap_not_in_sync_bytes,
+        "SYNC_MASTER: with no slave this close, a send answers SLAVE_NOT_AVAILABLE."
+    ),
+    field!(
+        "RINGMQ_ACL_ENABLED",
+        "aclEnable",
+        acl.enabled,
+        "Check every request against RocketMQ's ACL 1.0 rules: accounts, signatures, topic and group permissions (docs/ARCHITECTURE.md, ACL)."
+    ),
+    field!(
+        "RINGMQ_ACL_FILE_PATH",
+        "rocketmq.acl.plain.file",
+        acl.file_path,
+        "The plain_acl.yml of the ACL rules; empty = plain_acl.yml in RINGMQ_STORE_ROOT_DIR. Reloaded when it changes."
     ),
     field!(
         "RINGMQ_METRICS_LISTEN",

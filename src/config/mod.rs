@@ -37,8 +37,9 @@ pub use fields::{fields, FieldSpec};
 pub use properties::{parse as parse_properties, PropertiesError, Property};
 pub use provenance::{ConfWarning, ConfigInputs, LoadedConfig, Process, Source, WarningKind};
 pub use sections::{
-    BrokerRole, BrokerSection, Config, FlushPolicy, LogSection, LongpollSection, MetricsSection,
-    NamesrvSection, ServerSection, StoreIoMode, StoreSection, TransferMode, TransferSection,
-    WAKE_THREADS_MAX,
+    AclSection, BrokerRole, BrokerSection, Config, FlushPolicy, HaSection, LogSection,
+    LongpollSection, MetricsSection, NamesrvSection, ServerSection, StoreIoMode, StoreSection,
+    TransferMode, TransferSection, ACL_FILE_NAME, WAKE_THREADS_MAX,
 };
 pub use source::LoadError;
+pub use validate::HA_TRANSFER_BATCH_MAX_BYTES;

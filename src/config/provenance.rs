@@ -5,7 +5,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 use super::fields::fields;
-use super::sections::{BrokerRole, Config};
+use super::sections::Config;
 
 /// Where one effective value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,23 +112,6 @@ impl LoadedConfig {
         fields()[index].assign(&mut self.config, text)?;
         self.sources[index] = source;
         Ok(())
-    }
-
-    /// Why this configuration must not run as a broker, if it must not: a SLAVE would accept
-    /// sends (ringmq has no replication yet and its store does not refuse puts as Java's
-    /// `DefaultMessageStore` does for a slave), so it is refused rather than run wrongly.
-    pub fn broker_refusal(&self) -> Option<String> {
-        if self.config.broker.role != BrokerRole::Slave {
-            return None;
-        }
-        let source = self
-            .source_of("RINGMQ_BROKER_ROLE")
-            .map_or_else(String::new, |s| format!(" (set by {})", describe_source(s)));
-        Some(format!(
-            "brokerRole SLAVE{source} is not supported yet: ringmq has no master/slave \
-             replication, so a slave would hold no data and would accept sends, which a slave \
-             must refuse"
-        ))
     }
 }
 

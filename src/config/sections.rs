@@ -57,6 +57,16 @@ pub struct BrokerSection {
     pub region_id: String,
     pub trace_on: bool,
     pub offset_check_in_slave: bool,
+    /// A slave fetches topics, offsets and groups from its master this often.
+    pub slave_sync_interval_ms: u64,
+    /// Refuse half (prepared) messages with NO_PERMISSION (rejectTransactionMessage).
+    pub reject_transaction_message: bool,
+    /// A half message younger than this is not checked back (transactionTimeOut).
+    pub transaction_timeout_ms: u64,
+    /// A half message checked back this many times goes to TRANS_CHECK_MAX_TIME_TOPIC.
+    pub transaction_check_max: u32,
+    /// Period of the transaction check-back scan (transactionCheckInterval).
+    pub transaction_check_interval_ms: u64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -180,6 +190,60 @@ impl TransferSection {
     }
 }
 
+/// Master/slave replication (Java `DefaultHAService`), docs/ARCHITECTURE.md "HA replication".
+#[derive(Debug, Clone, PartialEq)]
+pub struct HaSection {
+    /// Port of the HA stream a master accepts slaves on; 0 = the broker listen port + 1, as
+    /// Java's `BrokerStartup` sets `haListenPort`.
+    pub listen_port: u16,
+    /// `ip:port` of the master's HA port a slave connects to. Empty: the `haServerAddr` the name
+    /// server answers to the slave's registration.
+    pub master_address: String,
+    /// Most CommitLog bytes in one HA frame (`haTransferBatchSize`).
+    pub transfer_batch_bytes: u64,
+    /// A master sends an empty frame, a slave its offset, after this long without writing.
+    pub send_heartbeat_interval_ms: u64,
+    /// Either side closes an HA connection it read nothing from for this long.
+    pub housekeeping_interval_ms: u64,
+    /// A SYNC_MASTER send waits this long for a slave's ack (`slaveTimeout`).
+    pub slave_timeout_ms: u64,
+    /// A slave further behind than this is not in sync (`haMaxGapNotInSync`).
+    pub max_gap_not_in_sync_bytes: u64,
+}
+
+impl Default for HaSection {
+    fn default() -> Self {
+        HaSection {
+            listen_port: 0,
+            master_address: String::new(),
+            transfer_batch_bytes: 32 * 1024,
+            send_heartbeat_interval_ms: 5_000,
+            housekeeping_interval_ms: 20_000,
+            slave_timeout_ms: 3_000,
+            max_gap_not_in_sync_bytes: 256 * 1024 * 1024,
+        }
+    }
+}
+
+impl HaSection {
+    /// The HA port a broker listening on `broker_listen_port` accepts slaves on.
+    pub fn effective_listen_port(&self, broker_listen_port: u16) -> u16 {
+        match self.listen_port {
+            0 => broker_listen_port.wrapping_add(1),
+            port => port,
+        }
+    }
+}
+
+/// RocketMQ's ACL 1.0 (`aclEnable`, `plain_acl.yml`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct AclSection {
+    /// Check every broker request against the rules (off by default, as in RocketMQ).
+    pub enabled: bool,
+    /// The rules file; empty = `plain_acl.yml` in the store root ([`Config::acl_file_path`]).
+    pub file_path: String,
+}
+
 /// The metrics and dashboard listener (ringmq's own; RocketMQ exports through OpenTelemetry).
 #[derive(Debug, Clone, PartialEq)]
 pub struct MetricsSection {
@@ -202,8 +266,27 @@ pub struct Config {
     pub longpoll: LongpollSection,
     pub server: ServerSection,
     pub transfer: TransferSection,
+    pub ha: HaSection,
+    pub acl: AclSection,
     pub metrics: MetricsSection,
     pub log: LogSection,
+}
+
+/// The name of the ACL rules file, in the store root unless `RINGMQ_ACL_FILE_PATH` says
+/// otherwise (RocketMQ reads `${ROCKETMQ_HOME}/conf/plain_acl.yml`; ringmq has no home
+/// directory, and the store root is the one directory it owns).
+pub const ACL_FILE_NAME: &str = "plain_acl.yml";
+
+impl Config {
+    /// The `plain_acl.yml` ACL reads: `RINGMQ_ACL_FILE_PATH`, or [`ACL_FILE_NAME`] in
+    /// `RINGMQ_STORE_ROOT_DIR`.
+    pub fn acl_file_path(&self) -> PathBuf {
+        if self.acl.file_path.is_empty() {
+            self.store.root_dir.join(ACL_FILE_NAME)
+        } else {
+            PathBuf::from(&self.acl.file_path)
+        }
+    }
 }
 
 /// RocketMQ's default store root is `${user.home}/store`.
@@ -258,6 +341,13 @@ impl Default for Config {
                 region_id: "DefaultRegion".into(),
                 trace_on: true,
                 offset_check_in_slave: false,
+                // Java's `BrokerController` runs `SlaveSynchronize.syncAll` every 10 s.
+                slave_sync_interval_ms: 10_000,
+                reject_transaction_message: false,
+                transaction_timeout_ms: 6_000,
+                transaction_check_max: 15,
+                // RocketMQ 4.x's default; 5.1 lowered it to 30 s.
+                transaction_check_interval_ms: 60_000,
             },
             namesrv: NamesrvSection {
                 addr: String::new(),
@@ -300,6 +390,8 @@ impl Default for Config {
                 auto_zerocopy_min_range_bytes: 24 * 1024,
                 auto_zerocopy_min_message_bytes: 6 * 1024,
             },
+            ha: HaSection::default(),
+            acl: AclSection::default(),
             metrics: MetricsSection {
                 listen: "127.0.0.1:5557".into(),
             },

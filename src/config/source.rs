@@ -12,7 +12,7 @@ use super::env;
 use super::error::{ConfigError, ConfigErrors};
 use super::fields::fields;
 use super::properties::{self, Property};
-use super::provenance::{describe_source, ConfigInputs, LoadedConfig, Process, Source};
+use super::provenance::{describe_source, ConfigInputs, LoadedConfig, Source};
 use super::sections::Config;
 
 /// A configuration that could not be loaded: the file is unreadable, or values are invalid.
@@ -106,9 +106,6 @@ pub(super) fn layer(
     env::apply_vars(&mut loaded, vars, &mut errors);
     if let Some(addr) = &inputs.namesrv_addr {
         apply_flag(&mut loaded, "-n", "RINGMQ_NAMESRV_ADDR", addr, &mut errors);
-    }
-    if inputs.process == Process::Broker {
-        broker_conf::warn_about_role(&mut loaded);
     }
     errors.extend(loaded.config.validate().into_iter().map(|mut e| {
         // A relation broken by a file's value names the file's line and key too.

@@ -4,8 +4,8 @@ use std::net::IpAddr;
 
 use super::error::ConfigError;
 use super::sections::{
-    BrokerRole, BrokerSection, Config, LongpollSection, NamesrvSection, ServerSection, StoreIoMode,
-    StoreSection, TransferMode, TransferSection, WAKE_THREADS_MAX,
+    BrokerRole, BrokerSection, Config, HaSection, LongpollSection, NamesrvSection, ServerSection,
+    StoreIoMode, StoreSection, TransferMode, TransferSection, WAKE_THREADS_MAX,
 };
 use super::value::ConfigValue;
 use super::MetricsSection;
@@ -52,6 +52,7 @@ impl Config {
         check_longpoll(&self.longpoll, &mut checks);
         check_server(&self.server, &mut checks);
         check_transfer(&self.transfer, &mut checks);
+        check_ha(&self.ha, &self.broker, &mut checks);
         check_metrics(&self.metrics, &mut checks);
         checks.0
     }
@@ -201,6 +202,12 @@ fn check_broker(b: &BrokerSection, checks: &mut Checks) {
         b.id.to_string(),
         "a master (RINGMQ_BROKER_ROLE ASYNC_MASTER/SYNC_MASTER) has id 0 and a SLAVE a non-zero id",
     );
+    checks.check(
+        b.slave_sync_interval_ms >= 1,
+        "RINGMQ_BROKER_SLAVE_SYNC_INTERVAL_MS",
+        b.slave_sync_interval_ms.to_string(),
+        "must be at least 1",
+    );
     checks.check_ip(&b.bind_ip, "RINGMQ_BROKER_BIND_IP");
     checks.check_ip(&b.advertised_ip, "RINGMQ_BROKER_ADVERTISED_IP");
     checks.check(
@@ -214,6 +221,24 @@ fn check_broker(b: &BrokerSection, checks: &mut Checks) {
         "RINGMQ_BROKER_REBALANCE_LOCK_MAX_LIVE_TIME_MS",
         b.rebalance_lock_max_live_time_ms.to_string(),
         "must be at least 1",
+    );
+    checks.check(
+        b.transaction_check_interval_ms >= 1,
+        "RINGMQ_BROKER_TRANSACTION_CHECK_INTERVAL_MS",
+        b.transaction_check_interval_ms.to_string(),
+        "must be at least 1",
+    );
+    checks.check(
+        (1..=i32::MAX as u32).contains(&b.transaction_check_max),
+        "RINGMQ_BROKER_TRANSACTION_CHECK_MAX",
+        b.transaction_check_max.to_string(),
+        "must be between 1 and 2147483647 (a check count is a Java int)",
+    );
+    checks.check(
+        b.transaction_timeout_ms <= i64::MAX as u64,
+        "RINGMQ_BROKER_TRANSACTION_TIMEOUT_MS",
+        b.transaction_timeout_ms.to_string(),
+        "must fit a Java long",
     );
 }
 
@@ -295,6 +320,60 @@ fn check_transfer(t: &TransferSection, checks: &mut Checks) {
         "RINGMQ_TRANSFER_MSG_BY_HEAP",
         t.msg_by_heap.show(),
         "contradicts RINGMQ_TRANSFER_MODE (true means copy, false means zerocopy)",
+    );
+}
+
+/// Most bytes in one HA frame: a frame's size field is an i32, and the slave's read buffer
+/// (Java `HAClient.READ_MAX_BUFFER_SIZE`, 4 MiB) must hold a whole frame.
+pub const HA_TRANSFER_BATCH_MAX_BYTES: u64 = 4 * 1024 * 1024 - 12;
+
+fn check_ha(h: &HaSection, b: &BrokerSection, checks: &mut Checks) {
+    checks.check(
+        h.listen_port == 0 || h.listen_port != b.listen_port,
+        "RINGMQ_HA_LISTEN_PORT",
+        h.listen_port.to_string(),
+        "must differ from RINGMQ_BROKER_LISTEN_PORT",
+    );
+    checks.check(
+        h.listen_port != 0 || b.listen_port < u16::MAX,
+        "RINGMQ_HA_LISTEN_PORT",
+        h.listen_port.to_string(),
+        "0 means RINGMQ_BROKER_LISTEN_PORT + 1, which is not a port when the listen port is 65535",
+    );
+    let addr = h.master_address.trim();
+    checks.check(
+        addr.is_empty() || addr.parse::<std::net::SocketAddr>().is_ok(),
+        "RINGMQ_HA_MASTER_ADDRESS",
+        h.master_address.clone(),
+        "must be empty or ip:port",
+    );
+    checks.check(
+        (1..=HA_TRANSFER_BATCH_MAX_BYTES).contains(&h.transfer_batch_bytes),
+        "RINGMQ_HA_TRANSFER_BATCH_BYTES",
+        h.transfer_batch_bytes.to_string(),
+        &format!("must be between 1 and {HA_TRANSFER_BATCH_MAX_BYTES}"),
+    );
+    for (var, value) in [
+        (
+            "RINGMQ_HA_SEND_HEARTBEAT_INTERVAL_MS",
+            h.send_heartbeat_interval_ms,
+        ),
+        ("RINGMQ_HA_SLAVE_TIMEOUT_MS", h.slave_timeout_ms),
+    ] {
+        checks.check(value >= 1, var, value.to_string(), "must be at least 1");
+    }
+    checks.check(
+        h.housekeeping_interval_ms > h.send_heartbeat_interval_ms,
+        "RINGMQ_HA_HOUSEKEEPING_INTERVAL_MS",
+        h.housekeeping_interval_ms.to_string(),
+        "must exceed RINGMQ_HA_SEND_HEARTBEAT_INTERVAL_MS, or idle connections are closed \
+         between heartbeats",
+    );
+    checks.check(
+        h.max_gap_not_in_sync_bytes >= 1,
+        "RINGMQ_HA_MAX_GAP_NOT_IN_SYNC_BYTES",
+        h.max_gap_not_in_sync_bytes.to_string(),
+        "must be at least 1",
     );
 }
 

@@ -10,6 +10,10 @@
 //! - The bodies it reads and writes (REGISTER_BROKER, routes, `TopicConfig`) are shared with the
 //!   broker and live in [`crate::remoting::body`].
 //!
+//! - A REGISTER_BROKER or UNREGISTER_BROKER that would replace or remove the address of a live
+//!   broker registered over another connection is refused with NO_PERMISSION, unless it is
+//!   signed by an ACL admin account ([`RouteInfoManager::register_broker_from`]).
+//!
 //! The runtime's duties: call [`RouteInfoManager::scan_not_active_broker`] every
 //! [`route_info::SCAN_NOT_ACTIVE_BROKER_INTERVAL_MS`], call
 //! [`RouteInfoManager::on_channel_closed`] for the broker address registered over a closed
@@ -20,8 +24,12 @@ pub mod processor;
 pub mod route_info;
 pub mod startup;
 
+#[cfg(test)]
+mod live_broker_guard_tests;
+
 pub use processor::NamesrvProcessor;
 pub use route_info::{
-    BrokerAddrInfo, BrokerRegistration, RegisterBrokerError, RegisterBrokerResult, RouteInfoManager,
+    BrokerAddrInfo, BrokerRegistration, RegisterBrokerError, RegisterBrokerResult,
+    RegistrationOrigin, RouteInfoManager,
 };
 pub use startup::{start_namesrv, NamesrvHandle, NamesrvStartError};

@@ -1,7 +1,7 @@
 //! Request handling of the name server (Java `DefaultRequestProcessor` and
 //! `ClientRequestProcessor`), independent of the transport: one request in, one response out.
 
-use super::route_info::{BrokerRegistration, RouteInfoManager};
+use super::route_info::{BrokerRegistration, RegistrationOrigin, RouteInfoManager};
 use crate::remoting::body::json::parse_lenient;
 use crate::remoting::body::register_broker::{body_crc32, decode_register_broker_body};
 use crate::remoting::body::TopicRouteData;
@@ -41,9 +41,22 @@ impl NamesrvProcessor {
     /// Header problems are answered like Java's `decodeCommandCustomHeader` failure:
     /// SYSTEM_ERROR with a remark naming the field.
     pub fn process(&self, req: &RemotingCommand, now_ms: i64) -> RemotingCommand {
+        self.process_from(req, now_ms, None)
+    }
+
+    /// [`Self::process`] of a request that came over a connection: REGISTER_BROKER and
+    /// UNREGISTER_BROKER may not change a live broker registered over another connection,
+    /// unless `origin.acl_admin` allows it (answered NO_PERMISSION). `None` is a trusted
+    /// caller.
+    pub fn process_from(
+        &self,
+        req: &RemotingCommand,
+        now_ms: i64,
+        origin: Option<&RegistrationOrigin<'_>>,
+    ) -> RemotingCommand {
         let result = match req.code {
-            request_code::REGISTER_BROKER => self.register_broker(req, now_ms),
-            request_code::UNREGISTER_BROKER => self.unregister_broker(req),
+            request_code::REGISTER_BROKER => self.register_broker(req, now_ms, origin),
+            request_code::UNREGISTER_BROKER => self.unregister_broker(req, now_ms, origin),
             request_code::GET_ROUTEINFO_BY_TOPIC => self.get_route_info_by_topic(req),
             // Java writes this body in fastjson's legacy form (unquoted brokerId keys); we write
             // standard JSON, which fastjson (the admin tools' parser) reads as well.
@@ -69,6 +82,7 @@ impl NamesrvProcessor {
         &self,
         req: &RemotingCommand,
         now_ms: i64,
+        origin: Option<&RegistrationOrigin<'_>>,
     ) -> Result<RemotingCommand, HeaderError> {
         let header = RegisterBrokerRequestHeader::decode(req)?;
         if header.body_crc32 != 0 && header.body_crc32 != body_crc32(&req.body) {
@@ -99,7 +113,10 @@ impl NamesrvProcessor {
             topic_config_wrapper: body.topic_config_serialize_wrapper,
             filter_server_list: Some(body.filter_server_list),
         };
-        match self.route_info.register_broker(&registration, now_ms) {
+        match self
+            .route_info
+            .register_broker_from(&registration, now_ms, origin)
+        {
             Ok(result) => {
                 let mut resp = RemotingCommand::response_to(req, response_code::SUCCESS, None);
                 RegisterBrokerResponseHeader {
@@ -109,23 +126,43 @@ impl NamesrvProcessor {
                 .encode(&mut resp);
                 Ok(resp)
             }
-            Err(err) => Ok(error_response(req, &err.to_string())),
+            Err(err) => Ok(RemotingCommand::response_to(
+                req,
+                err.response_code(),
+                Some(err.to_string()),
+            )),
         }
     }
 
-    fn unregister_broker(&self, req: &RemotingCommand) -> Result<RemotingCommand, HeaderError> {
+    fn unregister_broker(
+        &self,
+        req: &RemotingCommand,
+        now_ms: i64,
+        origin: Option<&RegistrationOrigin<'_>>,
+    ) -> Result<RemotingCommand, HeaderError> {
         let header = UnregisterBrokerRequestHeader::decode(req)?;
-        self.route_info.unregister_broker(
+        let (cluster, addr, name, id) = (
             &header.cluster_name,
             &header.broker_addr,
             &header.broker_name,
             header.broker_id,
         );
-        Ok(RemotingCommand::response_to(
-            req,
-            response_code::SUCCESS,
-            None,
-        ))
+        let refused = match origin {
+            None => {
+                self.route_info.unregister_broker(cluster, addr, name, id);
+                None
+            }
+            Some(origin) => self
+                .route_info
+                .unregister_broker_from(cluster, addr, name, id, now_ms, origin)
+                .err(),
+        };
+        Ok(match refused {
+            None => RemotingCommand::response_to(req, response_code::SUCCESS, None),
+            Some(err) => {
+                RemotingCommand::response_to(req, err.response_code(), Some(err.to_string()))
+            }
+        })
     }
 
     fn get_route_info_by_topic(

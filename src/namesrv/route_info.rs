@@ -16,6 +16,7 @@ use crate::remoting::body::{
     TopicConfigSerializeWrapper, TopicList, TopicRouteData,
 };
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::SocketAddr;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// `MixAll.MASTER_ID`.
@@ -80,6 +81,52 @@ pub enum RegisterBrokerError {
         broker_id: i64,
         broker_addr: String,
     },
+    /// The registration would replace (or the unregistration remove) the address of a live
+    /// broker, and it neither comes from the connection that broker registered on nor is
+    /// signed by an ACL admin account. Java has no such check; see docs/PROTOCOL.md.
+    #[error(
+        "broker {broker_name}[{broker_id}] of cluster {cluster_name} is alive at {live_addr} and \
+         registered over another connection: {action} {new_addr} is refused until it \
+         unregisters or expires, unless the request is signed by an ACL admin account"
+    )]
+    LiveBrokerHeldElsewhere {
+        cluster_name: String,
+        broker_name: String,
+        broker_id: i64,
+        live_addr: String,
+        new_addr: String,
+        action: &'static str,
+    },
+}
+
+impl RegisterBrokerError {
+    /// The response code of the refusal: NO_PERMISSION for a live broker held by another
+    /// connection (the sender may not change it), SYSTEM_ERROR otherwise (as Java's "register
+    /// broker failed").
+    pub fn response_code(&self) -> i32 {
+        match self {
+            Self::LiveBrokerHeldElsewhere { .. } => crate::remoting::response_code::NO_PERMISSION,
+            Self::SingleTopicBeforeFirstRegistration { .. } => {
+                crate::remoting::response_code::SYSTEM_ERROR
+            }
+        }
+    }
+}
+
+/// Who sent a REGISTER_BROKER or UNREGISTER_BROKER: the connection's remote address, and
+/// whether ACL lets it change a broker that lives on another connection (asked only when it
+/// would, since it checks a signature over the whole body).
+pub struct RegistrationOrigin<'a> {
+    pub remote_addr: SocketAddr,
+    pub acl_admin: &'a dyn Fn() -> bool,
+}
+
+impl std::fmt::Debug for RegistrationOrigin<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegistrationOrigin")
+            .field("remote_addr", &self.remote_addr)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Liveness of one registered broker address.
@@ -89,6 +136,17 @@ struct BrokerLiveInfo {
     heartbeat_timeout_ms: i64,
     data_version: DataVersion,
     ha_server_addr: String,
+    /// Remote address of the connection that first registered this address (Java keeps the
+    /// channel); `None` for registrations made without one (embedded tests).
+    channel: Option<SocketAddr>,
+}
+
+impl BrokerLiveInfo {
+    fn is_alive(&self, now_ms: i64) -> bool {
+        self.last_update_ms
+            .saturating_add(self.heartbeat_timeout_ms)
+            >= now_ms
+    }
 }
 
 /// The tables of Java's RouteInfoManager, guarded together by one lock.
@@ -165,8 +223,25 @@ impl RouteInfoManager {
         reg: &BrokerRegistration,
         now_ms: i64,
     ) -> Result<RegisterBrokerResult, RegisterBrokerError> {
+        self.register_broker_from(reg, now_ms, None)
+    }
+
+    /// [`Self::register_broker`] of a request that came over a connection: refused when it
+    /// would replace the address of a live broker of the same (cluster, brokerName, brokerId)
+    /// that registered over another connection, unless `origin.acl_admin` says ACL allows it.
+    /// `None` is a trusted caller.
+    pub fn register_broker_from(
+        &self,
+        reg: &BrokerRegistration,
+        now_ms: i64,
+        origin: Option<&RegistrationOrigin<'_>>,
+    ) -> Result<RegisterBrokerResult, RegisterBrokerError> {
         let mut guard = self.write();
         let tables = &mut *guard;
+        if let Some(origin) = origin {
+            check_replaces_no_live_broker(tables, reg, now_ms, origin)?;
+        }
+        let channel = origin.map(|o| o.remote_addr);
         let addr_info = BrokerAddrInfo {
             cluster_name: reg.cluster_name.clone(),
             broker_addr: reg.broker_addr.clone(),
@@ -185,7 +260,7 @@ impl RouteInfoManager {
         let timeout_ms = reg
             .heartbeat_timeout_ms
             .unwrap_or(self.broker_channel_expired_timeout_ms);
-        record_alive(tables, reg, &addr_info, now_ms, timeout_ms);
+        record_alive(tables, reg, &addr_info, now_ms, timeout_ms, channel);
         update_filter_servers(tables, reg, &addr_info);
         Ok(master_of_group(tables, reg))
     }
@@ -200,19 +275,44 @@ impl RouteInfoManager {
         broker_name: &str,
         broker_id: i64,
     ) -> bool {
-        // Java removes the address under every id, so the id only matters for its (disabled)
-        // min-broker-id notification.
         let _ = broker_id;
         let mut tables = self.write();
-        let removed = unregister_all(
-            &mut tables,
-            &[Unregistration {
-                cluster_name: cluster_name.to_owned(),
-                broker_addr: broker_addr.to_owned(),
+        unregister_locked(&mut tables, cluster_name, broker_addr, broker_name)
+    }
+
+    /// [`Self::unregister_broker`] of a request that came over a connection: refused when the
+    /// address is a live broker registered over another connection, unless
+    /// `origin.acl_admin` says ACL allows it.
+    pub fn unregister_broker_from(
+        &self,
+        cluster_name: &str,
+        broker_addr: &str,
+        broker_name: &str,
+        broker_id: i64,
+        now_ms: i64,
+        origin: &RegistrationOrigin<'_>,
+    ) -> Result<bool, RegisterBrokerError> {
+        let mut tables = self.write();
+        // Whatever cluster the request names: the broker group forgets the address either way.
+        let held = tables.broker_live_table.iter().find(|(key, live)| {
+            key.broker_addr == broker_addr && held_elsewhere(live, now_ms, origin)
+        });
+        if let Some((key, _)) = held {
+            return Err(RegisterBrokerError::LiveBrokerHeldElsewhere {
+                cluster_name: key.cluster_name.clone(),
                 broker_name: broker_name.to_owned(),
-            }],
-        );
-        removed == 1
+                broker_id,
+                live_addr: broker_addr.to_owned(),
+                new_addr: broker_addr.to_owned(),
+                action: "unregistering",
+            });
+        }
+        Ok(unregister_locked(
+            &mut tables,
+            cluster_name,
+            broker_addr,
+            broker_name,
+        ))
     }
 
     /// Drops every broker whose last registration is older than its timeout
@@ -250,6 +350,25 @@ impl RouteInfoManager {
     /// The runtime passes the `brokerAddr` of the REGISTER_BROKER requests it answered with
     /// SUCCESS on that connection (see `NamesrvProcessor::registered_broker_addr`).
     pub fn on_channel_closed(&self, broker_addr: &str) -> Vec<BrokerAddrInfo> {
+        self.close_channel(broker_addr, None)
+    }
+
+    /// [`Self::on_channel_closed`] for the connection from `remote_addr`: a live address that
+    /// another connection registered stays (closing a connection that re-registered a live
+    /// broker's address does not take that broker down).
+    pub fn on_channel_closed_from(
+        &self,
+        broker_addr: &str,
+        remote_addr: SocketAddr,
+    ) -> Vec<BrokerAddrInfo> {
+        self.close_channel(broker_addr, Some(remote_addr))
+    }
+
+    fn close_channel(
+        &self,
+        broker_addr: &str,
+        remote_addr: Option<SocketAddr>,
+    ) -> Vec<BrokerAddrInfo> {
         let mut tables = self.write();
         let mut keys: BTreeSet<BrokerAddrInfo> = tables
             .broker_live_table
@@ -269,7 +388,16 @@ impl RouteInfoManager {
                 });
             }
         }
-        let keys: Vec<BrokerAddrInfo> = keys.into_iter().collect();
+        let owned_by_another = |key: &BrokerAddrInfo| {
+            remote_addr.is_some_and(|remote| {
+                tables
+                    .broker_live_table
+                    .get(key)
+                    .and_then(|live| live.channel)
+                    .is_some_and(|channel| channel != remote)
+            })
+        };
+        let keys: Vec<BrokerAddrInfo> = keys.into_iter().filter(|k| !owned_by_another(k)).collect();
         let requests = unregistrations_for(&tables, &keys);
         for key in &keys {
             tables.broker_live_table.remove(key);
@@ -370,6 +498,56 @@ struct GroupUpdate {
     serves_routes: bool,
     /// In acting-master mode the surviving slave serves reads only.
     wipe_write_perm: bool,
+}
+
+/// Whether a live broker registered over another connection than `origin`'s, and ACL does not
+/// let `origin` change it.
+fn held_elsewhere(live: &BrokerLiveInfo, now_ms: i64, origin: &RegistrationOrigin<'_>) -> bool {
+    live.is_alive(now_ms)
+        && live.channel.is_some_and(|c| c != origin.remote_addr)
+        && !(origin.acl_admin)()
+}
+
+/// Refuses `reg` if another address holds its (cluster, brokerName, brokerId) and is alive on
+/// another connection. The cluster is the broker group's, so naming another cluster does not
+/// get around it.
+fn check_replaces_no_live_broker(
+    tables: &Tables,
+    reg: &BrokerRegistration,
+    now_ms: i64,
+    origin: &RegistrationOrigin<'_>,
+) -> Result<(), RegisterBrokerError> {
+    let Some(group) = tables.broker_addr_table.get(&reg.broker_name) else {
+        return Ok(());
+    };
+    let Some(live_addr) = group.broker_addrs.get(&reg.broker_id) else {
+        return Ok(());
+    };
+    if *live_addr == reg.broker_addr {
+        return Ok(());
+    }
+    let key = BrokerAddrInfo {
+        cluster_name: group.cluster.clone(),
+        broker_addr: live_addr.clone(),
+    };
+    match tables.broker_live_table.get(&key) {
+        Some(live) if held_elsewhere(live, now_ms, origin) => {
+            tracing::warn!(
+                cluster = %group.cluster, broker = %reg.broker_name, broker_id = reg.broker_id,
+                live_addr = %live_addr, new_addr = %reg.broker_addr, from = %origin.remote_addr,
+                "registration would replace a live broker registered over another connection; refused"
+            );
+            Err(RegisterBrokerError::LiveBrokerHeldElsewhere {
+                cluster_name: group.cluster.clone(),
+                broker_name: reg.broker_name.clone(),
+                broker_id: reg.broker_id,
+                live_addr: live_addr.clone(),
+                new_addr: reg.broker_addr.clone(),
+                action: "registering",
+            })
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Adds `reg`'s address to its broker group. `Ok(None)`: another address holds the same id
@@ -500,7 +678,14 @@ fn record_alive(
     addr_info: &BrokerAddrInfo,
     now_ms: i64,
     heartbeat_timeout_ms: i64,
+    channel: Option<SocketAddr>,
 ) {
+    // The connection that first registered the address stays its owner while it lives.
+    let channel = tables
+        .broker_live_table
+        .get(addr_info)
+        .and_then(|live| live.channel)
+        .or(channel);
     let previous = tables.broker_live_table.insert(
         addr_info.clone(),
         BrokerLiveInfo {
@@ -508,6 +693,7 @@ fn record_alive(
             heartbeat_timeout_ms,
             data_version: reg.topic_config_wrapper.data_version,
             ha_server_addr: reg.ha_server_addr.clone(),
+            channel,
         },
     );
     if previous.is_none() {
@@ -599,6 +785,25 @@ fn unregistrations_for(tables: &Tables, keys: &[BrokerAddrInfo]) -> Vec<Unregist
                 })
         })
         .collect()
+}
+
+// Java removes the address under every id, so the id only matters for its (disabled)
+// min-broker-id notification.
+fn unregister_locked(
+    tables: &mut Tables,
+    cluster_name: &str,
+    broker_addr: &str,
+    broker_name: &str,
+) -> bool {
+    let removed = unregister_all(
+        tables,
+        &[Unregistration {
+            cluster_name: cluster_name.to_owned(),
+            broker_addr: broker_addr.to_owned(),
+            broker_name: broker_name.to_owned(),
+        }],
+    );
+    removed == 1
 }
 
 /// `unRegisterBroker(Set)`: removes the addresses, then the emptied broker groups and their

@@ -9,7 +9,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::processor::NamesrvProcessor;
-use super::route_info::RouteInfoManager;
+use super::route_info::{RegistrationOrigin, RouteInfoManager};
+use crate::acl::PlainAccessValidator;
 use crate::common::{now_ms, StopFlag};
 use crate::config::Config;
 use crate::net::{self, ConnectionContext, RequestHandler, ServerHandle, ShutdownSignal};
@@ -32,6 +33,8 @@ pub enum NamesrvStartError {
         #[source]
         source: net::ServerError,
     },
+    #[error("{0}")]
+    Acl(#[from] crate::acl::AclConfigError),
     #[error("configuration: RINGMQ_NAMESRV_BIND_IP={0:?} is not an IP address")]
     BindIp(String),
     #[error("cannot start thread {name}: {source}")]
@@ -48,6 +51,8 @@ pub enum NamesrvStartError {
 pub struct NamesrvHandler {
     processor: NamesrvProcessor,
     registered: Mutex<HashMap<u64, String>>,
+    /// With `RINGMQ_ACL_ENABLED`: an admin account may replace a live broker's registration.
+    acl: Option<Arc<PlainAccessValidator>>,
 }
 
 impl RequestHandler for NamesrvHandler {
@@ -59,7 +64,20 @@ impl RequestHandler for NamesrvHandler {
         if request.is_response() {
             return None;
         }
-        let response = self.processor.process(&request, now_ms());
+        // Java's name server checks no ACL; ringmq asks it only for a registration that would
+        // replace a live broker registered over another connection.
+        let acl_admin = || {
+            self.acl
+                .as_ref()
+                .is_some_and(|acl| acl.validate_admin(&request, conn.remote_addr.ip()).is_ok())
+        };
+        let origin = RegistrationOrigin {
+            remote_addr: conn.remote_addr,
+            acl_admin: &acl_admin,
+        };
+        let response = self
+            .processor
+            .process_from(&request, now_ms(), Some(&origin));
         if let Some(addr) = NamesrvProcessor::registered_broker_addr(&request, &response) {
             self.registered
                 .lock()
@@ -76,7 +94,9 @@ impl RequestHandler for NamesrvHandler {
             .unwrap_or_else(|p| p.into_inner())
             .remove(&conn.id);
         if let Some(addr) = addr {
-            self.processor.route_info().on_channel_closed(&addr);
+            self.processor
+                .route_info()
+                .on_channel_closed_from(&addr, conn.remote_addr);
         }
     }
 }
@@ -115,9 +135,20 @@ pub fn start_namesrv(config: &Config) -> Result<NamesrvHandle, NamesrvStartError
     let route_info = Arc::new(RouteInfoManager::with_broker_channel_expired_timeout_ms(
         i64::try_from(config.namesrv.broker_channel_expired_timeout_ms).unwrap_or(i64::MAX),
     ));
+    let acl = if config.acl.enabled {
+        let validator = PlainAccessValidator::load(&config.acl_file_path())?;
+        let name = "ringmq-namesrv-acl-watch";
+        validator
+            .watch()
+            .map_err(|source| NamesrvStartError::Thread { name, source })?;
+        Some(validator)
+    } else {
+        None
+    };
     let handler = Arc::new(NamesrvHandler {
         processor: NamesrvProcessor::new(route_info.clone()),
         registered: Mutex::new(HashMap::new()),
+        acl,
     });
     let shutdown = ShutdownSignal::new();
     let mut sc = net::ServerConfig::from_config(config, addr);

@@ -63,6 +63,14 @@ pub enum StoreError {
     ShutDown,
     #[error("invalid store config {key}: {reason}")]
     Config { key: &'static str, reason: String },
+    /// Not writable by producers: the store of an HA slave takes only its master's bytes
+    /// (Java `DefaultMessageStore.putMessage` refuses puts on a SLAVE).
+    #[error("the store of a SLAVE broker takes no messages; send them to the master")]
+    SlaveReadOnly,
+    /// Replicated bytes do not continue the CommitLog: they start at `got`, the log ends at
+    /// `expected` (an HA slave closes the connection and reports its offset again).
+    #[error("replicated bytes start at CommitLog offset {got}, the log ends at {expected}")]
+    ReplicaOffsetMismatch { expected: i64, got: i64 },
     /// Not writable: another process has the store directory open.
     #[error("store directory {path} is locked by another process")]
     Locked { path: PathBuf },

@@ -73,12 +73,14 @@ impl StoreError {
             | StoreError::BatchMalformed { .. } => PutMessageStatus::MessageIllegal,
             StoreError::PropertiesTooLarge { .. } => PutMessageStatus::PropertiesSizeExceeded,
             StoreError::FlushTimeout => PutMessageStatus::FlushDiskTimeout,
-            StoreError::Poisoned { .. } | StoreError::ShutDown | StoreError::Locked { .. } => {
-                PutMessageStatus::ServiceNotAvailable
-            }
-            StoreError::Io { .. } | StoreError::Corrupted { .. } | StoreError::Config { .. } => {
-                PutMessageStatus::UnknownError
-            }
+            StoreError::Poisoned { .. }
+            | StoreError::ShutDown
+            | StoreError::Locked { .. }
+            | StoreError::SlaveReadOnly => PutMessageStatus::ServiceNotAvailable,
+            StoreError::Io { .. }
+            | StoreError::Corrupted { .. }
+            | StoreError::Config { .. }
+            | StoreError::ReplicaOffsetMismatch { .. } => PutMessageStatus::UnknownError,
         }
     }
 }

@@ -17,7 +17,8 @@ pub fn free_broker_port() -> u16 {
     broker_ports().0
 }
 
-/// A broker port (with its fast port `p - 2` free) and a name server port, all distinct. The
+/// A broker port (with its fast port `p - 2` and its HA port `p + 1` free) and a name server
+/// port, all distinct. The
 /// probe sockets stay bound until all are chosen: a port dropped and picked again would hand
 /// the same number to both, and a second listener on an address fails the start.
 pub fn broker_ports() -> (u16, u16) {
@@ -27,12 +28,15 @@ pub fn broker_ports() -> (u16, u16) {
         let Ok(fast) = TcpListener::bind(("127.0.0.1", p.saturating_sub(2))) else {
             continue;
         };
-        if p <= 3 {
+        if p <= 3 || p == u16::MAX {
             continue;
         }
+        let Ok(ha) = TcpListener::bind(("127.0.0.1", p + 1)) else {
+            continue;
+        };
         let namesrv = TcpListener::bind("127.0.0.1:0").expect("bind");
         let n = namesrv.local_addr().unwrap().port();
-        drop((broker, fast, namesrv));
+        drop((broker, fast, ha, namesrv));
         return (p, n);
     }
     panic!("no free port triple found");

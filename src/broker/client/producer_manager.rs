@@ -42,6 +42,18 @@ impl ProducerManager {
         });
     }
 
+    /// Java `getAvailableChannel`: a live connection of the group for a broker-to-producer
+    /// request (CHECK_TRANSACTION_STATE), the one heard from last.
+    pub fn available_channel(&self, group: &str) -> Option<ClientChannelInfo> {
+        let groups = self.groups.read().unwrap_or_else(|p| p.into_inner());
+        groups
+            .get(group)?
+            .values()
+            .filter(|c| !c.sender.is_closed())
+            .max_by_key(|c| (c.last_update_ms, c.connection_id))
+            .cloned()
+    }
+
     pub fn scan_not_active_channels(&self, now_ms: i64, timeout_ms: i64) -> usize {
         let mut groups = self.groups.write().unwrap_or_else(|p| p.into_inner());
         let mut expired = 0;

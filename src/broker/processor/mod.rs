@@ -10,6 +10,7 @@
 //! | `AdminBrokerProcessor` (topics, offsets by time, runtime info) | `admin.rs` |
 //! | `AdminBrokerProcessor` (orderly consumers' queue locks) | `lock.rs` |
 //! | `QueryMessageProcessor` (view by id) | `query.rs` |
+//! | `EndTransactionProcessor` (commit or rollback a half message) | `end_transaction.rs` |
 //!
 //! Every handler has one signature, `async fn(&RequestContext, &RemotingCommand) ->
 //! ProcessResult`, so `dispatch` calls them all alike. Failures are [`BrokerError`]s; [`BrokerError::response_code`] is the one place where they
@@ -18,6 +19,7 @@
 pub mod admin;
 pub mod client_manage;
 pub mod consumer_manage;
+pub mod end_transaction;
 pub mod lock;
 pub mod pull;
 pub mod query;
@@ -47,6 +49,9 @@ pub enum Handled {
     /// The request waits in the hold table (long polling); its answer goes out later through
     /// the connection.
     Parked,
+    /// Java answers nothing (END_TRANSACTION with the state unknown: the check-back decides);
+    /// the processor has logged why.
+    NoAnswer,
 }
 
 impl From<RemotingCommand> for Handled {

@@ -8,11 +8,14 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::broker::controller::BrokerController;
+use crate::broker::ha::group_transfer_service::SlaveWaitError;
 use crate::broker::topic_config_manager::{
     self as topic, dlq_topic, retry_topic, RETRY_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC,
 };
+use crate::broker::transaction::transactional_message_bridge::put_half_message;
+use crate::broker::transaction::transactional_message_util::is_prepared_send;
 use crate::common::topic_validator::validate_topic;
-use crate::config::FlushPolicy;
+use crate::config::{BrokerRole, FlushPolicy};
 use crate::remoting::body::{perm, TopicConfig};
 use crate::remoting::codes::response_code as rc;
 use crate::remoting::command::RemotingCommand;
@@ -20,7 +23,7 @@ use crate::remoting::frame::FRAME_SIZE_MAX_BYTES;
 use crate::remoting::headers::{
     ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader, SendMessageResponseHeader,
 };
-use crate::store::format::{self, property_value};
+use crate::store::format::{self, property_value, sys_flag};
 use crate::store::{BatchToStore, MessageToStore, PutMessageResult, PutMessageStatus, StoreError};
 
 use super::{respond, ProcessResult, RequestContext};
@@ -45,11 +48,16 @@ pub mod property {
     pub const TRAN_MSG: &str = "TRAN_MSG";
 }
 
-/// MessageSysFlag transaction bits (Java `MessageSysFlag`).
-const TRANSACTION_MASK: i32 = 0x0C;
-const TRANSACTION_PREPARED_TYPE: i32 = 0x04;
-const TRANSACTION_ROLLBACK_TYPE: i32 = 0x0C;
-const MULTI_TAGS_FLAG: i32 = 0x2;
+const MULTI_TAGS_FLAG: i32 = sys_flag::MULTI_TAGS;
+
+/// Whether sysFlag marks a prepared or rolled-back transactional message: the store keeps such
+/// a record without a ConsumeQueue unit.
+fn is_prepared_or_rollback(flag: i32) -> bool {
+    matches!(
+        flag & sys_flag::TRANSACTION_MASK,
+        sys_flag::TRANSACTION_PREPARED_TYPE | sys_flag::TRANSACTION_ROLLBACK_TYPE
+    )
+}
 
 /// Characters one message adds to a send response's `msgId` list: 32 hex digits and a comma.
 const MSG_ID_LIST_ENTRY_BYTES: usize = 33;
@@ -85,6 +93,7 @@ pub async fn send_message(cx: &RequestContext<'_>, request: &RemotingCommand) ->
         send_single(ctrl, request, &header, &topic_config, queue_id, remote_addr)?
     };
     let (put, uniq_key) = stored;
+    ctrl.ha.notify_data_appended();
     if let Some(metrics) = ctrl.metrics() {
         let messages = u64::try_from(put.message_count).unwrap_or(0);
         let bytes = u64::try_from(put.wrote_bytes).unwrap_or(0);
@@ -97,6 +106,7 @@ pub async fn send_message(cx: &RequestContext<'_>, request: &RemotingCommand) ->
         .and_then(|p| property_value(p.as_bytes(), property::WAIT.as_bytes()))
         .is_none_or(|v| !v.eq_ignore_ascii_case(b"false"));
     let put = wait_for_flush(ctrl, put, wait_store_msg_ok).await;
+    let put = wait_for_slave(ctrl, put, wait_store_msg_ok).await;
     respond(send_response(ctrl, request, put, queue_id, uniq_key))
 }
 
@@ -225,12 +235,23 @@ fn send_single(
         reconsume_times,
         prepared_transaction_offset: 0,
     };
-    apply_delay_level(ctrl, &mut msg);
-    let put = ctrl
-        .store
-        .put_message(&msg)
-        .map_err(BrokerError::PutMessage)?;
-    Ok((put, uniq_key))
+    let put = if is_prepared_send(msg.properties.as_bytes(), reconsume_times) {
+        // Java `SendMessageProcessor`: TRAN_MSG=true makes it a half message.
+        if ctrl.config.broker.reject_transaction_message {
+            return Err(BrokerError::TransactionMessageRejected {
+                broker_ip: ctrl.config.broker.advertised_ip.clone(),
+            });
+        }
+        put_half_message(ctrl, msg)
+    } else if is_prepared_or_rollback(msg.sys_flag) {
+        return Err(BrokerError::TransactionSysFlagWithoutHalf {
+            sys_flag: msg.sys_flag,
+        });
+    } else {
+        apply_delay_level(ctrl, &mut msg);
+        ctrl.store.put_message(&msg)
+    };
+    Ok((put.map_err(BrokerError::PutMessage)?, uniq_key))
 }
 
 fn send_batch(
@@ -243,6 +264,11 @@ fn send_batch(
     if header.topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) {
         return Err(BrokerError::BatchToRetryTopic {
             topic: header.topic.clone(),
+        });
+    }
+    if is_prepared_or_rollback(header.sys_flag) {
+        return Err(BrokerError::BatchTransaction {
+            sys_flag: header.sys_flag,
         });
     }
     // Counted before anything is stored, so a batch too big to answer is refused whole.
@@ -297,8 +323,7 @@ fn complete_properties(ctrl: &BrokerController, properties: &mut String) {
 /// Java `HookUtils.handleScheduleMessage`: a message with DELAY > 0 goes to
 /// SCHEDULE_TOPIC_XXXX queue `level - 1`, remembering its real topic and queue.
 pub fn apply_delay_level(ctrl: &BrokerController, msg: &mut MessageToStore) {
-    let tx = msg.sys_flag & TRANSACTION_MASK;
-    if tx == TRANSACTION_PREPARED_TYPE || tx == TRANSACTION_ROLLBACK_TYPE {
+    if is_prepared_or_rollback(msg.sys_flag) {
         return;
     }
     let Some(level) = property_value(msg.properties.as_bytes(), property::DELAY.as_bytes())
@@ -357,6 +382,29 @@ async fn wait_for_flush(
             tracing::error!(error = %e, "sync flush failed");
             put.status = PutMessageStatus::ServiceNotAvailable;
         }
+    }
+    put
+}
+
+/// On a SYNC_MASTER a send is acknowledged only after a slave acknowledged its bytes (unless
+/// the message says WAIT=false; Java `CommitLog.handleHA`). No slave in sync answers
+/// SLAVE_NOT_AVAILABLE, no ack within the slave timeout FLUSH_SLAVE_TIMEOUT; the message is
+/// stored either way.
+async fn wait_for_slave(
+    ctrl: &BrokerController,
+    mut put: PutMessageResult,
+    wait_store_msg_ok: bool,
+) -> PutMessageResult {
+    if ctrl.config.broker.role != BrokerRole::SyncMaster
+        || put.status != PutMessageStatus::PutOk
+        || !wait_store_msg_ok
+    {
+        return put;
+    }
+    match ctrl.ha.wait_for_slave(put.end_phy_offset()).await {
+        Ok(()) => {}
+        Err(SlaveWaitError::NotAvailable) => put.status = PutMessageStatus::SlaveNotAvailable,
+        Err(SlaveWaitError::Timeout) => put.status = PutMessageStatus::FlushSlaveTimeout,
     }
     put
 }

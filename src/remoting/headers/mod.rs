@@ -16,7 +16,7 @@
 //! Java source: `remoting/.../protocol/header/*.java`, `.../header/namesrv/*.java`.
 //!
 //! Files: `field` (the [`HeaderField`] value types and [`CustomHeader`]), then one file per
-//! request family: `send`, `pull`, `offsets`, `client`, `admin`, `namesrv`. The `header!`
+//! request family: `send`, `pull`, `offsets`, `client`, `admin`, `namesrv`, `transaction`. The `header!`
 //! macro below declares a header whose fields map 1:1 to ext keys.
 
 /// Reads one field, applying its Java default when one is given and the field is absent.
@@ -79,6 +79,7 @@ mod namesrv;
 mod offsets;
 mod pull;
 mod send;
+mod transaction;
 
 pub use admin::{CreateTopicRequestHeader, ViewMessageRequestHeader};
 pub use client::{
@@ -102,6 +103,7 @@ pub use send::{
     add_region_and_trace, SendMessageRequestHeader, SendMessageResponseHeader, MSG_REGION_KEY,
     REGION_ID_DEFAULT, TRACE_ON_KEY,
 };
+pub use transaction::{CheckTransactionStateRequestHeader, EndTransactionRequestHeader};
 
 #[cfg(test)]
 mod tests;

@@ -416,3 +416,81 @@ fn unregister_client_uses_java_key() {
         Err(HeaderError::Missing { field: "clientID" })
     );
 }
+
+/// END_TRANSACTION as a Java client's `endTransactionOneway` writes it; keys it does not name
+/// (`namespaced`) are ignored.
+#[test]
+fn end_transaction_as_sent_by_java_client() {
+    let cmd = cmd_with(
+        request_code::END_TRANSACTION,
+        &[
+            ("topic", "TopicA"),
+            ("producerGroup", "pg"),
+            ("tranStateTableOffset", "3"),
+            ("commitLogOffset", "4096"),
+            ("commitOrRollback", "8"),
+            ("fromTransactionCheck", "false"),
+            ("msgId", "7F00000100002A9F0000000000001000"),
+            ("transactionId", "U1"),
+            ("bname", "broker-a"),
+            ("namespaced", "false"),
+        ],
+    );
+    let header = EndTransactionRequestHeader::decode(&cmd).expect("decodes");
+    assert_eq!(
+        header,
+        EndTransactionRequestHeader {
+            topic: Some("TopicA".into()),
+            producer_group: "pg".into(),
+            tran_state_table_offset: 3,
+            commit_log_offset: 4096,
+            commit_or_rollback: 8,
+            from_transaction_check: false,
+            msg_id: "7F00000100002A9F0000000000001000".into(),
+            transaction_id: Some("U1".into()),
+            broker_name: Some("broker-a".into()),
+        }
+    );
+    round_trip(&header, request_code::END_TRANSACTION);
+    let missing = cmd_with(request_code::END_TRANSACTION, &[("producerGroup", "pg")]);
+    assert_eq!(
+        EndTransactionRequestHeader::decode(&missing),
+        Err(HeaderError::Missing {
+            field: "tranStateTableOffset"
+        })
+    );
+}
+
+/// CHECK_TRANSACTION_STATE as Java's `Broker2Client` writes it: every key the clients read.
+#[test]
+fn check_transaction_state_keys_are_javas() {
+    let header = CheckTransactionStateRequestHeader {
+        topic: Some("RMQ_SYS_TRANS_HALF_TOPIC".into()),
+        tran_state_table_offset: 5,
+        commit_log_offset: 8192,
+        msg_id: Some("U1".into()),
+        transaction_id: Some("U1".into()),
+        offset_msg_id: Some("7F00000100002A9F0000000000002000".into()),
+        broker_name: Some("broker-a".into()),
+    };
+    let mut cmd = RemotingCommand::request(request_code::CHECK_TRANSACTION_STATE);
+    header.encode(&mut cmd);
+    let keys: Vec<&str> = cmd.ext_fields.keys().map(String::as_str).collect();
+    let mut keys = keys;
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        [
+            "bname",
+            "commitLogOffset",
+            "msgId",
+            "offsetMsgId",
+            "topic",
+            "tranStateTableOffset",
+            "transactionId"
+        ]
+    );
+    assert_eq!(cmd.ext_fields["tranStateTableOffset"], "5");
+    assert_eq!(cmd.ext_fields["commitLogOffset"], "8192");
+    round_trip(&header, request_code::CHECK_TRANSACTION_STATE);
+}

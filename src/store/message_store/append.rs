@@ -146,6 +146,9 @@ impl Inner {
         common: &AppendCommon<'_>,
         entries: &[AppendEntry<'_>],
     ) -> Result<PutMessageResult, StoreError> {
+        if self.config.broker_role_slave {
+            return Err(StoreError::SlaveReadOnly);
+        }
         let shape = self.validate_append(common, entries)?;
         let mut writer = lock(&self.writer);
         let slot = self.reserve(&mut writer, common, &shape, entries.len())?;
@@ -349,7 +352,7 @@ impl Inner {
         Ok(())
     }
 
-    fn check_writable(&self) -> Result<(), StoreError> {
+    pub(super) fn check_writable(&self) -> Result<(), StoreError> {
         if self.shut_down.load(Ordering::Acquire) {
             return Err(StoreError::ShutDown);
         }
@@ -397,7 +400,12 @@ impl Inner {
         })
     }
 
-    fn write_or_poison(&self, segment: &Segment, bytes: &[u8], pos: u64) -> Result<(), StoreError> {
+    pub(super) fn write_or_poison(
+        &self,
+        segment: &Segment,
+        bytes: &[u8],
+        pos: u64,
+    ) -> Result<(), StoreError> {
         assert!(pos + bytes.len() as u64 <= self.commit_log.file_size_bytes() as u64);
         match fs::write_at(&segment.file, &segment.path, bytes, pos) {
             Ok(()) => {
@@ -412,7 +420,7 @@ impl Inner {
         }
     }
 
-    fn write_units(
+    pub(super) fn write_units(
         &self,
         cq: &ConsumeQueue,
         first_queue_offset: i64,
@@ -429,7 +437,7 @@ impl Inner {
         self.commit_log.set_max_phy_offset(end_phy_offset);
     }
 
-    fn after_append(&self) {
+    pub(super) fn after_append(&self) {
         if self.config.flush_policy == FlushPolicy::Sync {
             self.request_flush();
         }

@@ -19,12 +19,12 @@
 //! - `lifecycle`: open, the root directory's files, the threads, shutdown;
 //! - `recovery`: what `open` does to find the end of the log and repair the queues.
 //!
-//! Replication goes into `append`: an HA slave appends records the master already encoded,
-//! at the CommitLog offset the master gives. That is a second entry point beside
-//! `Inner::append` that takes the writer lock, checks `check_writable` and that the offset is
-//! the current `max_phy_offset`, writes the bytes with `write_or_poison`, writes the units of
-//! the records it decodes, and publishes in the same order (CommitLog max, then queue max), so
-//! readers, flushing and recovery need no second path.
+//! - `replica`: replication: the CommitLog bytes an HA master sends from an offset, and the
+//!   slave's append of the master's bytes. It takes the writer lock, checks `check_writable`
+//!   and that the offset is the current `max_phy_offset`, writes the bytes with
+//!   `write_or_poison`, writes the units of the complete records it decodes, and publishes in
+//!   the same order (CommitLog max, then queue max), so readers, flushing and recovery need no
+//!   second path.
 
 mod append;
 mod flush;
@@ -32,6 +32,7 @@ mod get;
 mod lifecycle;
 mod lookup;
 mod recovery;
+mod replica;
 mod retention;
 
 use std::collections::HashMap;
@@ -65,6 +66,8 @@ pub const CHECKPOINT_FILE_NAME: &str = "checkpoint";
 /// Name of the file locked while a store has the directory open.
 pub const LOCK_FILE_NAME: &str = "lock";
 
+pub use self::replica::ReplicaAppend;
+
 /// Durability counters, read by the broker's metrics.
 #[derive(Debug, Clone)]
 pub struct FlushStats {
@@ -93,6 +96,10 @@ struct Writer {
     record_buf: Vec<u8>,
     unit_buf: Vec<u8>,
     last_store_timestamp_ms: i64,
+    /// Replicated bytes after the last complete record (an HA slave's partial record).
+    replica_tail: Vec<u8>,
+    /// CommitLog offset where `replica_tail` starts; `None` before the first replicated append.
+    replica_dispatched_phy_offset: Option<i64>,
 }
 
 type QueueMap = HashMap<String, HashMap<i32, Arc<ConsumeQueue>>>;
@@ -218,6 +225,26 @@ impl MessageStore {
         out: &mut BytesMut,
     ) -> Result<(), StoreError> {
         self.inner.read_regions(regions, out)
+    }
+
+    /// HA slave: appends `bytes` the master sent for CommitLog offset `start_offset` (Java
+    /// `appendToCommitLog`): the offset must be this log's end (any offset when the log is
+    /// empty); the bytes may end inside a record. Every record completed by them gets its
+    /// ConsumeQueue unit, as on a master, and arrives at the listener.
+    pub fn append_to_commit_log(
+        &self,
+        start_offset: i64,
+        bytes: &[u8],
+    ) -> Result<ReplicaAppend, StoreError> {
+        self.inner.append_replica(start_offset, bytes)
+    }
+
+    /// HA master: where up to `max_bytes` CommitLog bytes from `from` are, never past the end
+    /// of the file holding `from` nor past the write position (Java `CommitLog.getData`).
+    /// `None` when there is nothing at `from` yet or it is outside the live files. Read the
+    /// bytes with [`MessageStore::read_regions`] or send them from [`FileRegion::file`].
+    pub fn commit_log_region(&self, from: i64, max_bytes: usize) -> Option<FileRegion> {
+        self.inner.commit_log_region(from, max_bytes)
     }
 
     /// Next queue offset to be written (0 when the queue does not exist).
@@ -381,5 +408,7 @@ const _: () = {
     assert_send_sync::<MessageStore>();
 };
 
+#[cfg(test)]
+mod replica_tests;
 #[cfg(test)]
 mod tests;

@@ -332,7 +332,16 @@ fn slave_does_not_correct_offsets() {
     let mut cfg = config(dir.path());
     cfg.broker_role_slave = true;
     let store = open(cfg);
-    store.put_message(&msg("T", 0, b"x", "A")).unwrap();
+    let refused = store.put_message(&msg("T", 0, b"x", "A")).unwrap_err();
+    assert!(matches!(refused, StoreError::SlaveReadOnly), "{refused}");
+    // The message arrives from a master instead.
+    let master_dir = tempfile::tempdir().unwrap();
+    let master = open(config(master_dir.path()));
+    master.put_message(&msg("T", 0, b"x", "A")).unwrap();
+    let region = master.commit_log_region(0, 4096).unwrap();
+    let mut bytes = BytesMut::new();
+    master.read_regions(&[region], &mut bytes).unwrap();
+    store.append_to_commit_log(0, &bytes).unwrap();
     let got = store.get_message(&pull("T", 0, 7, 32, &AcceptAll)).unwrap();
     assert_eq!(
         (got.status, got.next_begin_offset),
