@@ -4,7 +4,8 @@
 //! Run: `cargo bench --bench store`. Knobs: `RINGMQ_BENCH_SCALE` (multiplies every timed run,
 //! default 1), `RINGMQ_BENCH_REPEATS` (default 3), `RINGMQ_BENCH_DIR` (where the temporary
 //! stores live, default the system temp dir), `RINGMQ_BENCH_SYNC_THREADS` (comma list, default
-//! `1,4,16,64`). Default total time is about 40 s.
+//! `1,4,16,64`), `RINGMQ_BENCH_MESSAGE_INDEX` (1 = build the message index as the broker does
+//! by default, 0 = off; default 1). Default total time is about 40 s.
 //!
 //! fsyncs per append: this binary defines `fdatasync` and `fsync` itself, counting each call and
 //! forwarding it to the kernel with `syscall(2)`. The executable's definitions take precedence
@@ -82,6 +83,7 @@ fn message(topic: &str, queue_id: i32, body: &Bytes, born_host: SocketAddr) -> M
 fn open_store(dir: &Path, policy: FlushPolicy, mode: IoMode) -> Arc<MessageStore> {
     let mut cfg = StoreConfig::with_root(dir);
     cfg.flush_policy = policy;
+    cfg.message_index_enable = common::env_num("RINGMQ_BENCH_MESSAGE_INDEX", 1u8) != 0;
     let io = IoEngine::new(IoConfig {
         mode,
         ..IoConfig::default()

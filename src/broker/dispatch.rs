@@ -72,8 +72,13 @@ impl BrokerRequestHandler {
             code::GET_EARLIEST_MSG_STORETIME => {
                 admin::get_earliest_msg_storetime(&cx, request).await
             }
+            code::INVOKE_BROKER_TO_RESET_OFFSET => {
+                admin::invoke_broker_to_reset_offset(&cx, request).await
+            }
+            code::GET_CONSUMER_RUNNING_INFO => admin::get_consumer_running_info(&cx, request).await,
             code::LOCK_BATCH_MQ => lock::lock_batch_mq(&cx, request).await,
             code::UNLOCK_BATCH_MQ => lock::unlock_batch_mq(&cx, request).await,
+            code::QUERY_MESSAGE => query::query_message(&cx, request).await,
             code::VIEW_MESSAGE_BY_ID => query::view_message_by_id(&cx, request).await,
             code => Err(BrokerError::RequestCodeNotSupported { code }),
         }
@@ -113,7 +118,7 @@ impl RequestHandler for BrokerRequestHandler {
         request: RemotingCommand,
     ) -> Option<RemotingCommand> {
         if request.is_response() {
-            // Answers to broker-initiated requests (none expect one today).
+            // The runtime hands responses to the broker's pending calls and never here.
             return None;
         }
         let started = std::time::Instant::now();

@@ -148,6 +148,35 @@ pub enum BrokerError {
     #[error("the batch holds more than {max} messages")]
     BatchTooManyMessages { max: usize },
 
+    // ---- Offset resets and calls to clients.
+    #[error("[reset-offset] reset offset failed, no topic in this broker. topic={topic}")]
+    ResetOffsetTopicNotExist { topic: String },
+    /// A queue of the topic has no committed offset of the group (Java's text, typo included).
+    #[error("THe consumer group <{group}> not exist")]
+    ResetOffsetGroupNotExist { group: String },
+    #[error("Target offset {offset} not in consume queue range [{min}-{max}]")]
+    ResetOffsetOutOfRange { offset: i64, min: i64, max: i64 },
+    #[error("Consumer not online, so can not reset offset, Group: {group} Topic: {topic} Timestamp: {timestamp}")]
+    ConsumerNotOnline {
+        group: String,
+        topic: String,
+        timestamp: i64,
+    },
+    #[error("The Consumer <{group}> <{client_id}> not online")]
+    ConsumerClientNotOnline { group: String, client_id: String },
+    #[error("consumer <{group}> <{client_id}> Timeout: {source}")]
+    ClientCallTimeout {
+        group: String,
+        client_id: String,
+        source: crate::net::ClientCallError,
+    },
+    #[error("invoke consumer <{group}> <{client_id}> Exception: {source}")]
+    ClientCallFailed {
+        group: String,
+        client_id: String,
+        source: crate::net::ClientCallError,
+    },
+
     // ---- Stored messages.
     /// VIEW_MESSAGE_BY_ID of an offset that holds no record.
     #[error("can not find message by the offset, {offset}")]
@@ -226,6 +255,13 @@ impl BrokerError {
             }
             E::SubscriptionNotLatest { .. } => rc::SUBSCRIPTION_NOT_LATEST,
             E::ConsumerOffsetNotFound => rc::QUERY_NOT_FOUND,
+            E::ResetOffsetTopicNotExist { .. } => rc::TOPIC_NOT_EXIST,
+            E::ConsumerNotOnline { .. } => rc::CONSUMER_NOT_ONLINE,
+            E::ClientCallTimeout { .. } => rc::CONSUME_MSG_TIMEOUT,
+            E::ResetOffsetGroupNotExist { .. }
+            | E::ResetOffsetOutOfRange { .. }
+            | E::ConsumerClientNotOnline { .. }
+            | E::ClientCallFailed { .. } => rc::SYSTEM_ERROR,
             E::SubscriptionParse { .. } | E::ClientSubscriptionParse { .. } => {
                 rc::SUBSCRIPTION_PARSE_FAILED
             }

@@ -25,10 +25,6 @@ pub const NOT_SUPPORTED: &[(&str, &str)] = &[
         "CommitLog retention runs every deleteCommitLogFilesInterval, not at a set hour",
     ),
     (
-        "diskMaxUsedSpaceRatio",
-        "files are deleted by age only, not when the disk fills",
-    ),
-    (
         "storePathCommitLog",
         "the CommitLog is always storePathRootDir/commitlog",
     ),
@@ -36,10 +32,12 @@ pub const NOT_SUPPORTED: &[(&str, &str)] = &[
         "storePathConsumeQueue",
         "ConsumeQueues are always under storePathRootDir/consumequeue",
     ),
-    ("storePathIndex", "there is no message index yet"),
+    (
+        "storePathIndex",
+        "the message index is always under storePathRootDir/index",
+    ),
     ("storeCheckpoint", "there is no checkpoint file"),
     ("abortFile", "there is no abort file"),
-    ("messageIndexEnable", "there is no message index yet"),
     (
         "brokerIP2",
         "the HA address registered is RINGMQ_BROKER_ADVERTISED_IP:RINGMQ_HA_LISTEN_PORT",

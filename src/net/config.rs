@@ -26,6 +26,11 @@ pub const WRITE_QUEUE_MAX_PER_CONNECTION: usize = 1024;
 /// empty, so no response is too large to send.
 pub const WRITE_QUEUE_MAX_BYTES_PER_CONNECTION: usize = 64 * 1024 * 1024;
 
+/// Requests the broker sent to one client connection and still waits on (GET_CONSUMER_RUNNING_INFO
+/// relayed to a consumer). Java has no cap (a semaphore bounds only async calls); each waiter
+/// holds an admin request, so a few dozen is plenty and a stuck client cannot pile up more.
+pub const PENDING_CALLS_MAX_PER_CONNECTION: usize = 64;
+
 /// A connection on which nothing was read and nothing written for this long is closed, as Java's
 /// `NettyRemotingServer` does with Netty's `IdleStateHandler` (all idle) and
 /// `serverChannelMaxIdleTimeSeconds` (120 s). RocketMQ clients heartbeat every 30 s, so a live

@@ -97,6 +97,8 @@ pub(crate) async fn serve<H: RequestHandler>(
     let timeouts = ReadTimeouts::new(config, last_write);
     let exit = read_loop(&stream, &ctx, &in_flight, &worker, timeouts).await;
     log_read_exit(&exit);
+    // Nothing more is read: calls waiting for this peer's responses end now.
+    ctx.sender.close_calls();
     if matches!(exit, ReadExit::Shutdown) {
         // Let running requests answer before the writer closes, within the grace period.
         let grace = Duration::from_millis(config.shutdown_grace_ms);
@@ -375,12 +377,11 @@ fn dispatch<H: RequestHandler>(
     worker: &Rc<Worker<H>>,
 ) {
     if cmd.is_response() {
-        // The runtime sends no requests that expect an answer, so no response is awaited.
-        tracing::debug!(
-            code = cmd.code,
-            opaque = cmd.opaque,
-            "dropping unexpected response frame"
-        );
+        // The answer to a call of `ConnectionSender::call`; the permit goes back at once.
+        let (code, opaque) = (cmd.code, cmd.opaque);
+        if !ctx.sender.complete_call(cmd) {
+            tracing::debug!(code, opaque, "dropping a response no call waits for");
+        }
         return;
     }
     let handler = worker.shared.handler.clone();

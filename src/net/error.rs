@@ -60,3 +60,16 @@ impl ServerError {
         }
     }
 }
+
+/// Why a call to a client ([`super::ConnectionSender::call`]) got no response.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientCallError {
+    #[error("{max} calls already wait for this client's responses")]
+    TooManyPending { max: usize },
+    #[error("the request could not be queued on the client's connection: {reason}")]
+    NotSent { reason: String },
+    #[error("the client's connection closed before it answered")]
+    Closed,
+    #[error("no response from the client within {timeout_ms} ms")]
+    Timeout { timeout_ms: u64 },
+}

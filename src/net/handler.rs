@@ -95,4 +95,64 @@ mod tests {
         drop(frames);
         assert!(ctx.sender().is_closed());
     }
+
+    fn next_request(frames: &mut mpsc::Receiver<Outbound>) -> RemotingCommand {
+        match frames.try_recv().expect("a queued frame") {
+            Outbound::Command(cmd) => cmd,
+            other => panic!("unexpected frame {other:?}"),
+        }
+    }
+
+    #[test]
+    fn calls_end_with_their_response_a_timeout_or_the_close() {
+        use crate::net::error::ClientCallError;
+        use std::time::Duration;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let (ctx, mut frames) = ConnectionContext::detached(9, addr, addr, 8);
+        let sender = ctx.sender().clone();
+        runtime.block_on(async {
+            let long = Duration::from_secs(30);
+            let call = sender.call(RemotingCommand::request(307), long);
+            let answer = async {
+                tokio::task::yield_now().await;
+                let request = next_request(&mut frames);
+                assert!(!request.is_response());
+                let response = RemotingCommand::response_to(&request, response_code::SUCCESS, None)
+                    .with_remark("from the client");
+                assert!(sender.complete_call(response));
+                request.opaque
+            };
+            let (response, opaque) = tokio::join!(call, answer);
+            let response = response.unwrap();
+            assert_eq!(
+                (response.opaque, response.remark.as_deref()),
+                (opaque, Some("from the client"))
+            );
+
+            let timed_out = sender
+                .call(RemotingCommand::request(307), Duration::from_millis(10))
+                .await;
+            assert!(matches!(
+                timed_out,
+                Err(ClientCallError::Timeout { timeout_ms: 10 })
+            ));
+            // Its late answer finds no waiter.
+            let late = next_request(&mut frames);
+            assert!(!sender.complete_call(RemotingCommand::response_to(&late, 0, None)));
+
+            let call = sender.call(RemotingCommand::request(307), long);
+            let close = async {
+                tokio::task::yield_now().await;
+                sender.close_calls();
+            };
+            let (closed, ()) = tokio::join!(call, close);
+            assert!(matches!(closed, Err(ClientCallError::Closed)), "{closed:?}");
+            let refused = sender.call(RemotingCommand::request(307), long).await;
+            assert!(matches!(refused, Err(ClientCallError::Closed)));
+        });
+    }
 }

@@ -11,11 +11,15 @@
 //!   running [`RequestHandler::handle`], and a single writer task fed by a bounded queue
 //!   ([`ServerConfig::write_queue_max_per_connection`]) that coalesces queued frames into one write.
 //! - [`ConnectionSender`] lets any thread push a frame to a connection (held responses, broker to
-//!   client requests) without blocking.
+//!   client requests) without blocking, and [`ConnectionSender::call`] sends a request to the
+//!   client and awaits its response: the connection's reader hands response frames to the
+//!   pending call with their opaque (at most [`PENDING_CALLS_MAX_PER_CONNECTION`] per
+//!   connection, each with a timeout).
 //!
 //! # Files
 //! Imports point one way, from the bottom of this list up:
-//! `error`, `config` (settings), `shutdown` (stop signals), `zerocopy` (file → socket splices),
+//! `error`, `config` (settings), `call` (pending server → client calls), `shutdown` (stop
+//! signals), `zerocopy` (file → socket splices),
 //! `writer` (outbound queue and writer task), `handler` (the trait the broker implements and
 //! the connection context it gets), `worker` (server-wide and per-thread state), `connection`
 //! (reader and request tasks), `listener` (listen sockets, accept loop), `runtime` (threads,
@@ -25,6 +29,7 @@
 //!
 //! See `docs/ARCHITECTURE.md`, section "Network runtime", for the reasoning behind each choice.
 
+mod call;
 mod config;
 mod connection;
 mod error;
@@ -40,11 +45,11 @@ pub mod zerocopy;
 pub use config::{
     ServerConfig, CHANNEL_MAX_IDLE_TIME_MS, CONNECTIONS_FD_HEADROOM, CONNECTIONS_MAX,
     CONNECTIONS_MAX_PER_IP, FAST_LISTEN_PORT_OFFSET, FRAME_READ_TIMEOUT_MS, LISTEN_BACKLOG,
-    READ_BUFFER_INITIAL_BYTES, REQUESTS_IN_FLIGHT_MAX_PER_CONNECTION, RING_ENTRIES,
-    SHUTDOWN_GRACE_MS, WRITE_COALESCE_MAX_BYTES, WRITE_QUEUE_MAX_BYTES_PER_CONNECTION,
-    WRITE_QUEUE_MAX_PER_CONNECTION,
+    PENDING_CALLS_MAX_PER_CONNECTION, READ_BUFFER_INITIAL_BYTES,
+    REQUESTS_IN_FLIGHT_MAX_PER_CONNECTION, RING_ENTRIES, SHUTDOWN_GRACE_MS,
+    WRITE_COALESCE_MAX_BYTES, WRITE_QUEUE_MAX_BYTES_PER_CONNECTION, WRITE_QUEUE_MAX_PER_CONNECTION,
 };
-pub use error::ServerError;
+pub use error::{ClientCallError, ServerError};
 pub use handler::{ConnectionContext, RequestHandler};
 pub use listener::bind_listener;
 pub use runtime::{bind, serve, BoundServer, ServerHandle};
@@ -57,10 +62,11 @@ pub use zerocopy::{FileRange, PIPES_MAX_PER_THREAD, PIPE_SIZE_BYTES};
 mod tests {
     /// The files of this module, lowest first. A file may import only files listed before it,
     /// so imports point one way and there is no circle.
-    const FILES_BY_LAYER: [(&str, &str); 11] = [
+    const FILES_BY_LAYER: [(&str, &str); 12] = [
         ("remoting_client", include_str!("remoting_client.rs")),
         ("error", include_str!("error.rs")),
         ("config", include_str!("config.rs")),
+        ("call", include_str!("call.rs")),
         ("shutdown", include_str!("shutdown.rs")),
         ("zerocopy", include_str!("zerocopy.rs")),
         ("writer", include_str!("writer.rs")),

@@ -8,6 +8,8 @@
 //! zero-copy pull response) is written as its head followed by the file ranges, spliced from the
 //! files to the socket ([`super::zerocopy`]).
 
+use super::call::{CallGuard, PendingCalls};
+use super::error::ClientCallError;
 use super::zerocopy::{self, FileRange};
 use crate::remoting::codes::response_code;
 use crate::remoting::command::RemotingCommand;
@@ -181,11 +183,58 @@ impl SendError {
 pub struct ConnectionSender {
     queue: mpsc::Sender<Outbound>,
     bytes: Arc<QueuedBytes>,
+    calls: Arc<PendingCalls>,
 }
 
 impl ConnectionSender {
     pub(crate) fn new(queue: mpsc::Sender<Outbound>, bytes: Arc<QueuedBytes>) -> Self {
-        ConnectionSender { queue, bytes }
+        ConnectionSender {
+            queue,
+            bytes,
+            calls: Arc::new(PendingCalls::default()),
+        }
+    }
+
+    /// Sends `request` to the peer and waits up to `timeout` for its response (Java
+    /// `invokeSync` on a server channel). The request gets an opaque of this connection's
+    /// call table; the connection's reader delivers the response frame with that opaque.
+    /// Fails when [`PENDING_CALLS_MAX_PER_CONNECTION`](super::PENDING_CALLS_MAX_PER_CONNECTION)
+    /// calls already wait, the frame cannot be queued, the connection closes, or the timeout
+    /// passes.
+    pub async fn call(
+        &self,
+        mut request: RemotingCommand,
+        timeout: std::time::Duration,
+    ) -> Result<RemotingCommand, ClientCallError> {
+        let (opaque, response) = self.calls.register()?;
+        let _guard = CallGuard {
+            calls: &self.calls,
+            opaque,
+        };
+        request.opaque = opaque;
+        request.flag &= !crate::remoting::command::FLAG_RESPONSE;
+        self.send(Outbound::Command(request))
+            .map_err(|e| ClientCallError::NotSent {
+                reason: e.to_string(),
+            })?;
+        match tokio::time::timeout(timeout, response).await {
+            Ok(Ok(response)) => Ok(response),
+            Ok(Err(_)) => Err(ClientCallError::Closed),
+            Err(_) => Err(ClientCallError::Timeout {
+                timeout_ms: timeout.as_millis() as u64,
+            }),
+        }
+    }
+
+    /// Hands a response frame read from the peer to the call waiting for its opaque; `false`
+    /// when none waits.
+    pub(crate) fn complete_call(&self, response: RemotingCommand) -> bool {
+        self.calls.complete(response)
+    }
+
+    /// The connection closed: the waiting calls end, new ones fail.
+    pub(crate) fn close_calls(&self) {
+        self.calls.close();
     }
 
     /// Queues a frame without waiting. Fails with `Full` when `write_queue_max_per_connection`

@@ -12,6 +12,10 @@ pub const COMMIT_LOG_FILE_SIZE_DEFAULT_BYTES: u64 = 1024 * 1024 * 1024;
 pub const CONSUME_QUEUE_FILE_UNITS_DEFAULT: u64 = 300_000;
 /// `maxMessageSize` (applies to the body).
 pub const MESSAGE_SIZE_MAX_DEFAULT_BYTES: usize = 4 * 1024 * 1024;
+/// `maxHashSlotNum`.
+pub const MAX_HASH_SLOT_NUM_DEFAULT: u32 = 5_000_000;
+/// `maxIndexNum`.
+pub const MAX_INDEX_NUM_DEFAULT: u32 = 5_000_000 * 4;
 /// `StoreUtil.TOTAL_PHYSICAL_MEMORY_SIZE` fallback when the OS does not say.
 pub const FALLBACK_TOTAL_PHYSICAL_MEMORY_BYTES: u64 = 24 * 1024 * 1024 * 1024;
 /// Smallest CommitLog file we accept: room for a few records and the BLANK filler.
@@ -33,6 +37,23 @@ pub fn check_commit_log_file_size(size_bytes: u64) -> Result<(), String> {
     Ok(())
 }
 
+/// The one rule for the index files' dimensions (store and broker configuration): at least 1
+/// slot and 2 entries (entry 0 is never used), and a file size that fits Java's `int`.
+pub fn check_index_dimensions(hash_slot_num: u32, index_num: u32) -> Result<(), String> {
+    let size = crate::store::index_file::index_file_size_bytes(
+        i32::try_from(hash_slot_num).unwrap_or(i32::MAX),
+        i32::try_from(index_num).unwrap_or(i32::MAX),
+    );
+    if hash_slot_num == 0 || index_num < 2 || size > i32::MAX as u64 {
+        return Err(format!(
+            "maxHashSlotNum {hash_slot_num} and maxIndexNum {index_num} must be at least 1 and 2, \
+             and make an index file of at most {} bytes (40 + 4 per slot + 20 per entry = {size})",
+            i32::MAX
+        ));
+    }
+    Ok(())
+}
+
 /// `flushDiskType`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum FlushPolicy {
@@ -42,6 +63,21 @@ pub enum FlushPolicy {
     /// `SYNC_FLUSH`: group commit; [`crate::store::MessageStore::wait_flushed`] resolves after
     /// the fsync that covers the record.
     Sync,
+}
+
+/// What recovery does with an invalid record that has valid CommitLog data after it (one found
+/// before the last file that holds data). A torn tail in the last file is always truncated:
+/// that is what a crash leaves behind, not corruption.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CorruptionPolicy {
+    /// Refuse to open, naming the file and the byte offset (the safe default: nothing is
+    /// deleted, an operator decides).
+    #[default]
+    Refuse,
+    /// Move the bad tail aside and open: the bytes from the invalid record to the end of its
+    /// file are copied into `<commitlog>/<20-digit offset>.corrupt-<ms>` and every later file is
+    /// renamed to `<name>.corrupt-<ms>`; the log then ends at the invalid record.
+    Quarantine,
 }
 
 #[derive(Debug, Clone)]
@@ -91,7 +127,34 @@ pub struct StoreConfig {
     pub offset_check_in_slave: bool,
     /// `checkCRCOnRecover`.
     pub check_crc_on_recover: bool,
+    /// What to do with corruption found before the end of the CommitLog.
+    pub corruption_policy: CorruptionPolicy,
+    /// `diskMaxUsedSpaceRatio`: above this used share of the disk Java deletes expired files
+    /// before `deleteWhen`. ringmq has no `deleteWhen` (expired files go on every pass), so
+    /// crossing it is only logged.
+    pub disk_max_used_space_ratio_percent: u64,
+    /// `diskSpaceCleanForciblyRatio`: above it a retention pass deletes the oldest CommitLog
+    /// files whether they expired or not (with `clean_file_forcibly_enabled`).
+    pub disk_space_clean_forcibly_ratio_percent: u64,
+    /// `diskSpaceWarningLevelRatio`: above it the disk is full and the store refuses writes
+    /// ([`StoreError::DiskFull`]) until a pass measures at most the clean-forcibly ratio.
+    pub disk_space_warning_level_ratio_percent: u64,
+    /// `cleanFileForciblyEnable`.
+    pub clean_file_forcibly_enabled: bool,
+    /// `messageIndexEnable`: build the message index (QUERY_MESSAGE by key).
+    pub message_index_enable: bool,
+    /// `maxHashSlotNum`: hash slots per index file.
+    pub max_hash_slot_num: u32,
+    /// `maxIndexNum`: entries per index file.
+    pub max_index_num: u32,
 }
+
+/// Java's bounds for `diskMaxUsedSpaceRatio` (`MessageStoreConfig.getDiskMaxUsedSpaceRatio`).
+pub const DISK_MAX_USED_SPACE_RATIO_PERCENT_RANGE: std::ops::RangeInclusive<u64> = 10..=95;
+/// Java's bounds for `diskSpaceCleanForciblyRatio` (`CleanCommitLogService`).
+pub const DISK_SPACE_CLEAN_FORCIBLY_RATIO_PERCENT_RANGE: std::ops::RangeInclusive<u64> = 30..=85;
+/// Java's bounds for `diskSpaceWarningLevelRatio` (`CleanCommitLogService`).
+pub const DISK_SPACE_WARNING_LEVEL_RATIO_PERCENT_RANGE: std::ops::RangeInclusive<u64> = 35..=90;
 
 impl Default for StoreConfig {
     fn default() -> Self {
@@ -118,6 +181,14 @@ impl Default for StoreConfig {
             broker_role_slave: false,
             offset_check_in_slave: false,
             check_crc_on_recover: true,
+            corruption_policy: CorruptionPolicy::Refuse,
+            disk_max_used_space_ratio_percent: 75,
+            disk_space_clean_forcibly_ratio_percent: 85,
+            disk_space_warning_level_ratio_percent: 90,
+            clean_file_forcibly_enabled: true,
+            message_index_enable: true,
+            max_hash_slot_num: MAX_HASH_SLOT_NUM_DEFAULT,
+            max_index_num: MAX_INDEX_NUM_DEFAULT,
         }
     }
 }
@@ -171,6 +242,31 @@ impl StoreConfig {
         }
         if self.delete_check_interval_ms == 0 {
             return bad("delete_check_interval_ms", "must be > 0".to_owned());
+        }
+        let ratios = [
+            (
+                "disk_max_used_space_ratio_percent",
+                self.disk_max_used_space_ratio_percent,
+                DISK_MAX_USED_SPACE_RATIO_PERCENT_RANGE,
+            ),
+            (
+                "disk_space_clean_forcibly_ratio_percent",
+                self.disk_space_clean_forcibly_ratio_percent,
+                DISK_SPACE_CLEAN_FORCIBLY_RATIO_PERCENT_RANGE,
+            ),
+            (
+                "disk_space_warning_level_ratio_percent",
+                self.disk_space_warning_level_ratio_percent,
+                DISK_SPACE_WARNING_LEVEL_RATIO_PERCENT_RANGE,
+            ),
+        ];
+        for (key, value, range) in ratios {
+            if !range.contains(&value) {
+                return bad(key, format!("{value} is outside {range:?} (Java's bounds)"));
+            }
+        }
+        if let Err(reason) = check_index_dimensions(self.max_hash_slot_num, self.max_index_num) {
+            return bad("max_index_num", reason);
         }
         if self.access_message_in_memory_max_ratio_percent > 100 {
             return bad(

@@ -2,6 +2,8 @@
 //!
 //! - [`format`](mod@format): every byte layout (records, ConsumeQueue units, msg ids, checkpoint).
 //! - [`MessageStore`]: append, dispatch, pull, offsets, durability, retention, recovery.
+//! - [`index_service`]: the message index (`<root>/index/`, Java `IndexService`), built as
+//!   messages are dispatched.
 //! - [`io`]: the read engine; every CommitLog and ConsumeQueue read goes through
 //!   [`io::IoEngine::read_batch`].
 //!
@@ -14,17 +16,21 @@ pub mod error;
 pub mod filter;
 pub mod format;
 pub mod fs;
+pub mod index_file;
+pub mod index_service;
 pub mod io;
 pub mod message_store;
 pub mod region;
 pub mod segment;
 pub mod types;
 
-pub use config::{FlushPolicy, StoreConfig};
+pub use config::{CorruptionPolicy, FlushPolicy, StoreConfig};
 pub use error::StoreError;
 pub use filter::{AcceptAll, MessageFilter};
 pub use format::{DecodedRecord, FormatError};
-pub use message_store::{FlushStats, MessageStore, PULL_MSG_SIZE_MAX_BYTES};
+pub use message_store::{
+    FlushStats, MessageStore, QueryMessageResult, PULL_MSG_SIZE_MAX_BYTES, QUERY_MESSAGES_MAX,
+};
 pub use region::{FileRegion, GetMessageRegions, RegionShape};
 pub use types::{
     ArrivalListener, BatchToStore, BoundaryType, GetMessageRequest, GetMessageResult,

@@ -114,6 +114,9 @@ impl Broker {
             .env("RINGMQ_BROKER_LISTEN_PORT", self.port.to_string())
             .env("RINGMQ_NAMESRV_LISTEN_PORT", self.namesrv_port.to_string())
             .env("RINGMQ_SERVER_WORKER_THREADS", "2")
+            // Small index files (Java's default allocates 20 MB of slots per file).
+            .env("RINGMQ_STORE_MAX_HASH_SLOT_NUM", "4096")
+            .env("RINGMQ_STORE_MAX_INDEX_NUM", "16384")
             // Metrics on, on a port of the kernel's choice: tests run brokers side by side.
             .env("RINGMQ_METRICS_LISTEN", "127.0.0.1:0")
             .env("RINGMQ_LOG_LEVEL", "info")

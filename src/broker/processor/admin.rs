@@ -1,7 +1,8 @@
 //! Admin and offset queries: Java `AdminBrokerProcessor` for UPDATE_AND_CREATE_TOPIC (17),
 //! GET_ALL_TOPIC_CONFIG (21), GET_BROKER_RUNTIME_INFO (28), SEARCH_OFFSET_BY_TIMESTAMP (29),
 //! GET_MAX_OFFSET (30), GET_MIN_OFFSET (31), GET_EARLIEST_MSG_STORETIME (32),
-//! GET_ALL_CONSUMER_OFFSET (43), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201).
+//! GET_ALL_CONSUMER_OFFSET (43), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201),
+//! INVOKE_BROKER_TO_RESET_OFFSET (222), GET_CONSUMER_RUNNING_INFO (307).
 
 use std::collections::BTreeMap;
 
@@ -12,14 +13,16 @@ use crate::remoting::body::{TopicConfig, TopicFilterType};
 use crate::remoting::codes::response_code as rc;
 use crate::remoting::command::RemotingCommand;
 use crate::remoting::headers::{
-    BoundaryType, CreateTopicRequestHeader, GetEarliestMsgStoretimeRequestHeader,
-    GetEarliestMsgStoretimeResponseHeader, GetMaxOffsetRequestHeader, GetMaxOffsetResponseHeader,
-    GetMinOffsetRequestHeader, GetMinOffsetResponseHeader, SearchOffsetRequestHeader,
+    BoundaryType, CreateTopicRequestHeader, GetConsumerRunningInfoRequestHeader,
+    GetEarliestMsgStoretimeRequestHeader, GetEarliestMsgStoretimeResponseHeader,
+    GetMaxOffsetRequestHeader, GetMaxOffsetResponseHeader, GetMinOffsetRequestHeader,
+    GetMinOffsetResponseHeader, ResetOffsetRequestHeader, SearchOffsetRequestHeader,
     SearchOffsetResponseHeader,
 };
 use crate::store;
 
 use super::{respond, ProcessResult, RequestContext};
+use crate::broker::client::broker2client;
 use crate::broker::error::BrokerError;
 use crate::common::now_ms;
 
@@ -173,6 +176,35 @@ pub async fn search_offset_by_timestamp(
     )?;
     let mut response = RemotingCommand::response_to(request, rc::SUCCESS, None);
     SearchOffsetResponseHeader { offset }.encode(&mut response);
+    respond(response)
+}
+
+/// INVOKE_BROKER_TO_RESET_OFFSET (222): Java `AdminBrokerProcessor.resetOffset` through
+/// `Broker2Client.resetOffset`; answers the new offsets (`ResetOffsetBody`).
+pub async fn invoke_broker_to_reset_offset(
+    cx: &RequestContext<'_>,
+    request: &RemotingCommand,
+) -> ProcessResult {
+    let header = ResetOffsetRequestHeader::decode(request)?;
+    let body = broker2client::reset_offset(cx.ctrl, &header)?;
+    respond(
+        RemotingCommand::response_to(request, rc::SUCCESS, None).with_body(body.encode().into()),
+    )
+}
+
+/// GET_CONSUMER_RUNNING_INFO (307): Java `AdminBrokerProcessor.getConsumerRunningInfo`, the
+/// request relayed to the client and the client's response relayed back.
+pub async fn get_consumer_running_info(
+    cx: &RequestContext<'_>,
+    request: &RemotingCommand,
+) -> ProcessResult {
+    let header = GetConsumerRunningInfoRequestHeader::decode(request)?;
+    let answer =
+        broker2client::call_consumer(cx.ctrl, request, &header.consumer_group, &header.client_id)
+            .await?;
+    let mut response = RemotingCommand::response_to(request, answer.code, answer.remark);
+    response.ext_fields = answer.ext_fields;
+    response.body = answer.body;
     respond(response)
 }
 

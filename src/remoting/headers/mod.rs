@@ -81,7 +81,11 @@ mod pull;
 mod send;
 mod transaction;
 
-pub use admin::{CreateTopicRequestHeader, ViewMessageRequestHeader};
+pub use admin::{
+    CreateTopicRequestHeader, GetConsumerRunningInfoRequestHeader, QueryMessageRequestHeader,
+    QueryMessageResponseHeader, ResetOffsetRequestHeader, ViewMessageRequestHeader,
+    UNIQUE_MSG_QUERY_FLAG,
+};
 pub use client::{
     ConsumerSendMsgBackRequestHeader, GetConsumerListByGroupRequestHeader,
     NotifyConsumerIdsChangedRequestHeader, UnregisterClientRequestHeader,

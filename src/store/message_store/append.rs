@@ -21,7 +21,7 @@ use crate::store::format::{
     self, encode_cq_unit, CqUnit, RecordFields, END_FILE_BLANK_SIZE_MIN_BYTES,
     PROPERTIES_MAX_BYTES, TOPIC_V2_MAX_BYTES,
 };
-use crate::store::fs;
+use crate::store::index_service::IndexedMessage;
 use crate::store::segment::Segment;
 use crate::store::types::{BatchToStore, MessageToStore, PutMessageResult, PutMessageStatus};
 
@@ -154,6 +154,7 @@ impl Inner {
         let slot = self.reserve(&mut writer, common, &shape, entries.len())?;
         let msg_ids = self.encode(&mut writer, common, entries, &shape, &slot);
         self.write_and_publish(&writer, &shape, &slot, entries.len())?;
+        self.index_appended(common, entries, &shape, &slot);
         drop(writer);
         self.after_append();
         self.notify_arrivals(common, entries, &slot);
@@ -289,9 +290,11 @@ impl Inner {
     ) -> Result<(), StoreError> {
         let place = &slot.place;
         let pos = (place.phy_offset - place.segment.start_offset) as u64;
-        self.write_or_poison(&place.segment, &writer.record_buf, pos)?;
+        self.write_record(&place.segment, &writer.record_buf, pos)?;
         if let Some(cq) = &slot.cq {
-            self.write_units(cq, slot.first_queue_offset, &writer.unit_buf)?;
+            // A failure here fails the append only, as in `write_record`: the queue's max is not
+            // published and the next append rewrites the same units.
+            cq.write_units(slot.first_queue_offset, &writer.unit_buf)?;
         }
         self.publish(
             place.phy_offset + shape.total_bytes as i64,
@@ -301,6 +304,36 @@ impl Inner {
             cq.set_max_offset_in_queue(slot.first_queue_offset + message_count as i64);
         }
         Ok(())
+    }
+
+    /// Indexes the records of this append, still under the writer lock so the index follows
+    /// CommitLog order (Java's dispatch to `IndexService.buildIndex`).
+    fn index_appended(
+        &self,
+        common: &AppendCommon<'_>,
+        entries: &[AppendEntry<'_>],
+        shape: &AppendShape,
+        slot: &AppendSlot,
+    ) {
+        if self.index.is_none() {
+            return;
+        }
+        let mut phy_offset = slot.place.phy_offset;
+        for entry in entries {
+            self.index_record(&IndexedMessage {
+                topic: common.topic,
+                properties: entry.properties,
+                sys_flag: shape.sys_flag,
+                phy_offset,
+                store_timestamp_ms: slot.store_timestamp_ms,
+            });
+            phy_offset += format::record_size(
+                shape.sys_flag,
+                entry.body.len(),
+                common.topic.len(),
+                entry.properties.len(),
+            ) as i64;
+        }
     }
 
     /// Tells the arrival listener about each message. Only messages that got a ConsumeQueue
@@ -366,6 +399,11 @@ impl Inner {
                 .to_owned();
             return Err(StoreError::Poisoned { reason });
         }
+        if self.disk_full.load(Ordering::Acquire) {
+            return Err(StoreError::DiskFull {
+                disk_util: self.disk_util(),
+            });
+        }
         Ok(())
     }
 
@@ -385,7 +423,7 @@ impl Inner {
                 .get_or_create(phy_offset - in_file)?;
             let mut blank = Vec::with_capacity(END_FILE_BLANK_SIZE_MIN_BYTES);
             format::encode_blank(remaining, &mut blank);
-            self.write_or_poison(&segment, &blank, in_file as u64)?;
+            self.write_record(&segment, &blank, in_file as u64)?;
             phy_offset += remaining as i64;
             self.commit_log.set_max_phy_offset(phy_offset);
         }
@@ -400,6 +438,22 @@ impl Inner {
         })
     }
 
+    /// Writes record bytes at `pos` of `segment`. A failed (or short) write fails this append
+    /// only: nothing is published, so the bytes past the write position are garbage no reader
+    /// sees, the next append writes over them at the same position, and recovery after a crash
+    /// takes any left in the last file for a torn tail. Only a failed fsync makes the store
+    /// read-only (the kernel may then have dropped written pages).
+    fn write_record(&self, segment: &Segment, bytes: &[u8], pos: u64) -> Result<(), StoreError> {
+        assert!(pos + bytes.len() as u64 <= self.commit_log.file_size_bytes() as u64);
+        self.fs.write_at(&segment.file, &segment.path, bytes, pos)?;
+        segment.mark_dirty();
+        Ok(())
+    }
+
+    /// The replica's write (`replica`): a failure poisons the store. A slave publishes the
+    /// master's bytes and dispatches their units in steps that cannot be undone, so after a
+    /// failed write it stops rather than guess; the appends of `append` need not (see
+    /// [`Inner::write_record`]).
     pub(super) fn write_or_poison(
         &self,
         segment: &Segment,
@@ -407,7 +461,7 @@ impl Inner {
         pos: u64,
     ) -> Result<(), StoreError> {
         assert!(pos + bytes.len() as u64 <= self.commit_log.file_size_bytes() as u64);
-        match fs::write_at(&segment.file, &segment.path, bytes, pos) {
+        match self.fs.write_at(&segment.file, &segment.path, bytes, pos) {
             Ok(()) => {
                 segment.mark_dirty();
                 Ok(())
@@ -420,6 +474,7 @@ impl Inner {
         }
     }
 
+    /// The replica's unit write; a failure poisons the store, as in [`Inner::write_or_poison`].
     pub(super) fn write_units(
         &self,
         cq: &ConsumeQueue,

@@ -72,7 +72,7 @@ impl Inner {
         let started = Instant::now();
         for seg in self.commit_log.segments().snapshot().iter() {
             if seg.take_dirty() {
-                if let Err(e) = fs::sync_file(&seg.file, &seg.path, fs::SyncKind::Data) {
+                if let Err(e) = self.fs.sync(&seg.file, &seg.path, fs::SyncKind::Data) {
                     self.poison(format!("commit log fsync failed: {e}"));
                     return Err(e);
                 }
@@ -93,6 +93,7 @@ impl Inner {
         let timestamp = self.last_store_timestamp_ms.load(Ordering::Acquire);
         self.flush_commit_log_locked()?;
         self.flush_consume_queues()?;
+        self.flush_index();
         if self.last_checkpoint_phy_offset.load(Ordering::Acquire) == dispatched_phy_offset {
             return Ok(());
         }
@@ -106,7 +107,7 @@ impl Inner {
             }
             for seg in cq.segments().snapshot().iter() {
                 if seg.take_dirty() {
-                    if let Err(e) = fs::sync_file(&seg.file, &seg.path, fs::SyncKind::Data) {
+                    if let Err(e) = self.fs.sync(&seg.file, &seg.path, fs::SyncKind::Data) {
                         self.poison(format!("consume queue fsync failed: {e}"));
                         return Err(e);
                     }
@@ -114,6 +115,18 @@ impl Inner {
             }
         }
         Ok(())
+    }
+
+    /// Writes the index headers and fsyncs the index files. The index is derived data that
+    /// recovery rebuilds from the CommitLog, so a failure does not poison the store: indexing
+    /// stops until the next open, which indexes again from the last durable header.
+    fn flush_index(&self) {
+        if let Some(index) = &self.index {
+            if let Err(e) = index.flush() {
+                self.index_failed.store(true, Ordering::Release);
+                tracing::error!(error = %e, "index flush failed; indexing stops until restart");
+            }
+        }
     }
 
     /// Records that everything below `dispatched_phy_offset` is durable, CommitLog and units.
@@ -130,9 +143,11 @@ impl Inner {
             cq_flushed_phy_offset: dispatched_phy_offset,
         };
         let bytes = format::encode_checkpoint(&checkpoint);
-        let written = fs::write_at(&self.checkpoint_file, &self.checkpoint_path, &bytes, 0)
+        let written = self
+            .fs
+            .write_at(&self.checkpoint_file, &self.checkpoint_path, &bytes, 0)
             .and_then(|()| {
-                fs::sync_file(
+                self.fs.sync(
                     &self.checkpoint_file,
                     &self.checkpoint_path,
                     fs::SyncKind::Data,

@@ -22,15 +22,17 @@
 //! - `replica`: replication: the CommitLog bytes an HA master sends from an offset, and the
 //!   slave's append of the master's bytes. It takes the writer lock, checks `check_writable`
 //!   and that the offset is the current `max_phy_offset`, writes the bytes with
-//!   `write_or_poison`, writes the units of the complete records it decodes, and publishes in
+//!   `write_or_poison` (a failed write poisons here, unlike an append's), writes the units of the complete records it decodes, and publishes in
 //!   the same order (CommitLog max, then queue max), so readers, flushing and recovery need no
 //!   second path.
 
 mod append;
 mod flush;
 mod get;
+mod index;
 mod lifecycle;
 mod lookup;
+mod quarantine;
 mod recovery;
 mod replica;
 mod retention;
@@ -46,10 +48,13 @@ use bytes::{Bytes, BytesMut};
 use tokio::sync::watch;
 
 use self::get::RegionsWanted;
+pub use self::index::{QueryMessageResult, QUERY_MESSAGES_MAX};
 use crate::store::commit_log::CommitLog;
 use crate::store::config::StoreConfig;
 use crate::store::consume_queue::ConsumeQueue;
 use crate::store::error::StoreError;
+use crate::store::fs::FileSystem;
+use crate::store::index_service::IndexService;
 use crate::store::io::IoEngine;
 use crate::store::region::{FileRegion, GetMessageRegions, RegionShape};
 use crate::store::types::{
@@ -102,16 +107,40 @@ struct Writer {
     replica_dispatched_phy_offset: Option<i64>,
 }
 
+/// Used shares of the disks of the CommitLog and of the ConsumeQueues, as ratios (Java
+/// `getDiskPartitionSpaceUsedPercent`; -1 when unknown).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct DiskRatios {
+    commit_log: f64,
+    consume_queue: f64,
+}
+
+impl Default for DiskRatios {
+    fn default() -> Self {
+        DiskRatios {
+            commit_log: -1.0,
+            consume_queue: -1.0,
+        }
+    }
+}
+
 type QueueMap = HashMap<String, HashMap<i32, Arc<ConsumeQueue>>>;
 
 /// Everything the facade and its threads share.
 struct Inner {
     config: StoreConfig,
     io: Arc<IoEngine>,
+    /// Every file creation, allocation, write, fsync and rename goes through it.
+    fs: Arc<dyn FileSystem>,
     commit_log: CommitLog,
     queues: RwLock<QueueMap>,
     writer: Mutex<Writer>,
     poisoned: AtomicBool,
+    /// The disk is fuller than the warning level (Java `RunningFlags.DISK_FULL_BIT`): appends
+    /// are refused until a retention pass finds space again.
+    disk_full: AtomicBool,
+    /// Used ratios measured by the last retention pass (see `retention`).
+    disk_ratios: Mutex<DiskRatios>,
     flush_tx: watch::Sender<FlushState>,
     flush_lock: Mutex<()>,
     signal: Mutex<Signal>,
@@ -129,6 +158,10 @@ struct Inner {
     checkpoint_path: PathBuf,
     listener: RwLock<Option<Arc<dyn ArrivalListener>>>,
     retention_lock: Mutex<()>,
+    /// The message index; `None` when `message_index_enable` is off.
+    index: Option<IndexService>,
+    /// Set once building the index failed: it stops until the next open.
+    index_failed: AtomicBool,
     shut_down: AtomicBool,
     _lock_file: nix::fcntl::Flock<File>,
 }
@@ -282,6 +315,29 @@ impl MessageStore {
         self.inner.earliest_message_store_time(topic, queue_id)
     }
 
+    /// Java `queryMessage`: the records indexed under `topic#key` (a KEYS token or the
+    /// UNIQ_KEY) stored within `begin_ms..=end_ms`, oldest first, at most `max_num` and
+    /// [`QUERY_MESSAGES_MAX`], and past the first record at most `max_total_bytes` in all.
+    /// Empty when the index is disabled.
+    pub fn query_message(
+        &self,
+        topic: &str,
+        key: &str,
+        max_num: usize,
+        (begin_ms, end_ms): (i64, i64),
+        max_total_bytes: usize,
+    ) -> Result<QueryMessageResult, StoreError> {
+        self.inner
+            .query_message(topic, key, max_num, (begin_ms, end_ms), max_total_bytes)
+    }
+
+    /// The index files, oldest first (empty when the index is disabled).
+    pub fn index_files(&self) -> Vec<std::path::PathBuf> {
+        self.inner.index.as_ref().map_or_else(Vec::new, |index| {
+            index.files().iter().map(|f| f.path.clone()).collect()
+        })
+    }
+
     /// One whole record by CommitLog offset, or `None` when no record starts there.
     pub fn look_message_by_offset(&self, phy_offset: i64) -> Result<Option<Bytes>, StoreError> {
         self.inner.look_message_by_offset(phy_offset)
@@ -317,7 +373,23 @@ impl MessageStore {
     /// file being written) and the ConsumeQueue units below the new minimum. Returns the number
     /// of CommitLog files deleted.
     pub fn delete_expired_files(&self, now_ms: i64) -> Result<usize, StoreError> {
-        self.inner.delete_expired_files(now_ms)
+        self.inner.delete_files(now_ms, false)
+    }
+
+    /// One pass of the retention thread (Java `cleanFilesPeriodically`): measures the disk
+    /// (the disk guard: sets or clears the disk-full state, and above
+    /// `disk_space_clean_forcibly_ratio_percent` deletes the oldest files even if they have
+    /// not expired), then deletes expired files. Returns the number of CommitLog files deleted.
+    pub fn clean_files_periodically(&self, now_ms: i64) -> Result<usize, StoreError> {
+        self.inner.clean_files_periodically(now_ms)
+    }
+
+    /// `Some(used ratios)` while the disk is full and appends are refused.
+    pub fn disk_full(&self) -> Option<String> {
+        self.inner
+            .disk_full
+            .load(std::sync::atomic::Ordering::Acquire)
+            .then(|| self.inner.disk_util())
     }
 
     /// Forces a CommitLog fsync now (also used by benches).
@@ -371,6 +443,7 @@ impl Inner {
                 topic,
                 queue_id,
                 self.config.consume_queue_file_units,
+                Arc::clone(&self.fs),
             ))
         });
         Ok(Arc::clone(cq))
@@ -412,3 +485,6 @@ const _: () = {
 mod replica_tests;
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod fault_tests;

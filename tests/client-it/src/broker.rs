@@ -44,6 +44,10 @@ pub const ENV_BIN: &str = "RINGMQ_BIN";
 pub const ENV_EXTERNAL_NAMESRV: &str = "RINGMQ_IT_EXTERNAL_NAMESRV";
 /// Env var passed to the broker: tracing filter. Taken from the test's environment if set.
 pub const ENV_LOG: &str = "RINGMQ_LOG_LEVEL";
+/// `RINGMQ_STORE_MAX_HASH_SLOT_NUM` of the brokers the harness starts.
+pub const INDEX_HASH_SLOTS_IN_TESTS: &str = "4096";
+/// `RINGMQ_STORE_MAX_INDEX_NUM` of the brokers the harness starts.
+pub const INDEX_ENTRIES_IN_TESTS: &str = "16384";
 /// Default tracing filter for the broker under test.
 pub const BROKER_LOG_FILTER_DEFAULT: &str = "info";
 
@@ -455,6 +459,10 @@ impl BrokerProcess {
                 self.ports.namesrv_port.to_string(),
             )
             .env("RINGMQ_STORE_ROOT_DIR", &self.store_root)
+            // Index files scaled down (Java's default file is 420 MB sparse with 20 MB of
+            // slots allocated); overrides below may set other sizes.
+            .env("RINGMQ_STORE_MAX_HASH_SLOT_NUM", INDEX_HASH_SLOTS_IN_TESTS)
+            .env("RINGMQ_STORE_MAX_INDEX_NUM", INDEX_ENTRIES_IN_TESTS)
             // Brokers run side by side: metrics on a port of the kernel's choice.
             .env("RINGMQ_METRICS_LISTEN", "127.0.0.1:0")
             .env(ENV_LOG, log_filter)

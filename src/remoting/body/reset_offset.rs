@@ -1,0 +1,99 @@
+//! The bodies of an offset reset (Java `ResetOffsetBody`, `ResetOffsetBodyForC`): the answer to
+//! INVOKE_BROKER_TO_RESET_OFFSET (222) and the body of RESET_CONSUMER_CLIENT_OFFSET (220).
+//!
+//! Java's `ResetOffsetBody` is a `Map<MessageQueue, Long>`, which fastjson writes with the
+//! queue object itself as the key (not valid JSON, but what every client parses):
+//! `{"offsetTable":{{"brokerName":"b","queueId":0,"topic":"t"}:5}}`, fields in fastjson's
+//! alphabetical order. The C++ client gets a list instead (`ResetOffsetBodyForC`):
+//! `{"offsetTable":[{"brokerName":"b","offset":5,"queueId":0,"topic":"t"}]}`.
+
+use super::lock_batch::MessageQueue;
+
+/// Java `ResetOffsetBody` (and the C++ form): each queue with its new offset.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResetOffsetBody {
+    pub offset_table: Vec<(MessageQueue, i64)>,
+}
+
+impl ResetOffsetBody {
+    /// fastjson's text of `ResetOffsetBody`, queue objects as keys.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = String::from("{\"offsetTable\":{");
+        for (i, (mq, offset)) in self.offset_table.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(&format!(
+                "{{\"brokerName\":{},\"queueId\":{},\"topic\":{}}}:{offset}",
+                json_string(&mq.broker_name),
+                mq.queue_id,
+                json_string(&mq.topic)
+            ));
+        }
+        out.push_str("}}");
+        out.into_bytes()
+    }
+
+    /// fastjson's text of `ResetOffsetBodyForC` (a list of `MessageQueueForC`).
+    pub fn encode_for_c(&self) -> Vec<u8> {
+        let mut out = String::from("{\"offsetTable\":[");
+        for (i, (mq, offset)) in self.offset_table.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(&format!(
+                "{{\"brokerName\":{},\"offset\":{offset},\"queueId\":{},\"topic\":{}}}",
+                json_string(&mq.broker_name),
+                mq.queue_id,
+                json_string(&mq.topic)
+            ));
+        }
+        out.push_str("]}");
+        out.into_bytes()
+    }
+}
+
+fn json_string(s: &str) -> String {
+    // Serializing a &str cannot fail.
+    serde_json::to_string(s).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body() -> ResetOffsetBody {
+        let mq = |id| MessageQueue {
+            topic: "T\"1".into(),
+            broker_name: "broker-a".into(),
+            queue_id: id,
+        };
+        ResetOffsetBody {
+            offset_table: vec![(mq(0), 5), (mq(1), -1)],
+        }
+    }
+
+    #[test]
+    fn golden_fastjson_map_with_object_keys() {
+        assert_eq!(
+            String::from_utf8(body().encode()).unwrap(),
+            r#"{"offsetTable":{{"brokerName":"broker-a","queueId":0,"topic":"T\"1"}:5,{"brokerName":"broker-a","queueId":1,"topic":"T\"1"}:-1}}"#
+        );
+        assert_eq!(
+            String::from_utf8(ResetOffsetBody::default().encode()).unwrap(),
+            r#"{"offsetTable":{}}"#
+        );
+    }
+
+    #[test]
+    fn golden_for_c_is_a_list() {
+        let text = String::from_utf8(body().encode_for_c()).unwrap();
+        assert_eq!(
+            text,
+            r#"{"offsetTable":[{"brokerName":"broker-a","offset":5,"queueId":0,"topic":"T\"1"},{"brokerName":"broker-a","offset":-1,"queueId":1,"topic":"T\"1"}]}"#
+        );
+        // The C++ form is plain JSON.
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["offsetTable"][0]["offset"], 5);
+    }
+}
