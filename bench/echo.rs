@@ -53,7 +53,18 @@ const SHARDS: usize = 64;
 /// The broker name the echo route announces.
 pub const ECHO_BROKER_NAME: &str = "echo-broker";
 
-type SharedWriter = Arc<Mutex<TcpStream>>;
+/// A connection's outgoing frames. One writer thread per connection writes them in order
+/// ([`write_loop`]); any thread that answers on the connection (its own reader, a producer's
+/// thread waking a held pull, the sweep) only queues an encoded frame. A thread preempted
+/// while holding a socket lock used to stall every other thread answering on that connection
+/// (on a loaded 2-core machine, for tens to hundreds of ms), which made the W5 ceiling's e2e
+/// tail differ from run to run.
+type SharedWriter = std::sync::mpsc::SyncSender<Bytes>;
+
+/// Frames queued per connection before an answering thread waits for its writer.
+pub const WRITE_QUEUE_FRAMES: usize = 65_536;
+/// Most bytes the writer gathers from its queue into one write.
+pub const WRITE_BATCH_MAX_BYTES: usize = 1024 * 1024;
 
 struct HeldPull {
     writer: SharedWriter,
@@ -199,10 +210,18 @@ fn accept_loop(listener: TcpListener, state: Arc<EchoState>) {
                     .insert(id, keep);
                 state.connection_count.fetch_add(1, Ordering::Relaxed);
                 let conn_state = Arc::clone(&state);
+                let (frames, queued) = std::sync::mpsc::sync_channel(WRITE_QUEUE_FRAMES);
+                let writer = std::thread::Builder::new()
+                    .name(format!("echo-write-{peer}"))
+                    .spawn(move || write_loop(write, &queued));
+                if writer.is_err() {
+                    let _ = stream.shutdown(Shutdown::Both);
+                    continue;
+                }
                 let spawned = std::thread::Builder::new()
                     .name(format!("echo-conn-{peer}"))
                     .spawn(move || {
-                        serve(read, Arc::new(Mutex::new(write)), &conn_state);
+                        serve(read, frames, &conn_state);
                         conn_state
                             .connections
                             .lock()
@@ -290,8 +309,28 @@ fn write_response(writer: &SharedWriter, response: &RemotingCommand) {
     if encode_frame(response, &mut out).is_err() {
         return;
     }
-    let mut stream = writer.lock().unwrap_or_else(|e| e.into_inner());
-    let _ = stream.write_all(&out);
+    // Fails only once the writer stopped (the connection is gone).
+    let _ = writer.send(out.freeze());
+}
+
+/// The connection's writer: writes queued frames in order, gathering what is already queued
+/// into one write, until the socket fails or every sender is gone.
+fn write_loop(mut stream: TcpStream, queued: &std::sync::mpsc::Receiver<Bytes>) {
+    let mut batch = Vec::with_capacity(64 * 1024);
+    while let Ok(frame) = queued.recv() {
+        batch.clear();
+        batch.extend_from_slice(&frame);
+        while batch.len() < WRITE_BATCH_MAX_BYTES {
+            match queued.try_recv() {
+                Ok(frame) => batch.extend_from_slice(&frame),
+                Err(_) => break,
+            }
+        }
+        if stream.write_all(&batch).is_err() {
+            let _ = stream.shutdown(Shutdown::Both);
+            return;
+        }
+    }
 }
 
 /// Answers one request; `None` for oneway requests and held pulls.
@@ -454,7 +493,7 @@ fn pull(
         let hold_ms = u64::try_from(header.suspend_timeout_millis).unwrap_or(0);
         state.held_count.fetch_add(1, Ordering::Relaxed);
         queue.held.push(HeldPull {
-            writer: Arc::clone(writer),
+            writer: writer.clone(),
             deadline: Instant::now() + Duration::from_millis(hold_ms).min(HOLD_MAX),
             request,
             header,

@@ -17,8 +17,8 @@
 //! - `spread`: every parked pull waits on its own queue (topics of 1000 queues); an append wakes
 //!   one pull while all the others stay parked. Appends go to 64 "hot" queues chosen across the
 //!   table (their ConsumeQueue files exist before timing, so no file creation is timed).
-//! - `one queue`: every parked pull waits on the same queue (N consumer groups on one queue); an
-//!   append wakes all N, and every woken pull's latency is recorded. The bench polls the
+//! - `one queue`: every parked pull waits on the same queue (as consumers of one queue, spread
+//!   over `RINGMQ_BENCH_LONGPOLL_GROUPS` consumer groups, default 1); an append wakes all N, and every woken pull's latency is recorded. The bench polls the
 //!   connections round-robin, so each latency carries up to one sweep of polling delay.
 //!
 //! Memory per parked pull: a child process (this binary re-run with
@@ -29,7 +29,9 @@
 //! Run: `cargo bench --bench longpoll`. Knobs: `RINGMQ_BENCH_REPEATS` (default 3),
 //! `RINGMQ_BENCH_SCALE` (multiplies the samples, default 1), `RINGMQ_BENCH_LONGPOLL_SIZES` (comma list
 //! of parked-pull counts, default `1,1000,100000`), `RINGMQ_BENCH_LONGPOLL_PULLS_PER_CONNECTION`
-//! (default 100). Default total time is about 30 s.
+//! (default 100), `RINGMQ_BENCH_LONGPOLL_LAYOUTS` (comma list of `spread`, `one`; default both),
+//! `RINGMQ_BENCH_LONGPOLL_GROUPS` (consumer groups of the one-queue layout, default 1). Default
+//! total time is about 30 s.
 
 #[path = "common.rs"]
 mod common;
@@ -37,7 +39,7 @@ mod common;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
 use std::thread::JoinHandle;
@@ -56,6 +58,7 @@ use ringmq::config::Config;
 use ringmq::net::{ConnectionContext, Outbound};
 use ringmq::remoting::codes::{request_code, response_code};
 use ringmq::remoting::command::RemotingCommand;
+use ringmq::remoting::frame::{decode_frame, FRAME_SIZE_MAX_BYTES};
 use ringmq::remoting::headers::PullMessageRequestHeader;
 use ringmq::store::format::encode_properties;
 use ringmq::store::MessageToStore;
@@ -158,10 +161,16 @@ struct Bench {
     conns: Vec<Conn>,
     next_opaque: i32,
     born_host: SocketAddr,
+    /// Consumer groups the one-queue layout spreads its pulls over.
+    groups: Vec<String>,
 }
 
 /// `RINGMQ_LONGPOLL_WAKE_THREADS` for the brokers the next cell builds (set before each cell).
 static WAKE_THREADS: AtomicU64 = AtomicU64::new(1);
+/// Consumer groups of the one-queue layout (`RINGMQ_BENCH_LONGPOLL_GROUPS`): pull `i` belongs
+/// to group `i % GROUPS`. With 1, every woken pull asks the same thing; with more, pulls of
+/// different groups share at most the store read.
+static GROUPS: AtomicUsize = AtomicUsize::new(1);
 
 struct Conn {
     ctx: ConnectionContext,
@@ -202,6 +211,9 @@ impl Bench {
             conns,
             next_opaque: 1,
             born_host: "127.0.0.1:40000".parse().expect("literal address"),
+            groups: (0..GROUPS.load(Ordering::Relaxed).max(1))
+                .map(|g| format!("{GROUP}_{g}"))
+                .collect(),
         }
     }
 
@@ -215,10 +227,22 @@ impl Bench {
     /// Sends a PULL_MESSAGE for (topic, queue, offset) on connection `conn`; it must park.
     /// Returns its opaque.
     fn park(&mut self, conn: usize, topic: &str, queue_id: i32, offset: i64) -> i32 {
+        self.park_as(0, conn, topic, queue_id, offset)
+    }
+
+    /// [`Bench::park`] as consumer group number `group` (modulo the groups of the run).
+    fn park_as(
+        &mut self,
+        group: usize,
+        conn: usize,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+    ) -> i32 {
         let opaque = self.next_opaque;
         self.next_opaque = self.next_opaque.wrapping_add(1);
         let header = PullMessageRequestHeader {
-            consumer_group: GROUP.to_string(),
+            consumer_group: self.groups[group % self.groups.len()].clone(),
             topic: topic.to_string(),
             queue_id,
             queue_offset: offset,
@@ -292,7 +316,10 @@ fn wait_response(rx: &mut mpsc::Receiver<Outbound>, opaque: i32) {
     let started = Instant::now();
     loop {
         match rx.try_recv() {
-            Ok(frame) => return check_response(frame, opaque),
+            Ok(frame) => {
+                check_response(frame, opaque, true);
+                return;
+            }
             Err(mpsc::error::TryRecvError::Empty) => {
                 assert!(
                     started.elapsed() < RESPONSE_TIMEOUT,
@@ -306,24 +333,72 @@ fn wait_response(rx: &mut mpsc::Receiver<Outbound>, opaque: i32) {
     }
 }
 
-fn check_response(frame: Outbound, opaque: i32) {
-    match frame {
-        Outbound::Command(cmd) => {
-            assert_eq!(
-                cmd.code,
-                response_code::SUCCESS,
-                "woken pull answered {} {:?}",
-                cmd.code,
-                cmd.remark
-            );
-            if opaque >= 0 {
-                assert_eq!(cmd.opaque, opaque, "response to the wrong pull");
+/// Checks a woken pull's answer (SUCCESS, and for `opaque` ≥ 0 that opaque); returns its opaque.
+/// Pre-encoded frames are decoded in full when `full` is set, else only their code and opaque
+/// are read (so the bench thread's checking does not take the CPU the wake thread needs).
+fn check_response(frame: Outbound, opaque: i32, full: bool) -> i32 {
+    let (code, got_opaque, remark) = match frame {
+        Outbound::Command(cmd) => (cmd.code, cmd.opaque, cmd.remark),
+        // Woken pulls that asked the same thing share one encoded answer, each with its own
+        // opaque.
+        Outbound::Encoded(bytes) if full => {
+            let mut buf = bytes::BytesMut::from(&bytes[..]);
+            match decode_frame(&mut buf, FRAME_SIZE_MAX_BYTES) {
+                Ok(Some(cmd)) if buf.is_empty() => (cmd.code, cmd.opaque, cmd.remark),
+                other => panic!("woken pull answered with a bad frame: {other:?}"),
             }
         }
-        // Woken pulls are answered with a copied body (the bench's `*` pulls of small records
-        // are below the zero-copy threshold), so only commands are expected here.
-        Outbound::Encoded(_) | Outbound::File(_) => panic!("unexpected pre-encoded frame"),
+        Outbound::Encoded(bytes) => {
+            let (code, opaque) = code_and_opaque(&bytes);
+            (code, opaque, None)
+        }
+        // The bench's `*` pulls of small records are below the zero-copy threshold.
+        Outbound::File(_) => panic!("unexpected zero-copy frame"),
+    };
+    assert_eq!(
+        code,
+        response_code::SUCCESS,
+        "woken pull answered {code} {remark:?}"
+    );
+    if opaque >= 0 {
+        assert_eq!(got_opaque, opaque, "response to the wrong pull");
     }
+    got_opaque
+}
+
+/// The code and opaque of an encoded frame, read in place: a JSON header starts with its
+/// `"code"` and has one top-level `"opaque"`; a binary one has them at fixed places.
+fn code_and_opaque(frame: &[u8]) -> (i32, i32) {
+    let header_len =
+        (u32::from_be_bytes(frame[4..8].try_into().expect("4 bytes")) & 0xFF_FFFF) as usize;
+    let header = &frame[8..8 + header_len];
+    if frame[4] == 1 {
+        let code = i16::from_be_bytes([header[0], header[1]]);
+        let opaque = i32::from_be_bytes(header[5..9].try_into().expect("4 bytes"));
+        return (i32::from(code), opaque);
+    }
+    let number_after = |key: &[u8], from_end: bool| -> i32 {
+        let mut at = header.windows(key.len());
+        let pos = if from_end {
+            at.rposition(|w| w == key)
+        } else {
+            at.position(|w| w == key)
+        }
+        .expect("key in the JSON header")
+            + key.len();
+        let end = header[pos..]
+            .iter()
+            .position(|&b| b != b'-' && !b.is_ascii_digit())
+            .map_or(header.len(), |n| pos + n);
+        std::str::from_utf8(&header[pos..end])
+            .ok()
+            .and_then(|t| t.parse().ok())
+            .expect("a number")
+    };
+    (
+        number_after(b"{\"code\":", false),
+        number_after(b"\"opaque\":", true),
+    )
 }
 
 /// (ns on a CPU, ns waiting on a run queue) of the pull-wake threads together, from
@@ -446,15 +521,20 @@ fn run_one_queue(parked: usize, pulls_per_connection: usize, rounds: usize) -> R
     let (mut cpu, mut wait) = (Vec::new(), Vec::new());
     let conn_count = bench.conns.len();
     let mut pending = vec![0usize; conn_count];
+    // Per connection: sum of the opaques parked minus those answered (each answer must carry
+    // its own pull's opaque, shared encodings included).
+    let mut opaque_sums = vec![0i64; conn_count];
     for _ in 0..rounds {
         for i in 0..parked {
-            bench.park(i / pulls_per_connection, TOPIC, 0, offset);
+            let conn = i / pulls_per_connection;
+            opaque_sums[conn] += i64::from(bench.park_as(i, conn, TOPIC, 0, offset));
         }
         assert_eq!(bench.ctrl.pull_hold.parked_pulls(), parked);
         for (c, p) in pending.iter_mut().enumerate() {
             *p = (parked - c * pulls_per_connection).min(pulls_per_connection);
         }
         let mut remaining = parked;
+        let mut first_answer = vec![true; conn_count];
         let sched_before = pull_wake_schedstat();
         let started = Instant::now();
         bench.append(TOPIC, 0);
@@ -462,13 +542,20 @@ fn run_one_queue(parked: usize, pulls_per_connection: usize, rounds: usize) -> R
             .saturating_record(started.elapsed().as_nanos() as u64);
         while remaining > 0 {
             let mut got_any = false;
-            for (conn, left) in bench.conns.iter_mut().zip(pending.iter_mut()) {
+            for (((conn, left), sum), first) in bench
+                .conns
+                .iter_mut()
+                .zip(pending.iter_mut())
+                .zip(opaque_sums.iter_mut())
+                .zip(first_answer.iter_mut())
+            {
                 if *left == 0 {
                     continue;
                 }
                 while let Ok(frame) = conn.rx.try_recv() {
                     let ns = started.elapsed().as_nanos() as u64;
-                    check_response(frame, -1);
+                    // Each connection's first answer is decoded in full, the rest read in place.
+                    *sum -= i64::from(check_response(frame, -1, std::mem::take(first)));
                     rep.latency.saturating_record(ns);
                     *left -= 1;
                     remaining -= 1;
@@ -484,6 +571,10 @@ fn run_one_queue(parked: usize, pulls_per_connection: usize, rounds: usize) -> R
             }
         }
         let last_ns = started.elapsed().as_nanos() as u64;
+        assert!(
+            opaque_sums.iter().all(|&s| s == 0),
+            "an answer carried another pull's opaque"
+        );
         rep.last.saturating_record(last_ns);
         let (c, w) = per_wake(sched_before, parked);
         cpu.push(c);
@@ -536,7 +627,7 @@ fn memory_child(spec: &str) {
             }
             Shape::OneQueue => {
                 // Offset 1: the warm-up message is at 0, so the pull waits for the next one.
-                bench.park(i / pulls_per_connection, &topic, q, 1);
+                bench.park_as(i, i / pulls_per_connection, &topic, q, 1);
             }
         }
     }
@@ -598,6 +689,16 @@ fn comma_list<T: std::str::FromStr>(var: &str, default: &str) -> Vec<T> {
                 .parse()
                 .unwrap_or_else(|_| panic!("{var}: comma list of numbers"))
         })
+        .collect()
+}
+
+/// The layouts to run (`RINGMQ_BENCH_LONGPOLL_LAYOUTS`, a comma list of `spread` and `one`;
+/// default both).
+fn layouts() -> Vec<Shape> {
+    std::env::var("RINGMQ_BENCH_LONGPOLL_LAYOUTS")
+        .unwrap_or_else(|_| "spread,one".to_string())
+        .split(',')
+        .map(|s| Shape::parse(s.trim()))
         .collect()
 }
 
@@ -682,7 +783,7 @@ fn latency_row(layout: Shape, wake_threads: u64, parked: usize, reps: &[Repeat])
 /// The wake-up latency table: every layout × wake-thread count × parked-pull count.
 fn print_latency_table(plan: &Plan, sizes: &[usize], wake_thread_counts: &[u64]) {
     let mut table = Table::new(&LATENCY_COLUMNS);
-    for (layout, &wake_threads) in [Shape::Spread, Shape::OneQueue]
+    for (layout, &wake_threads) in layouts()
         .into_iter()
         .flat_map(|l| wake_thread_counts.iter().map(move |w| (l, w)))
     {
@@ -710,7 +811,7 @@ fn print_memory_table(repeats: usize, mem_n: usize) {
         "RSS bytes per parked pull (median)",
         "live heap bytes per parked pull (median)",
     ]);
-    for layout in [Shape::Spread, Shape::OneQueue] {
+    for layout in layouts() {
         let (mut rss, mut heap) = (Vec::new(), Vec::new());
         for _ in 0..repeats {
             let (r, h) = measure_memory(layout, mem_n);
@@ -732,6 +833,10 @@ fn print_memory_table(repeats: usize, mem_n: usize) {
 }
 
 fn main() {
+    GROUPS.store(
+        common::env_num::<usize>("RINGMQ_BENCH_LONGPOLL_GROUPS", 1).max(1),
+        Ordering::Relaxed,
+    );
     if let Ok(spec) = std::env::var("RINGMQ_BENCH_LONGPOLL_MEMORY_CHILD") {
         memory_child(&spec);
         return;
@@ -752,9 +857,11 @@ fn main() {
     let sizes: Vec<usize> = comma_list("RINGMQ_BENCH_LONGPOLL_SIZES", "1,1000,100000");
     println!(
         "{} repeats per cell (each on a fresh broker); {} parked pulls per \
-         detached connection; size_of::<ParkedPullRequest>() = {} bytes\n",
+         detached connection; {} consumer group(s) in the one-queue layout; \
+         size_of::<ParkedPullRequest>() = {} bytes\n",
         plan.repeats,
         plan.pulls_per_connection,
+        GROUPS.load(Ordering::Relaxed),
         std::mem::size_of::<ParkedPullRequest>()
     );
     // RINGMQ_BENCH_WAKE_THREADS: comma list of RINGMQ_LONGPOLL_WAKE_THREADS values to run

@@ -7,7 +7,13 @@
 # Prints each figure and the ratios ringmq/peer and ringmq/ceiling, and writes the table into
 # docs/BENCHMARKS.md between the bench-compare markers.
 #
-# Usage: scripts/bench-compare.sh [W1 W2 ...]     (default: all of W1..W5)
+# Usage: scripts/bench-compare.sh [W1 W2 ... W6]  (default: all of W1..W5)
+#
+# W6 is the real-client workload: the `w6` binary of tests/client-it (rocketmq-client-rust
+# 1.0: an open-loop producer at each of W6_RATES msg/s plus a push consumer, e2e latency from
+# the intended send time) against each target; its table goes between the bench-compare-w6
+# markers. W6_RATES [1000 5000], W6_DURATION_S [15], W6_BODY_BYTES [1024] and W6_QUEUES [8]
+# apply; W6_BIN names a prebuilt driver (with BENCH_SKIP_BUILD=1).
 #
 # The peer servers detect the machine's non-loopback address and dial it, so every server and
 # the bench client run inside a network namespace that has only `lo` (needs root and `ip`).
@@ -204,9 +210,72 @@ fmt_us() {
   awk -v v="$1" 'BEGIN { if (v == "-") print "-"; else if (v < 1000) printf "%d µs", v; else printf "%.2f ms", v / 1000 }'
 }
 
+# W6 against target $1 (name server address) as $2: the w6 lines into $OUT_DIR/W6-$2.txt.
+run_w6() {
+  local namesrv=$1 name=$2
+  blog "W6 against $name"
+  # shellcheck disable=SC2086
+  W6_DURATION_S=${W6_DURATION_S:-15} W6_BODY_BYTES=${W6_BODY_BYTES:-1024} W6_QUEUES=${W6_QUEUES:-8} \
+    timeout $((${W6_DURATION_S:-15} * 4 + 240)) $NS_PREFIX "$W6_BIN" "$namesrv" ${W6_RATES:-1000 5000} \
+    >"$OUT_DIR/W6-$name.txt" 2>"$OUT_DIR/W6-$name.log" || blog "W6 against $name failed (see $OUT_DIR/W6-$name.log)"
+}
+
+# Field $3 (p50_us, p99_us, ...) of the W6 line for rate $2 in $OUT_DIR/W6-$1.txt, or "-".
+w6_field() {
+  local file=$OUT_DIR/W6-$1.txt
+  [[ -f $file ]] || { echo -; return; }
+  awk -v r="rate=$2" -v f="$3" '$2 == r { for (i = 3; i <= NF; i++) { split($i, kv, "="); if (kv[1] == f) { print kv[2]; found = 1 } } } END { if (!found) print "-" }' "$file"
+}
+
+compare_w6() {
+  local rate table row r p e field
+  W6_BIN=${W6_BIN:-$BENCH_ROOT/target/release/w6}
+  if [[ ${BENCH_SKIP_BUILD:-0} != 1 ]]; then
+    blog "building the W6 driver (tests/client-it, release)"
+    (cd "$BENCH_ROOT" && nice -n 10 cargo build --release -p ringmq-client-it --bin w6)
+  fi
+  [[ -x $W6_BIN ]] || bdie "$W6_BIN missing"
+  start_ringmq async "$NS_PREFIX"
+  run_w6 "$RINGMQ_NAMESRV" ringmq
+  stop_ringmq
+  if [[ $COMPARE_PEER == 1 ]]; then
+    start_peer async
+    run_w6 "127.0.0.1:$PEER_NAMESRV_PORT" peer
+    stop_peer
+  fi
+  start_echo
+  run_w6 "$ECHO_ADDR" echo
+  stop_echo
+  table="| W6 rate | metric | ringmq | rocketmq-rust 1.0.0 | echo ceiling | ringmq/peer | ringmq/ceiling |
+|---|---|---:|---:|---:|---:|---:|"
+  for rate in ${W6_RATES:-1000 5000}; do
+    for field in acked consumed p50_us p99_us p999_us max_us; do
+      r=$(w6_field ringmq "$rate" $field)
+      p=$(w6_field peer "$rate" $field)
+      e=$(w6_field echo "$rate" $field)
+      case $field in
+        acked | consumed) row="| $rate msg/s | $field | $r | $p | $e | | |" ;;
+        *) row="| $rate msg/s | e2e ${field%_us} | $(fmt_us "$r") | $(fmt_us "$p") | $(fmt_us "$e") | $(ratio "$r" "$p") | $(ratio "$r" "$e") |" ;;
+      esac
+      table+=$'\n'"$row"
+    done
+  done
+  local header
+  header="Run: \`scripts/bench-compare.sh W6\` (W6_RATES=${W6_RATES:-1000 5000}, W6_DURATION_S=${W6_DURATION_S:-15}, W6_BODY_BYTES=${W6_BODY_BYTES:-1024}, W6_QUEUES=${W6_QUEUES:-8}, COMPARE_PEER=$COMPARE_PEER) at git $(cd "$BENCH_ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown) on $(date -u +%Y-%m-%d), load average $(cut -d' ' -f1-3 /proc/loadavg) at the end.
+Machine: $(machine_line). Client: rocketmq-client-rust 1.0 (\`tests/client-it/src/bin/w6.rs\`). Reports: $OUT_DIR."
+  printf '%s\n\n%s\n' "$header" "$table" | tee "$OUT_DIR/W6.md"
+  if [[ -n $COMPARE_DOC ]]; then
+    update_doc "$COMPARE_DOC" "$header" "$table" bench-compare-w6
+    blog "updated $COMPARE_DOC"
+  fi
+}
+
 compare_main() {
-  local workloads=("$@") w target report
-  ((${#workloads[@]})) || workloads=("${ALL_WORKLOADS[@]}")
+  local workloads=() w target report w6=0
+  for w in "$@"; do
+    if [[ $w == W6 ]]; then w6=1; else workloads+=("$w"); fi
+  done
+  ((${#workloads[@]} || w6)) || workloads=("${ALL_WORKLOADS[@]}")
   for w in "${workloads[@]}"; do workload_args "$w" >/dev/null; done
   OUT_DIR=${BENCH_OUT_DIR:-$BENCH_ROOT/target/bench/compare-$(date +%Y%m%d-%H%M%S)}
   mkdir -p "$OUT_DIR"
@@ -216,6 +285,8 @@ compare_main() {
   trap cleanup EXIT
   trap 'exit 130' INT TERM
   setup_netns
+  ((w6)) && compare_w6
+  ((${#workloads[@]})) || return 0
   for w in "${workloads[@]}"; do
     start_ringmq "$(workload_flush "$w")" "$NS_PREFIX"
     run_workload "$w" "$RINGMQ_NAMESRV" "$OUT_DIR/$w-ringmq.json" "$w-ringmq" "$NS_PREFIX"
@@ -279,7 +350,8 @@ $COMPARE_NOTE}"
 
 # Replaces the text between the bench-compare markers of $1 (appends a section if missing).
 update_doc() {
-  local doc=$1 header=$2 table=$3 begin='<!-- bench-compare:begin -->' end='<!-- bench-compare:end -->' block
+  local doc=$1 header=$2 table=$3 marker=${4:-bench-compare}
+  local begin="<!-- $marker:begin -->" end="<!-- $marker:end -->" block
   block=$(printf '%s\n%s\n\n%s\n%s' "$begin" "$header" "$table" "$end")
   if [[ -f $doc ]] && grep -qF "$begin" "$doc"; then
     BLOCK=$block awk -v b="$begin" -v e="$end" '

@@ -109,17 +109,18 @@ impl<P> ParkedStack<P> {
     }
 
     /// Takes every parked pull (newest first).
+    #[cfg(test)]
     fn take_all(&self) -> Vec<P> {
-        let mut node = self.head.swap(ptr::null_mut(), Ordering::AcqRel);
-        let mut out = Vec::new();
-        while !node.is_null() {
-            // SAFETY: the swap made this chain exclusively ours; every node came from
-            // `Box::into_raw` in `push` and is freed exactly once, here.
-            let boxed = unsafe { Box::from_raw(node) };
-            node = boxed.next;
-            out.push(boxed.pull);
+        self.take_chain().collect()
+    }
+
+    /// Takes every parked pull (newest first) as a chain that frees its nodes as it yields
+    /// them, so a drain of 100,000 pulls builds no second list of them.
+    fn take_chain(&self) -> Chain<P> {
+        Chain {
+            node: self.head.swap(ptr::null_mut(), Ordering::AcqRel),
+            _owns: PhantomData,
         }
-        out
     }
 
     fn is_empty(&self) -> bool {
@@ -129,7 +130,36 @@ impl<P> ParkedStack<P> {
 
 impl<P> Drop for ParkedStack<P> {
     fn drop(&mut self) {
-        drop(self.take_all());
+        drop(self.take_chain());
+    }
+}
+
+/// Pulls taken out of a [`ParkedStack`] by one swap, owned exclusively.
+struct Chain<P> {
+    node: *mut Node<P>,
+    _owns: PhantomData<P>,
+}
+
+impl<P> Iterator for Chain<P> {
+    type Item = P;
+
+    fn next(&mut self) -> Option<P> {
+        if self.node.is_null() {
+            return None;
+        }
+        // SAFETY: the swap in `take_chain` made this chain exclusively ours; every node came
+        // from `Box::into_raw` in `push` and is freed exactly once, here.
+        let boxed = unsafe { Box::from_raw(self.node) };
+        self.node = boxed.next;
+        Some(boxed.pull)
+    }
+}
+
+impl<P> Drop for Chain<P> {
+    fn drop(&mut self) {
+        for pull in self.by_ref() {
+            drop(pull);
+        }
     }
 }
 
@@ -360,7 +390,7 @@ impl<P: ParkedPull> HoldTable<P> {
         woken: &mut Vec<(P, WakeReason)>,
     ) -> usize {
         let mut kept = 0;
-        for p in slot.parked.take_all() {
+        for p in slot.parked.take_chain() {
             if p.is_cancelled() {
                 self.parked_pulls.fetch_sub(1, Ordering::AcqRel);
                 continue;

@@ -39,6 +39,8 @@ pub enum WakeItem {
         pull: ParkedPullRequest,
         reason: WakeReason,
     },
+    /// A share of the pulls one arrival woke, for another wake thread to re-execute.
+    Pulls(Vec<(ParkedPullRequest, WakeReason)>),
     /// A message arrived on a queue with parked pulls: wake those it satisfies.
     Arrival {
         topic: String,
@@ -162,6 +164,11 @@ impl PullRequestHoldService {
 /// answered. The broker's controller implements it (in `processor::pull`), so long polling
 /// names no broker type and the imports point one way (processor -> longpoll).
 pub trait PullWakeHost: Send + Sync + 'static {
+    /// What the re-executions of the pulls one drain woke may share (for example one store
+    /// read for every pull asking the same queue at the same offset through the same filter).
+    /// A fresh one per drain, dropped when the drain's pulls are answered.
+    type Shared: Default;
+
     fn pull_hold(&self) -> &PullRequestHoldService;
 
     /// Re-executes a woken pull (Java `executeRequestWhenWakeup`: no second park, no second
@@ -171,6 +178,7 @@ pub trait PullWakeHost: Send + Sync + 'static {
         &self,
         header: PullMessageRequestHeader,
         envelope: RequestEnvelope,
+        shared: &mut Self::Shared,
     ) -> Option<Outbound>;
 
     /// An arrival woke parked pulls, and this thread re-executed them `elapsed` after the
@@ -221,7 +229,15 @@ impl<H: PullWakeHost> ArrivalListener for ArrivalNotifier<H> {
 /// Runs one wake item on a wake thread.
 fn handle<H: PullWakeHost>(host: &H, item: WakeItem, share_fan_out: bool, unsent: &mut Unsent) {
     match item {
-        WakeItem::Pull { pull, reason } => execute_when_wakeup(host, pull, reason, unsent),
+        WakeItem::Pull { pull, reason } => {
+            execute_when_wakeup(host, pull, reason, &mut H::Shared::default(), unsent);
+        }
+        WakeItem::Pulls(pulls) => {
+            let mut shared = H::Shared::default();
+            for (pull, reason) in pulls {
+                execute_when_wakeup(host, pull, reason, &mut shared, unsent);
+            }
+        }
         WakeItem::Arrival {
             topic,
             queue_id,
@@ -255,20 +271,29 @@ fn run_woken<H: PullWakeHost>(
     unsent: &mut Unsent,
 ) {
     let mut woken = woken.into_iter();
+    let mut shared = H::Shared::default();
     let Some((first, first_reason)) = woken.next() else {
         return;
     };
     if share_fan_out {
-        // Queued before running the first, so idle threads start on them at once.
-        for (pull, reason) in woken.by_ref() {
-            host.pull_hold().wake(pull, reason);
+        // Queued before running the first, so idle threads start on them at once; in chunks,
+        // so each chunk's re-executions share their reads like one drain's do.
+        loop {
+            let chunk: Vec<_> = woken.by_ref().take(FAN_OUT_CHUNK_PULLS).collect();
+            if chunk.is_empty() {
+                break;
+            }
+            host.pull_hold().send_wake_item(WakeItem::Pulls(chunk));
         }
     }
-    execute_when_wakeup(host, first, first_reason, unsent);
+    execute_when_wakeup(host, first, first_reason, &mut shared, unsent);
     for (pull, reason) in woken {
-        execute_when_wakeup(host, pull, reason, unsent);
+        execute_when_wakeup(host, pull, reason, &mut shared, unsent);
     }
 }
+
+/// Woken pulls per wake item when one drain's pulls are shared between wake threads.
+const FAN_OUT_CHUNK_PULLS: usize = 1024;
 
 /// Responses of woken pulls whose connection's write queue was full. They are retried until
 /// the queue has room or the connection closes; dropping one would leave the client waiting for
@@ -307,6 +332,7 @@ fn execute_when_wakeup<H: PullWakeHost>(
     host: &H,
     pull: ParkedPullRequest,
     reason: WakeReason,
+    shared: &mut H::Shared,
     unsent: &mut Unsent,
 ) {
     let ParkedPullRequest {
@@ -324,7 +350,7 @@ fn execute_when_wakeup<H: PullWakeHost>(
         queue_id = header.queue_id,
         "re-executing parked pull"
     );
-    match host.execute_woken(header, envelope) {
+    match host.execute_woken(header, envelope, shared) {
         Some(outbound) => unsent.send_or_keep(sender, outbound),
         None => debug_assert!(false, "a re-executed pull is never parked"),
     }

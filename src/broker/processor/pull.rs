@@ -24,6 +24,7 @@ use crate::broker::longpoll::pull_request::{ParkedPullRequest, RequestEnvelope};
 use crate::broker::longpoll::pull_request_hold_service::{
     PullRequestHoldService, PullWakeHost, Suspension,
 };
+use crate::broker::longpoll::shared_response::SharedFrame;
 use crate::broker::subscription_group_manager::SubscriptionGroupConfig;
 use crate::broker::topic_config_manager::OFFSET_MOVED_EVENT;
 use crate::common::now_ms;
@@ -265,6 +266,8 @@ pub fn read_body(
 
 /// How the wake threads re-execute a woken pull on this broker.
 impl PullWakeHost for BrokerController {
+    type Shared = WokenShared;
+
     fn pull_hold(&self) -> &PullRequestHoldService {
         &self.pull_hold
     }
@@ -273,11 +276,10 @@ impl PullWakeHost for BrokerController {
         &self,
         header: PullMessageRequestHeader,
         envelope: RequestEnvelope,
+        shared: &mut WokenShared,
     ) -> Option<Outbound> {
-        match execute(self, header, envelope, PullExecution::Woken) {
-            Ok(PullOutcome::Respond(response)) => Some(Outbound::Command(response)),
-            Ok(PullOutcome::RespondFile(file)) => Some(Outbound::File(file.frame)),
-            Ok(PullOutcome::Parked) => None,
+        match execute_woken_shared(self, header, envelope, shared) {
+            Ok(outbound) => Some(outbound),
             Err(e) => {
                 let response = envelope.response(e.response_code(), Some(e.remark()));
                 Some(Outbound::Command(response))
@@ -290,6 +292,213 @@ impl PullWakeHost for BrokerController {
             metrics.observe_wake(elapsed);
         }
     }
+}
+
+/// What the re-executions of one drain's woken pulls share. When one arrival wakes many pulls
+/// on one queue (many consumers of one queue), most ask the same thing, and re-executing each
+/// from scratch made the last of 100,000 wait seconds (docs/BENCHMARKS.md):
+/// - `read`: the last store read, reused by a pull that asks the same queue, offset and
+///   number of messages through a filter that agrees (the same compiled filter, or both TAG
+///   `*`), after its own access checks and filter;
+/// - `answer`: the last response, reused (with the pull's own opaque) by a pull whose request
+///   is the same in every field the answer depends on (same group, same header but the offset
+///   it commits and its hold time, same encoding), as if both had been re-executed at once.
+///
+/// Only the last of each is kept (woken pulls of one queue come in runs), so the sharing is
+/// bounded by one read and one response. A PULL_OFFSET_MOVED answer is never shared: each one
+/// stores its own OffsetMovedEvent.
+#[derive(Default)]
+pub struct WokenShared {
+    read: Option<SharedRead>,
+    answer: Option<SharedAnswer>,
+}
+
+struct SharedRead {
+    topic: String,
+    queue_id: i32,
+    queue_offset: i64,
+    max_msg_nums: i32,
+    filter: Arc<ExpressionMessageFilter>,
+    result: GetMessageResult,
+    regions: Option<Vec<FileRegion>>,
+}
+
+impl SharedRead {
+    fn serves(
+        &self,
+        header: &PullMessageRequestHeader,
+        filter: &Arc<ExpressionMessageFilter>,
+    ) -> bool {
+        self.queue_id == header.queue_id
+            && self.queue_offset == header.queue_offset
+            && self.max_msg_nums == header.max_msg_nums
+            && self.topic == header.topic
+            && filters_agree(&self.filter, filter)
+    }
+}
+
+/// Two compiled filters that pass the same messages: the same one, or both TAG `*`.
+fn filters_agree(a: &Arc<ExpressionMessageFilter>, b: &Arc<ExpressionMessageFilter>) -> bool {
+    let sub_all = |f: &ExpressionMessageFilter| matches!(f.expression(), SubscriptionExpression::Tag(tags) if tags.is_sub_all());
+    Arc::ptr_eq(a, b) || (sub_all(a) && sub_all(b))
+}
+
+struct SharedAnswer {
+    header: PullMessageRequestHeader,
+    code: i32,
+    version: i32,
+    serialize_type: crate::remoting::command::SerializeType,
+    form: SharedForm,
+    /// What the pull found, for the metrics of every pull it answers.
+    messages: u64,
+    bytes: u64,
+    /// Messages a SUCCESS answer serves, for the broker's get totals of every pull it answers.
+    served_messages: u64,
+}
+
+/// Bodies up to this size are copied into each woken pull's own encoded frame; larger ones
+/// are shared by reference (a cloned command, or file ranges).
+pub const SHARED_FRAME_BODY_MAX_BYTES: usize = 8 * 1024;
+
+/// How a shared answer is handed to each pull it answers.
+enum SharedForm {
+    /// The whole frame, encoded once; each pull gets a copy with its opaque.
+    Frame(SharedFrame),
+    /// A zero-copy answer: the head encoded once, the body's file ranges shared.
+    File {
+        head: SharedFrame,
+        body: Vec<FileRange>,
+    },
+    /// A command cloned per pull (a body too large to copy per pull, or a head the shared
+    /// frame cannot patch).
+    Command {
+        response: RemotingCommand,
+        regions: Option<Vec<FileRegion>>,
+    },
+}
+
+impl SharedForm {
+    fn new(response: RemotingCommand, regions: Option<Vec<FileRegion>>) -> SharedForm {
+        match &regions {
+            Some(regions) => {
+                let body_len_bytes: usize = regions.iter().map(|r| r.len_bytes).sum();
+                let frame = file_frame(&response, regions);
+                let head = SharedFrame::new(&response, Some(body_len_bytes));
+                if let (Some(frame), Some(head)) = (frame, head) {
+                    return SharedForm::File {
+                        head,
+                        body: frame.body,
+                    };
+                }
+            }
+            None if response.body.len() <= SHARED_FRAME_BODY_MAX_BYTES => {
+                if let Some(frame) = SharedFrame::new(&response, None) {
+                    return SharedForm::Frame(frame);
+                }
+            }
+            None => {}
+        }
+        SharedForm::Command { response, regions }
+    }
+
+    /// The answer for the pull with `opaque`.
+    fn outbound(&self, store: &MessageStore, opaque: i32) -> Result<Outbound, BrokerError> {
+        match self {
+            SharedForm::Frame(frame) => Ok(Outbound::Encoded(frame.for_opaque(opaque))),
+            SharedForm::File { head, body } => Ok(Outbound::File(FileFrame {
+                head: head.for_opaque(opaque),
+                body: body.clone(),
+            })),
+            SharedForm::Command { response, regions } => {
+                let mut response = response.clone();
+                response.opaque = opaque;
+                Ok(match answer(store, response, regions.clone())? {
+                    PullOutcome::RespondFile(file) => Outbound::File(file.frame),
+                    PullOutcome::Respond(response) => Outbound::Command(response),
+                    PullOutcome::Parked => unreachable!("an answer never parks"),
+                })
+            }
+        }
+    }
+}
+
+impl SharedAnswer {
+    /// Whether this answer is the answer to `header` from `envelope`.
+    fn answers(&self, header: &PullMessageRequestHeader, envelope: &RequestEnvelope) -> bool {
+        let h = &self.header;
+        self.code == envelope.code
+            && self.version == envelope.version
+            && self.serialize_type == envelope.serialize_type
+            && h.queue_id == header.queue_id
+            && h.queue_offset == header.queue_offset
+            && h.max_msg_nums == header.max_msg_nums
+            && h.sys_flag == header.sys_flag
+            && h.sub_version == header.sub_version
+            && h.max_msg_bytes == header.max_msg_bytes
+            && h.request_source == header.request_source
+            && h.topic == header.topic
+            && h.consumer_group == header.consumer_group
+            && h.subscription == header.subscription
+            && h.expression_type == header.expression_type
+            && h.proxy_froward_client_id == header.proxy_froward_client_id
+    }
+}
+
+/// A woken pull's re-execution, sharing what it can with the others of its drain
+/// ([`WokenShared`]); otherwise exactly [`execute`] with [`PullExecution::Woken`].
+fn execute_woken_shared(
+    ctrl: &BrokerController,
+    header: PullMessageRequestHeader,
+    envelope: RequestEnvelope,
+    shared: &mut WokenShared,
+) -> Result<Outbound, BrokerError> {
+    if let Some(kept) = shared
+        .answer
+        .as_ref()
+        .filter(|a| a.answers(&header, &envelope))
+    {
+        if let Some(metrics) = ctrl.metrics() {
+            metrics.record_pull(&header.topic, kept.messages, kept.bytes);
+        }
+        if kept.served_messages > 0 {
+            ctrl.stats.inc_get(&header.topic, kept.served_messages);
+        }
+        return kept.form.outbound(&ctrl.store, envelope.opaque);
+    }
+    let looked = look_up_shared(ctrl, &header, &envelope, true, Some(&mut shared.read))?;
+    if looked.response.code == rc::PULL_OFFSET_MOVED {
+        if !ctrl.is_slave() {
+            store_offset_moved_event(ctrl, &header, looked.next_begin_offset);
+        }
+        return SharedForm::new(looked.response, looked.regions)
+            .outbound(&ctrl.store, envelope.opaque);
+    }
+    let served_messages = if looked.response.code == rc::SUCCESS {
+        looked.message_count as u64
+    } else {
+        0
+    };
+    if served_messages > 0 {
+        ctrl.stats.inc_get(&header.topic, served_messages);
+    }
+    let Looked {
+        response,
+        regions,
+        messages,
+        bytes,
+        ..
+    } = looked;
+    let kept = shared.answer.insert(SharedAnswer {
+        header,
+        code: envelope.code,
+        version: envelope.version,
+        serialize_type: envelope.serialize_type,
+        form: SharedForm::new(response, regions),
+        messages,
+        bytes,
+        served_messages,
+    });
+    kept.form.outbound(&ctrl.store, envelope.opaque)
 }
 
 /// Whether a pull of this shape goes zero-copy (the store asks once it planned the records).
@@ -322,6 +531,9 @@ struct Looked {
     next_begin_offset: i64,
     /// Messages the answer carries (when it is SUCCESS).
     message_count: usize,
+    /// Messages and bytes found (0 unless FOUND), as the metrics count them.
+    messages: u64,
+    bytes: u64,
 }
 
 /// Java's checks in Java's order, then the store lookup.
@@ -331,29 +543,70 @@ fn look_up(
     envelope: &RequestEnvelope,
     zero_copy_allowed: bool,
 ) -> Result<Looked, BrokerError> {
+    look_up_shared(ctrl, header, envelope, zero_copy_allowed, None)
+}
+
+/// [`look_up`], reusing the store read in `shared_read` when it serves this pull (and keeping
+/// this pull's read there otherwise).
+fn look_up_shared(
+    ctrl: &BrokerController,
+    header: &PullMessageRequestHeader,
+    envelope: &RequestEnvelope,
+    zero_copy_allowed: bool,
+    shared_read: Option<&mut Option<SharedRead>>,
+) -> Result<Looked, BrokerError> {
     let group = check_access(ctrl, header, envelope)?;
     let filter = subscription_filter(ctrl, header, group.consume_broadcast_enable)?;
-    let (result, regions) = look_up_messages(ctrl, header, &filter, zero_copy_allowed)?;
+    let owned;
+    let (result, regions) = match shared_read {
+        None => {
+            owned = look_up_messages(ctrl, header, &filter, zero_copy_allowed)?;
+            (&owned.0, owned.1.as_ref())
+        }
+        Some(slot) => {
+            if !slot
+                .as_ref()
+                .is_some_and(|read| read.serves(header, &filter))
+            {
+                let (result, regions) = look_up_messages(ctrl, header, &filter, zero_copy_allowed)?;
+                *slot = Some(SharedRead {
+                    topic: header.topic.clone(),
+                    queue_id: header.queue_id,
+                    queue_offset: header.queue_offset,
+                    max_msg_nums: header.max_msg_nums,
+                    filter: filter.clone(),
+                    result,
+                    regions,
+                });
+            }
+            let read = slot.as_ref().expect("just filled");
+            (&read.result, read.regions.as_ref())
+        }
+    };
+    let found = result.status == GetMessageStatus::Found;
+    let (messages, bytes) = if found {
+        (result.message_count as u64, result.buffer_total_size as u64)
+    } else {
+        (0, 0)
+    };
     if let Some(metrics) = ctrl.metrics() {
-        let found = result.status == GetMessageStatus::Found;
-        let (messages, bytes) = if found {
-            (result.message_count as u64, result.buffer_total_size as u64)
-        } else {
-            (0, 0)
-        };
         metrics.record_pull(&header.topic, messages, bytes);
     }
     let next_begin_offset = result.next_begin_offset;
     let message_count = result.message_count;
     let response = map_result(ctrl, header, envelope, &group, result);
     // Only a SUCCESS response carries a body.
-    let regions = regions.filter(|regions| response.code == rc::SUCCESS && !regions.is_empty());
+    let regions = regions
+        .filter(|regions| response.code == rc::SUCCESS && !regions.is_empty())
+        .cloned();
     Ok(Looked {
         response,
         filter,
         regions,
         next_begin_offset,
         message_count,
+        messages,
+        bytes,
     })
 }
 
@@ -523,7 +776,7 @@ fn map_result(
     header: &PullMessageRequestHeader,
     envelope: &RequestEnvelope,
     group: &SubscriptionGroupConfig,
-    result: GetMessageResult,
+    result: &GetMessageResult,
 ) -> RemotingCommand {
     let status = status_to_code(result.status, header.queue_offset);
     let role = RoleAnswer {
@@ -551,7 +804,7 @@ fn map_result(
     }
     .encode(&mut response);
     if role.code == rc::SUCCESS {
-        response.body = result.buffer;
+        response.body = result.buffer.clone();
     }
     response
 }
@@ -855,6 +1108,37 @@ mod tests {
         }
     }
 
+    fn woken_header(group: &str, offset: i64) -> PullMessageRequestHeader {
+        PullMessageRequestHeader {
+            consumer_group: group.to_string(),
+            topic: "T".to_string(),
+            queue_id: 0,
+            queue_offset: offset,
+            max_msg_nums: 32,
+            sys_flag: pull_sys_flag::SUSPEND | pull_sys_flag::SUBSCRIPTION,
+            commit_offset: 0,
+            suspend_timeout_millis: 15_000,
+            subscription: Some("*".to_string()),
+            sub_version: 0,
+            expression_type: Some("TAG".to_string()),
+            max_msg_bytes: None,
+            request_source: None,
+            proxy_froward_client_id: None,
+        }
+    }
+
+    fn woken_envelope(opaque: i32) -> RequestEnvelope {
+        let addr = "127.0.0.1:1".parse().unwrap();
+        RequestEnvelope {
+            code: crate::remoting::codes::request_code::PULL_MESSAGE,
+            opaque,
+            version: 479,
+            serialize_type: crate::remoting::command::SerializeType::Json,
+            remote_addr: addr,
+            connection_id: 1,
+        }
+    }
+
     #[test]
     fn a_slave_serves_a_slow_consumer_and_sends_a_caught_up_one_back() {
         // Behind: served here, told to stay on the slow-consumer broker.
@@ -903,6 +1187,70 @@ mod tests {
             decide(MASTER, S::OffsetTooSmall, false).code,
             rc::PULL_OFFSET_MOVED
         );
+    }
+
+    #[test]
+    fn a_shared_answer_serves_only_the_same_request() {
+        let kept = SharedAnswer {
+            header: woken_header("g", 5),
+            code: crate::remoting::codes::request_code::PULL_MESSAGE,
+            version: 479,
+            serialize_type: crate::remoting::command::SerializeType::Json,
+            form: SharedForm::Command {
+                response: RemotingCommand::request(0),
+                regions: None,
+            },
+            messages: 1,
+            bytes: 10,
+            served_messages: 1,
+        };
+        // Another opaque, another committed offset, another hold time: the same answer.
+        let mut same = woken_header("g", 5);
+        same.commit_offset = 4;
+        same.suspend_timeout_millis = 20_000;
+        assert!(kept.answers(&same, &woken_envelope(99)));
+        // Anything the answer depends on differs: not shared.
+        assert!(!kept.answers(&woken_header("other", 5), &woken_envelope(99)));
+        assert!(!kept.answers(&woken_header("g", 6), &woken_envelope(99)));
+        let mut tagged = woken_header("g", 5);
+        tagged.subscription = Some("TagA".to_string());
+        assert!(!kept.answers(&tagged, &woken_envelope(99)));
+        let mut lite = woken_envelope(99);
+        lite.code = crate::remoting::codes::request_code::LITE_PULL_MESSAGE;
+        assert!(!kept.answers(&same, &lite));
+        let mut binary = woken_envelope(99);
+        binary.serialize_type = crate::remoting::command::SerializeType::RocketMq;
+        assert!(!kept.answers(&same, &binary));
+    }
+
+    #[test]
+    fn store_reads_are_shared_only_between_filters_that_agree() {
+        let all_a = Arc::new(ExpressionMessageFilter::new("TAG", "*").unwrap());
+        let all_b = Arc::new(ExpressionMessageFilter::new("TAG", "*").unwrap());
+        let tag_a = Arc::new(ExpressionMessageFilter::new("TAG", "TagA").unwrap());
+        let tag_a2 = Arc::new(ExpressionMessageFilter::new("TAG", "TagA").unwrap());
+        assert!(
+            filters_agree(&all_a, &all_b),
+            "two TAG * filters pass the same messages"
+        );
+        assert!(filters_agree(&tag_a, &tag_a), "the same compiled filter");
+        assert!(!filters_agree(&all_a, &tag_a));
+        assert!(
+            !filters_agree(&tag_a, &tag_a2),
+            "two compilations are not assumed equal"
+        );
+        let read = SharedRead {
+            topic: "T".to_string(),
+            queue_id: 0,
+            queue_offset: 5,
+            max_msg_nums: 32,
+            filter: all_a.clone(),
+            result: GetMessageResult::empty(GetMessageStatus::Found, 6),
+            regions: None,
+        };
+        assert!(read.serves(&woken_header("other group", 5), &all_b));
+        assert!(!read.serves(&woken_header("g", 6), &all_b));
+        assert!(!read.serves(&woken_header("g", 5), &tag_a));
     }
 
     #[test]
