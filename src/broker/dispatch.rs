@@ -8,8 +8,8 @@ use crate::broker::controller::BrokerController;
 use crate::broker::error::BrokerError;
 use crate::broker::processor::{
     admin, admin_config, admin_connection, admin_group, admin_stats, admin_topic, client_manage,
-    consumer_manage, end_transaction, lock, pull, query, runtime_info, send, Handled, ProcessResult,
-    RequestContext,
+    consumer_manage, end_transaction, lock, pull, query, runtime_info, send, Handled,
+    ProcessResult, RequestContext,
 };
 use crate::metrics::BrokerMetrics;
 use crate::net::{ConnectionContext, RequestHandler};

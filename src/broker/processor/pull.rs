@@ -785,7 +785,7 @@ fn map_result(
         offset_check_in_slave: ctrl.config.broker.offset_check_in_slave,
         master_online: ctrl.slave_sync.master_online(),
     }
-    .decide(group, &result, status);
+    .decide(group, result, status);
     let next_begin_offset = if role.keep_requested_offset {
         header.queue_offset
     } else {
