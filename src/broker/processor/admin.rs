@@ -122,6 +122,10 @@ pub async fn get_broker_runtime_info(
     );
     table.insert("commitLogMaxOffset", store.max_phy_offset().to_string());
     table.insert("commitLogMinOffset", store.min_phy_offset().to_string());
+    table.insert(
+        "dispatchBehindBytes",
+        store.dispatch_behind_bytes().to_string(),
+    );
     table.insert("bootTimestamp", ctrl.boot_timestamp_ms.to_string());
     table.insert("brokerActive", "true".to_string());
     table.insert(

@@ -22,7 +22,6 @@ use crate::store::format::{
     PROPERTIES_MAX_BYTES, TOPIC_V2_MAX_BYTES,
 };
 use crate::store::fs;
-use crate::store::index_service::IndexedMessage;
 use crate::store::segment::Segment;
 use crate::store::types::{BatchToStore, MessageToStore, PutMessageResult, PutMessageStatus};
 
@@ -155,7 +154,6 @@ impl Inner {
         let slot = self.reserve(&mut writer, common, &shape, entries.len())?;
         let msg_ids = self.encode(&mut writer, common, entries, &shape, &slot);
         self.write_and_publish(&writer, &shape, &slot, entries.len())?;
-        self.index_appended(common, entries, &shape, &slot);
         drop(writer);
         self.after_append();
         self.notify_arrivals(common, entries, &slot);
@@ -305,36 +303,6 @@ impl Inner {
         Ok(())
     }
 
-    /// Indexes the records of this append, still under the writer lock so the index follows
-    /// CommitLog order (Java's dispatch to `IndexService.buildIndex`).
-    fn index_appended(
-        &self,
-        common: &AppendCommon<'_>,
-        entries: &[AppendEntry<'_>],
-        shape: &AppendShape,
-        slot: &AppendSlot,
-    ) {
-        if self.index.is_none() {
-            return;
-        }
-        let mut phy_offset = slot.place.phy_offset;
-        for entry in entries {
-            self.index_record(&IndexedMessage {
-                topic: common.topic,
-                properties: entry.properties,
-                sys_flag: shape.sys_flag,
-                phy_offset,
-                store_timestamp_ms: slot.store_timestamp_ms,
-            });
-            phy_offset += format::record_size(
-                shape.sys_flag,
-                entry.body.len(),
-                common.topic.len(),
-                entry.properties.len(),
-            ) as i64;
-        }
-    }
-
     /// Tells the arrival listener about each message. Only messages that got a ConsumeQueue
     /// unit can be pulled, so only they arrive.
     fn notify_arrivals(
@@ -469,10 +437,13 @@ impl Inner {
         self.commit_log.set_max_phy_offset(end_phy_offset);
     }
 
+    /// After the writer lock is released: the flush request (`sync`) and the index thread's
+    /// wake-up.
     pub(super) fn after_append(&self) {
         if self.config.flush_policy == FlushPolicy::Sync {
             self.request_flush();
         }
+        self.wake_index();
     }
 }
 

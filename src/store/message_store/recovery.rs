@@ -429,7 +429,7 @@ fn truncate_queue(cq: &ConsumeQueue, queue_offset: i64) -> Result<(), StoreError
     Ok(())
 }
 
-fn read_into(
+pub(super) fn read_into(
     inner: &Inner,
     seg: &Segment,
     pos: u64,
