@@ -255,8 +255,12 @@ impl IndexService {
         Ok(expired)
     }
 
-    /// Writes the header of every changed file and fsyncs it.
+    /// Writes the header of every changed file and fsyncs it. Under `write_lock`: a header
+    /// covers whole messages only (one taken between two keys of a message would end at that
+    /// message, which recovery then skips as indexed, losing its other keys). The index
+    /// thread waits for the fsync; the writer never does.
     pub fn flush(&self) -> Result<(), StoreError> {
+        let _guard = self.write_lock.lock().unwrap_or_else(|e| e.into_inner());
         for file in self.files().iter() {
             file.flush()?;
         }
