@@ -9,9 +9,156 @@
 //! fresh start, a corrupt one with no usable backup is an error: ringmq never silently starts
 //! every consumer group from offset 0.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use crate::store::fs::{sync_dir, FileSystem, RealFs, SyncKind};
+use crate::store::StoreError;
+
+/// A table's "changed since its file was last written" flag and the wake-up of the metadata
+/// persister thread (`ringmq-config-persist`, started by `startup`).
+///
+/// Entries created on the request path (a heartbeat's subscription group, a send's topic, a
+/// retry or DLQ topic) only [`DirtyFlag::mark`] the table: the persister writes it later, off
+/// the io_uring worker thread, and any number of changes during one write coalesce into one
+/// more write. Admin updates write the file before they are answered
+/// ([`PersistGate::persist`] from the request, as Java's `updateTopicConfig` does).
+#[derive(Debug, Default)]
+pub struct DirtyFlag {
+    dirty: AtomicBool,
+    /// A bounded(1) channel: a wake-up already pending is enough.
+    wake: OnceLock<crossbeam::channel::Sender<()>>,
+}
+
+impl DirtyFlag {
+    /// Records a change and wakes the persister.
+    pub fn mark(&self) {
+        self.dirty.store(true, Ordering::Release);
+        self.wake();
+    }
+
+    /// Wakes the persister without a change (to let it see a stop).
+    pub fn wake(&self) {
+        if let Some(tx) = self.wake.get() {
+            // Full: a wake-up is pending already. Disconnected: the persister has stopped,
+            // and the shutdown writes every table.
+            let _ = tx.try_send(());
+        }
+    }
+
+    pub fn is_set(&self) -> bool {
+        self.dirty.load(Ordering::Acquire)
+    }
+
+    /// Connects the persister's channel (once; later calls keep the first).
+    pub fn connect(&self, tx: crossbeam::channel::Sender<()>) {
+        let _ = self.wake.set(tx);
+    }
+}
+
+/// Serializes the writes of one file and keeps its [`DirtyFlag`] right: a write clears the
+/// flag before it takes its snapshot of the table, so a change made during the write marks the
+/// table again, and a failed write marks it again too. Writes run one at a time and each
+/// snapshots after the previous one finished, so an older snapshot never lands after a newer.
+///
+/// Changes are numbered ([`PersistGate::mark`]); a request that must not be answered before
+/// its change is on disk waits for the write covering its number
+/// ([`PersistGate::wait_written`]) without blocking its thread.
+#[derive(Debug)]
+pub struct PersistGate {
+    pub dirty: DirtyFlag,
+    write_lock: Mutex<()>,
+    /// Number of the last change.
+    marked: AtomicU64,
+    /// Number of the last change a finished write covers.
+    written: tokio::sync::watch::Sender<u64>,
+}
+
+impl Default for PersistGate {
+    fn default() -> Self {
+        PersistGate {
+            dirty: DirtyFlag::default(),
+            write_lock: Mutex::new(()),
+            marked: AtomicU64::new(0),
+            written: tokio::sync::watch::Sender::new(0),
+        }
+    }
+}
+
+/// How long a request waits for the persister to write the change it made
+/// ([`PersistGate::wait_written`]) before it is answered anyway (with a warning: Java logs a
+/// failed metadata write and answers the request too).
+pub const PERSIST_WAIT_TIMEOUT_MS: u64 = 5_000;
+
+impl PersistGate {
+    /// Records a change for the persister; returns its number.
+    pub fn mark(&self) -> u64 {
+        let generation = self.marked.fetch_add(1, Ordering::AcqRel) + 1;
+        self.dirty.mark();
+        generation
+    }
+
+    /// Number of the last change.
+    pub fn last_marked(&self) -> u64 {
+        self.marked.load(Ordering::Acquire)
+    }
+
+    /// Writes now: `snapshot_and_write` takes the table's snapshot and writes it.
+    pub fn persist(
+        &self,
+        snapshot_and_write: impl FnOnce() -> Result<(), PersistError>,
+    ) -> Result<(), PersistError> {
+        let _guard: MutexGuard<'_, ()> = self.write_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let generation = self.marked.load(Ordering::Acquire);
+        self.dirty.dirty.store(false, Ordering::Release);
+        snapshot_and_write().inspect_err(|_| self.dirty.dirty.store(true, Ordering::Release))?;
+        self.written.send_if_modified(|w| {
+            let newer = generation > *w;
+            *w = (*w).max(generation);
+            newer
+        });
+        Ok(())
+    }
+
+    /// Writes when the table changed since the last write; says whether it wrote.
+    pub fn persist_if_dirty(
+        &self,
+        snapshot_and_write: impl FnOnce() -> Result<(), PersistError>,
+    ) -> Result<bool, PersistError> {
+        if !self.dirty.is_set() {
+            return Ok(false);
+        }
+        self.persist(snapshot_and_write).map(|()| true)
+    }
+
+    /// Resolves once change `generation` is written. Without a persister thread (a controller
+    /// driven by tests) it writes at once instead. After [`PERSIST_WAIT_TIMEOUT_MS`] it gives
+    /// up with a warning.
+    pub async fn wait_written(
+        &self,
+        generation: u64,
+        snapshot_and_write: impl FnOnce() -> Result<(), PersistError>,
+    ) -> Result<(), PersistError> {
+        if self.dirty.wake.get().is_none() {
+            if *self.written.borrow() < generation {
+                self.persist(snapshot_and_write)?;
+            }
+            return Ok(());
+        }
+        let mut rx = self.written.subscribe();
+        let timeout = std::time::Duration::from_millis(PERSIST_WAIT_TIMEOUT_MS);
+        let written = tokio::time::timeout(timeout, rx.wait_for(|w| *w >= generation)).await;
+        if !matches!(written, Ok(Ok(_))) {
+            tracing::warn!(
+                generation,
+                "the metadata persister did not write a change in time; answering anyway"
+            );
+        }
+        Ok(())
+    }
+}
 
 /// Why a config file could not be written or read.
 #[derive(Debug, thiserror::Error)]
@@ -147,39 +294,69 @@ pub fn backup_path(path: &Path) -> PathBuf {
     sibling(path, ".bak")
 }
 
-/// fsync of a file or directory. Every config-file fsync goes through here; a failure is
-/// returned, never retried as success.
-fn sync(file: &File, path: &Path) -> Result<(), PersistError> {
-    file.sync_all().map_err(io_err("fsync", path))
+/// The file system the metadata files are created, written, fsynced and renamed through: the
+/// store's seam ([`crate::store::fs::FileSystem`]), so tests inject failures here as in the
+/// store. The real file system until [`MetadataFs::set`].
+#[derive(Debug, Default)]
+pub struct MetadataFs(OnceLock<Arc<dyn FileSystem>>);
+
+impl MetadataFs {
+    /// Uses `fs` from now on (once; later calls keep the first).
+    pub fn set(&self, fs: Arc<dyn FileSystem>) {
+        let _ = self.0.set(fs);
+    }
+
+    pub fn get(&self) -> &dyn FileSystem {
+        match self.0.get() {
+            Some(fs) => fs.as_ref(),
+            None => &RealFs,
+        }
+    }
 }
 
-/// Writes `content` to `path` crash-safely (see the module doc).
+/// A store file-system error as a metadata one (the same operation, path and OS error).
+fn from_store(e: StoreError) -> PersistError {
+    match e {
+        StoreError::Io { op, path, source } => PersistError::Io { op, path, source },
+        other => PersistError::Io {
+            op: "file system",
+            path: PathBuf::new(),
+            source: io::Error::other(other.to_string()),
+        },
+    }
+}
+
+/// Writes `content` to `path` crash-safely (see the module doc) on the real file system.
 pub fn write_atomically(path: &Path, content: &[u8]) -> Result<(), PersistError> {
+    write_atomically_on(&RealFs, path, content)
+}
+
+/// [`write_atomically`] through `fs`. Every config-file fsync goes through `fs.sync`; a
+/// failure is returned, never retried as success.
+pub fn write_atomically_on(
+    fs: &dyn FileSystem,
+    path: &Path,
+    content: &[u8],
+) -> Result<(), PersistError> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    fs::create_dir_all(dir).map_err(io_err("create dir", dir))?;
+    std::fs::create_dir_all(dir).map_err(io_err("create dir", dir))?;
     let tmp = sibling(path, ".tmp");
     {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)
-            .map_err(io_err("create", &tmp))?;
-        file.write_all(content).map_err(io_err("write", &tmp))?;
-        sync(&file, &tmp)?;
+        let file = fs.create(&tmp).map_err(from_store)?;
+        fs.write_at(&file, &tmp, content, 0).map_err(from_store)?;
+        fs.sync(&file, &tmp, SyncKind::All).map_err(from_store)?;
     }
     if path.exists() {
         let bak = backup_path(path);
         // Replace the old backup by the current file through a link, so that at every instant
         // either <file> or <file>.bak is a complete previous version.
         let bak_tmp = sibling(path, ".bak.tmp");
-        let _ = fs::remove_file(&bak_tmp); // leftover of an earlier crash; absence is fine
-        fs::hard_link(path, &bak_tmp).map_err(io_err("link backup", &bak_tmp))?;
-        fs::rename(&bak_tmp, &bak).map_err(io_err("rename backup", &bak))?;
+        let _ = std::fs::remove_file(&bak_tmp); // leftover of an earlier crash; absence is fine
+        std::fs::hard_link(path, &bak_tmp).map_err(io_err("link backup", &bak_tmp))?;
+        fs.rename(&bak_tmp, &bak).map_err(from_store)?;
     }
-    fs::rename(&tmp, path).map_err(io_err("rename", path))?;
-    let dir_file = File::open(dir).map_err(io_err("open dir", dir))?;
-    sync(&dir_file, dir)
+    fs.rename(&tmp, path).map_err(from_store)?;
+    sync_dir(fs, dir).map_err(from_store)
 }
 
 /// What [`load_with_backup`] found.
@@ -239,10 +416,9 @@ pub fn load_with_backup<T>(
 /// bytes stay for a look.
 fn move_aside(path: &Path) -> Result<PathBuf, PersistError> {
     let to = sibling(path, &format!(".corrupt-{}", crate::common::now_ms()));
-    fs::rename(path, &to).map_err(io_err("rename corrupt file", path))?;
+    std::fs::rename(path, &to).map_err(io_err("rename corrupt file", path))?;
     let dir = path.parent().unwrap_or(Path::new("."));
-    let dir_file = File::open(dir).map_err(io_err("open dir", dir))?;
-    sync(&dir_file, dir)?;
+    sync_dir(&RealFs, dir).map_err(from_store)?;
     Ok(to)
 }
 
@@ -282,7 +458,7 @@ pub fn parse_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, Conte
 }
 
 fn read_optional(path: &Path) -> Result<Option<String>, PersistError> {
-    match fs::read(path) {
+    match std::fs::read(path) {
         Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(PersistError::Io {
@@ -308,6 +484,8 @@ pub fn quote_bare_integer_keys(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::fs;
+
     use super::*;
 
     fn parse_value(text: &str) -> Result<serde_json::Value, ContentError> {

@@ -38,7 +38,9 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use arc_swap::ArcSwap;
 use hashbrown::HashTable;
 
-use super::config_manager::{self as persist, BackupUsed, ContentError, Loaded, PersistError};
+use super::config_manager::{
+    self as persist, BackupUsed, ContentError, Loaded, MetadataFs, PersistError,
+};
 
 /// Number of (topic, group) shards. Only a group's first commit locks a shard (to copy it), so
 /// this bounds how many first commits of different groups can run at once and how much each
@@ -167,6 +169,8 @@ pub struct ConsumerOffsetManager {
     path: PathBuf,
     /// The text written by the last successful persist; an equal snapshot is not rewritten.
     persisted_text: Mutex<Option<String>>,
+    /// Where the file is written (the store's file system).
+    pub fs: MetadataFs,
 }
 
 impl ConsumerOffsetManager {
@@ -177,6 +181,7 @@ impl ConsumerOffsetManager {
             hasher: foldhash::fast::RandomState::default(),
             path: store_root.join("config").join("consumerOffset.json"),
             persisted_text: Mutex::new(None),
+            fs: MetadataFs::default(),
         }
     }
 
@@ -297,7 +302,7 @@ impl ConsumerOffsetManager {
         if persisted.as_deref() == Some(text.as_str()) && self.path.exists() {
             return Ok(false);
         }
-        persist::write_atomically(&self.path, text.as_bytes())?;
+        persist::write_atomically_on(self.fs.get(), &self.path, text.as_bytes())?;
         *persisted = Some(text);
         Ok(true)
     }

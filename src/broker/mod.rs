@@ -33,6 +33,8 @@ pub mod topic_config_manager;
 pub mod transaction;
 
 #[cfg(test)]
+mod disk_full_tests;
+#[cfg(test)]
 mod retry_tests;
 #[cfg(test)]
 mod tests;

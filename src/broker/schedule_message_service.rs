@@ -78,7 +78,9 @@ fn parse_delay_offsets(text: &str) -> Result<BTreeMap<i32, i64>, ContentError> {
 fn persist_offsets(ctrl: &BrokerController, offsets: &BTreeMap<i32, i64>) {
     let table: BTreeMap<String, i64> = offsets.iter().map(|(k, v)| (k.to_string(), *v)).collect();
     let text = serde_json::json!({ "offsetTable": table }).to_string();
-    if let Err(e) = persist::write_atomically(&offset_file(ctrl), text.as_bytes()) {
+    if let Err(e) =
+        persist::write_atomically_on(ctrl.offsets.fs.get(), &offset_file(ctrl), text.as_bytes())
+    {
         tracing::error!(error = %e, "writing delayOffset.json failed");
     }
 }
@@ -334,7 +336,14 @@ fn create_dlq_topic(ctrl: &BrokerController, dlq: &str) {
         .create_topic_if_absent(dlq, 1, perm::PERM_READ | perm::PERM_WRITE, 0)
     {
         Ok((_, false)) => {}
-        Ok((_, true)) => ctrl.notify_topics_changed(),
+        Ok((_, true)) => {
+            ctrl.notify_topics_changed();
+            // This thread may wait for the file: the message it stores next is in a topic
+            // that survives a crash.
+            if let Err(e) = ctrl.topics.persist_if_dirty() {
+                tracing::error!(topic = dlq, error = %e, "persisting a new dead-letter topic failed");
+            }
+        }
         Err(e) => {
             tracing::error!(topic = dlq, error = %e, "persisting a new dead-letter topic failed");
             ctrl.notify_topics_changed();

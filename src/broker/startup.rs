@@ -32,6 +32,7 @@ use crate::net::{self as server, ServerConfig, ServerHandle, ShutdownSignal};
 use crate::remoting::body::register_broker::build_register_broker_request;
 use crate::remoting::codes::request_code;
 use crate::remoting::command::RemotingCommand;
+use crate::store::fs::{FileSystem, RealFs};
 use crate::store::io::{IoConfig, IoEngine, IoMode};
 use crate::store::{self, MessageStore, StoreConfig};
 
@@ -146,6 +147,11 @@ pub fn store_config(config: &Config) -> Result<StoreConfig, StartupError> {
     sc.store_host = store_host;
     sc.broker_role_slave = config.broker.role == crate::config::BrokerRole::Slave;
     sc.offset_check_in_slave = config.broker.offset_check_in_slave;
+    sc.corruption_policy = s.corruption_policy;
+    sc.disk_max_used_space_ratio_percent = s.disk_max_used_space_ratio_percent;
+    sc.disk_space_clean_forcibly_ratio_percent = s.disk_space_clean_forcibly_ratio_percent;
+    sc.disk_space_warning_level_ratio_percent = s.disk_space_warning_level_ratio_percent;
+    sc.clean_file_forcibly_enabled = s.clean_file_forcibly_enabled;
     Ok(sc)
 }
 
@@ -180,11 +186,20 @@ pub struct ControllerParts {
 /// socket, so benches and tests can drive the processors and long polling directly (start the
 /// wake threads with [`start_pull_wake`]).
 pub fn build_controller(config: Config) -> Result<ControllerParts, StartupError> {
+    build_controller_on(config, RealFs::shared())
+}
+
+/// [`build_controller`] with the store on the given file system (tests pass one with
+/// failpoints or a simulated disk usage).
+pub fn build_controller_on(
+    config: Config,
+    fs: Arc<dyn FileSystem>,
+) -> Result<ControllerParts, StartupError> {
     let delay_levels_ms = config.delay_levels_ms().map_err(StartupError::Config)?;
     let io = Arc::new(io_engine(&config)?);
     tracing::info!(mode = ?io.mode(), "store read engine ready");
     let store_cfg = store_config(&config)?;
-    let store = MessageStore::open(store_cfg.clone(), io)?;
+    let store = MessageStore::open_on(store_cfg.clone(), io, Arc::clone(&fs))?;
     let root = config.store.root_dir.clone();
     let topics = TopicConfigManager::new(
         &root,
@@ -198,6 +213,10 @@ pub fn build_controller(config: Config) -> Result<ControllerParts, StartupError>
     let groups =
         SubscriptionGroupManager::new(&root, config.broker.auto_create_subscription_group_enabled);
     let offsets = ConsumerOffsetManager::new(&root);
+    // The metadata files go through the store's file system too.
+    topics.fs.set(Arc::clone(&fs));
+    groups.fs.set(Arc::clone(&fs));
+    offsets.fs.set(fs);
     for (what, backup_used) in [
         ("topics", topics.load()?),
         ("groups", groups.load()?),
@@ -329,6 +348,7 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
     let mut threads = start_pull_wake(&ctrl, wake_rx, &stop)?;
     threads.extend([
         start_offset_flusher(&ctrl, &stop)?,
+        start_config_persister(&ctrl, &stop)?,
         start_housekeeping(&ctrl, &stop)?,
         start_schedule(&ctrl, &stop, delay_offsets)?,
         ctrl.ha
@@ -481,8 +501,10 @@ impl BrokerHandle {
     /// (checkpoint + removal of the abort marker), unregister from the name servers.
     pub fn stop(mut self) -> Result<(), StartupError> {
         self.stop.raise();
-        // Wake the registration thread so it unregisters and exits now.
+        // Wake the registration thread so it unregisters and exits now, and the metadata
+        // persister so it exits (the tables are written below).
         self.ctrl.notify_topics_changed();
+        self.ctrl.topics.gate.dirty.wake();
         self.shutdown.trigger();
         self.server.shutdown();
         for t in self.threads.drain(..) {
@@ -514,6 +536,45 @@ fn start_offset_flusher(
             if let Err(e) = ctrl.offsets.persist() {
                 tracing::error!(error = %e, "flushing consumer offsets failed; will retry next period");
             }
+        }
+    })
+}
+
+/// How long the metadata persister waits before it tries a failed write again.
+const CONFIG_PERSIST_RETRY_INTERVAL_MS: u64 = 1_000;
+
+/// The metadata persister (`ringmq-config-persist`): writes `topics.json` and
+/// `subscriptionGroup.json` when a request created an entry (see
+/// [`crate::broker::config_manager::DirtyFlag`]), off the worker threads, one write per table
+/// for any number of changes that came during the previous one. A failed write is logged and
+/// tried again every [`CONFIG_PERSIST_RETRY_INTERVAL_MS`]; the stop writes both tables.
+/// Without it (a controller driven by tests) the tables are written when a request waits for
+/// its change ([`crate::broker::config_manager::PersistGate::wait_written`]) or by `persist`.
+pub fn start_config_persister(
+    ctrl: &Arc<BrokerController>,
+    stop: &StopFlag,
+) -> Result<JoinHandle<()>, StartupError> {
+    let (persist_tx, persist_rx) = crossbeam::channel::bounded(1);
+    ctrl.topics.gate.dirty.connect(persist_tx.clone());
+    ctrl.groups.gate.dirty.connect(persist_tx);
+    // Changes made before the connection.
+    ctrl.topics.gate.dirty.mark();
+    let ctrl = ctrl.clone();
+    let stop = stop.clone();
+    let retry = Duration::from_millis(CONFIG_PERSIST_RETRY_INTERVAL_MS);
+    spawn("ringmq-config-persist", move || loop {
+        match persist_rx.recv_timeout(retry) {
+            Ok(()) | Err(crossbeam::channel::RecvTimeoutError::Timeout) => {}
+            Err(crossbeam::channel::RecvTimeoutError::Disconnected) => return,
+        }
+        if stop.is_raised() {
+            return;
+        }
+        if let Err(e) = ctrl.topics.persist_if_dirty() {
+            tracing::error!(error = %e, "writing topics.json failed; will retry");
+        }
+        if let Err(e) = ctrl.groups.persist_if_dirty() {
+            tracing::error!(error = %e, "writing subscriptionGroup.json failed; will retry");
         }
     })
 }

@@ -7,7 +7,9 @@ use std::sync::{Arc, RwLock};
 
 use serde::{Deserialize, Serialize};
 
-use super::config_manager::{self as persist, BackupUsed, Loaded, PersistError};
+use super::config_manager::{
+    self as persist, BackupUsed, Loaded, MetadataFs, PersistError, PersistGate,
+};
 use crate::common::topic_validator::validate_group;
 
 /// Java `SubscriptionGroupConfig` with its defaults. Unknown members of files written by Java
@@ -71,6 +73,10 @@ pub struct SubscriptionGroupManager {
     table: RwLock<HashMap<String, Arc<SubscriptionGroupConfig>>>,
     auto_create: bool,
     path: PathBuf,
+    /// Auto-created groups mark it; the persister writes them (see [`PersistGate`]).
+    pub gate: PersistGate,
+    /// Where the file is written (the store's file system).
+    pub fs: MetadataFs,
 }
 
 impl SubscriptionGroupManager {
@@ -89,6 +95,8 @@ impl SubscriptionGroupManager {
             table: RwLock::new(table),
             auto_create,
             path: store_root.join("config").join("subscriptionGroup.json"),
+            gate: PersistGate::default(),
+            fs: MetadataFs::default(),
         }
     }
 
@@ -111,7 +119,17 @@ impl SubscriptionGroupManager {
         Ok(backup_used)
     }
 
+    /// Writes `subscriptionGroup.json` now.
     pub fn persist(&self) -> Result<(), PersistError> {
+        self.gate.persist(|| self.write_file())
+    }
+
+    /// Writes `subscriptionGroup.json` if a group was created since the last write.
+    pub fn persist_if_dirty(&self) -> Result<bool, PersistError> {
+        self.gate.persist_if_dirty(|| self.write_file())
+    }
+
+    fn write_file(&self) -> Result<(), PersistError> {
         let file = GroupFile {
             subscription_group_table: self
                 .table
@@ -126,7 +144,7 @@ impl SubscriptionGroupManager {
             path: self.path.clone(),
             source: std::io::Error::other(e),
         })?;
-        persist::write_atomically(&self.path, text.as_bytes())
+        persist::write_atomically_on(self.fs.get(), &self.path, text.as_bytes())
     }
 
     pub fn find(&self, group: &str) -> Option<Arc<SubscriptionGroupConfig>> {
@@ -139,7 +157,7 @@ impl SubscriptionGroupManager {
 
     /// Java `findSubscriptionGroupConfig`: the group, auto-created with defaults when
     /// `autoCreateSubscriptionGroup` is on and the name passes [`validate_group`]. Creating
-    /// persists the table. A name that fails is an unknown group, as in Java, so send-back,
+    /// marks the table for the persister (a heartbeat does not wait for the file). A name that fails is an unknown group, as in Java, so send-back,
     /// pull and heartbeat answer it as they answer any unknown group, and nothing (retry
     /// topic, offsets, consumer table) is ever keyed by it.
     pub fn find_or_auto_create(
@@ -168,7 +186,7 @@ impl SubscriptionGroupManager {
                 })
             })
             .clone();
-        self.persist()?;
+        self.gate.mark();
         Ok(Some(c))
     }
 
@@ -201,6 +219,10 @@ mod tests {
         let c = m.find_or_auto_create("cg").unwrap().unwrap();
         assert_eq!(c.retry_max_times, 16);
         assert_eq!(c.which_broker_when_consume_slowly, 1);
+        // Creating only marks the table; the persister's write puts it in the file, once.
+        assert!(!dir.path().join("config/subscriptionGroup.json").exists());
+        assert!(m.persist_if_dirty().unwrap());
+        assert!(!m.persist_if_dirty().unwrap(), "nothing changed since");
         let m2 = SubscriptionGroupManager::new(dir.path(), true);
         m2.load().unwrap();
         assert_eq!(m2.find("cg"), Some(c));

@@ -6,7 +6,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
-use super::config_manager::{self as persist, BackupUsed, Loaded, PersistError};
+use super::config_manager::{
+    self as persist, BackupUsed, Loaded, MetadataFs, PersistError, PersistGate,
+};
 use crate::common::now_ms;
 use crate::remoting::body::{perm, DataVersion, TopicConfig, TopicConfigSerializeWrapper};
 
@@ -51,6 +53,11 @@ pub struct TopicConfigManager {
     table: RwLock<HashMap<String, Arc<TopicConfig>>>,
     data_version: RwLock<DataVersion>,
     path: PathBuf,
+    /// Topics created by sends and send-backs mark it; the persister writes them (see
+    /// [`PersistGate`]).
+    pub gate: PersistGate,
+    /// Where the file is written (the store's file system).
+    pub fs: MetadataFs,
 }
 
 fn topic(name: &str, read: i32, write: i32, perm_bits: i32) -> TopicConfig {
@@ -111,6 +118,8 @@ impl TopicConfigManager {
                 timestamp: now_ms(),
             }),
             path: store_root.join("config").join("topics.json"),
+            gate: PersistGate::default(),
+            fs: MetadataFs::default(),
         }
     }
 
@@ -134,15 +143,34 @@ impl TopicConfigManager {
         Ok(backup_used)
     }
 
-    /// Writes `topics.json`.
+    /// Writes `topics.json` now.
     pub fn persist(&self) -> Result<(), PersistError> {
+        self.gate.persist(|| self.write_file())
+    }
+
+    /// Writes `topics.json` if a topic was created since the last write.
+    pub fn persist_if_dirty(&self) -> Result<bool, PersistError> {
+        self.gate.persist_if_dirty(|| self.write_file())
+    }
+
+    /// Resolves once every topic created so far is in `topics.json` (see
+    /// [`PersistGate::wait_written`]): a send that created its topic is answered after that, so
+    /// an acknowledged message's topic survives a crash, as with Java's synchronous write.
+    pub async fn wait_persisted(&self) -> Result<(), PersistError> {
+        let generation = self.gate.last_marked();
+        self.gate
+            .wait_written(generation, || self.write_file())
+            .await
+    }
+
+    fn write_file(&self) -> Result<(), PersistError> {
         let wrapper = self.wrapper();
         let text = serde_json::to_string(&wrapper).map_err(|e| PersistError::Io {
             op: "encode",
             path: self.path.clone(),
             source: std::io::Error::other(e),
         })?;
-        persist::write_atomically(&self.path, text.as_bytes())
+        persist::write_atomically_on(self.fs.get(), &self.path, text.as_bytes())
     }
 
     /// The table as the name server and GET_ALL_TOPIC_CONFIG want it.
@@ -193,7 +221,8 @@ impl TopicConfigManager {
     /// Java `createTopicInSendMessageMethod`: a send to a missing topic creates it from the
     /// `default_topic` template when that template exists with PERM_INHERIT. The new topic has
     /// `min(client_default_queue_nums, template.writeQueueNums)` queues and the template's perm
-    /// without INHERIT. Returns the config and whether it was created now.
+    /// without INHERIT. Returns the config and whether it was created now. A new topic is
+    /// written by the persister, not before the send is answered.
     pub fn create_topic_in_send_message_method(
         &self,
         topic: &str,
@@ -231,12 +260,13 @@ impl TopicConfigManager {
             tc
         };
         self.bump_version();
-        self.persist()?;
+        self.gate.mark();
         Ok(Some((created, true)))
     }
 
     /// Java `createTopicInSendMessageBackMethod` (retry and DLQ topics): created with the given
-    /// queues and perm if missing. Returns the config and whether it was created now.
+    /// queues and perm if missing. Returns the config and whether it was created now; the
+    /// persister writes a new one.
     pub fn create_topic_if_absent(
         &self,
         topic: &str,
@@ -255,7 +285,7 @@ impl TopicConfigManager {
             tc
         };
         self.bump_version();
-        self.persist()?;
+        self.gate.mark();
         Ok((created, true))
     }
 }
@@ -300,7 +330,8 @@ mod tests {
             .create_topic_in_send_message_method("U", "T", 4, 0)
             .unwrap()
             .is_none());
-        // Reload from disk.
+        // Reload from disk, once the persister wrote the marked table.
+        assert!(m.persist_if_dirty().unwrap());
         let m2 = TopicConfigManager::new(dir.path(), &defaults());
         m2.load().unwrap();
         assert_eq!(m2.select("T").unwrap().read_queue_nums, 8);

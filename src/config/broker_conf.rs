@@ -25,10 +25,6 @@ pub const NOT_SUPPORTED: &[(&str, &str)] = &[
         "CommitLog retention runs every deleteCommitLogFilesInterval, not at a set hour",
     ),
     (
-        "diskMaxUsedSpaceRatio",
-        "files are deleted by age only, not when the disk fills",
-    ),
-    (
         "storePathCommitLog",
         "the CommitLog is always storePathRootDir/commitlog",
     ),

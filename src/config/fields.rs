@@ -332,6 +332,36 @@ static FIELDS: &[FieldSpec] = &[
         "RAM used for the in-memory ratio; 0 = read /proc/meminfo (24 GiB if unreadable)."
     ),
     field!(
+        "RINGMQ_STORE_DISK_MAX_USED_SPACE_RATIO_PERCENT",
+        "diskMaxUsedSpaceRatio",
+        store.disk_max_used_space_ratio_percent,
+        "Java deletes expired files before deleteWhen above this disk usage; ringmq deletes them on every pass, so crossing it is only logged (10-95)."
+    ),
+    field!(
+        "RINGMQ_STORE_DISK_SPACE_CLEAN_FORCIBLY_RATIO_PERCENT",
+        "diskSpaceCleanForciblyRatio",
+        store.disk_space_clean_forcibly_ratio_percent,
+        "Above this disk usage each retention pass deletes the oldest CommitLog files (never the last, at most 10) even if not expired; a full disk becomes writable again at or below it (30-85)."
+    ),
+    field!(
+        "RINGMQ_STORE_DISK_SPACE_WARNING_LEVEL_RATIO_PERCENT",
+        "diskSpaceWarningLevelRatio",
+        store.disk_space_warning_level_ratio_percent,
+        "Above this disk usage the disk is full: sends get SERVICE_NOT_AVAILABLE (\"the broker's disk is full\"), pulls go on (35-90)."
+    ),
+    field!(
+        "RINGMQ_STORE_CLEAN_FILE_FORCIBLY_ENABLED",
+        "cleanFileForciblyEnable",
+        store.clean_file_forcibly_enabled,
+        "Delete unexpired files when the disk is above the clean-forcibly ratio."
+    ),
+    field!(
+        "RINGMQ_STORE_CORRUPTION_POLICY",
+        "",
+        store.corruption_policy,
+        "An invalid record with CommitLog data after it: refuse (do not start; name the file and offset) or quarantine (keep the bad tail and later files aside as .corrupt-<ms>, start). A torn tail in the last file is always truncated."
+    ),
+    field!(
         "RINGMQ_STORE_MESSAGE_INDEX_ENABLE",
         "messageIndexEnable",
         store.message_index_enable,

@@ -128,6 +128,45 @@ fn check_store(s: &StoreSection, checks: &mut Checks) {
         index.as_ref().err().map_or("", String::as_str),
     );
     check_store_io(s, checks);
+    check_store_disk(s, checks);
+}
+
+/// The disk guard's ratios, within Java's bounds (`CleanCommitLogService` clamps them there;
+/// ringmq refuses a value outside instead of changing it).
+fn check_store_disk(s: &StoreSection, checks: &mut Checks) {
+    use crate::store::config::{
+        DISK_MAX_USED_SPACE_RATIO_PERCENT_RANGE as MAX_USED,
+        DISK_SPACE_CLEAN_FORCIBLY_RATIO_PERCENT_RANGE as FORCIBLY,
+        DISK_SPACE_WARNING_LEVEL_RATIO_PERCENT_RANGE as WARNING,
+    };
+    for (var, value, range) in [
+        (
+            "RINGMQ_STORE_DISK_MAX_USED_SPACE_RATIO_PERCENT",
+            s.disk_max_used_space_ratio_percent,
+            MAX_USED,
+        ),
+        (
+            "RINGMQ_STORE_DISK_SPACE_CLEAN_FORCIBLY_RATIO_PERCENT",
+            s.disk_space_clean_forcibly_ratio_percent,
+            FORCIBLY,
+        ),
+        (
+            "RINGMQ_STORE_DISK_SPACE_WARNING_LEVEL_RATIO_PERCENT",
+            s.disk_space_warning_level_ratio_percent,
+            WARNING,
+        ),
+    ] {
+        checks.check(
+            range.contains(&value),
+            var,
+            value.to_string(),
+            &format!(
+                "must be a percentage from {} to {} (RocketMQ's bounds)",
+                range.start(),
+                range.end()
+            ),
+        );
+    }
 }
 
 /// The io_uring read-ring sizing (`RINGMQ_STORE_IO_*`): the ranges below, then, for the

@@ -109,6 +109,22 @@ impl ConfigValue for StoreIoMode {
     }
 }
 
+impl ConfigValue for crate::store::CorruptionPolicy {
+    fn parse_value(text: &str) -> Result<Self, String> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "refuse" => Ok(crate::store::CorruptionPolicy::Refuse),
+            "quarantine" => Ok(crate::store::CorruptionPolicy::Quarantine),
+            _ => Err("expected refuse or quarantine".into()),
+        }
+    }
+    fn show(&self) -> String {
+        match self {
+            crate::store::CorruptionPolicy::Refuse => "refuse".into(),
+            crate::store::CorruptionPolicy::Quarantine => "quarantine".into(),
+        }
+    }
+}
+
 impl ConfigValue for TransferMode {
     fn parse_value(text: &str) -> Result<Self, String> {
         match text.trim().to_ascii_lowercase().as_str() {

@@ -4,8 +4,9 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
 
-use crate::store::fs::Prealloc;
+use crate::store::fs::{FileSystem, Prealloc};
 use crate::store::segment::SegmentList;
 
 #[derive(Debug)]
@@ -18,9 +19,14 @@ pub struct CommitLog {
 }
 
 impl CommitLog {
-    pub fn new(root: &Path, file_size_bytes: u64) -> Self {
+    pub fn new(root: &Path, file_size_bytes: u64, fs: Arc<dyn FileSystem>) -> Self {
         CommitLog {
-            segs: SegmentList::new(root.join("commitlog"), file_size_bytes, Prealloc::Blocks),
+            segs: SegmentList::new(
+                root.join("commitlog"),
+                file_size_bytes,
+                Prealloc::Blocks,
+                fs,
+            ),
             file_size_bytes: file_size_bytes as i64,
             max_phy_offset: AtomicI64::new(0),
         }

@@ -65,6 +65,21 @@ pub enum FlushPolicy {
     Sync,
 }
 
+/// What recovery does with an invalid record that has valid CommitLog data after it (one found
+/// before the last file that holds data). A torn tail in the last file is always truncated:
+/// that is what a crash leaves behind, not corruption.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CorruptionPolicy {
+    /// Refuse to open, naming the file and the byte offset (the safe default: nothing is
+    /// deleted, an operator decides).
+    #[default]
+    Refuse,
+    /// Move the bad tail aside and open: the bytes from the invalid record to the end of its
+    /// file are copied into `<commitlog>/<20-digit offset>.corrupt-<ms>` and every later file is
+    /// renamed to `<name>.corrupt-<ms>`; the log then ends at the invalid record.
+    Quarantine,
+}
+
 #[derive(Debug, Clone)]
 pub struct StoreConfig {
     /// `storePathRootDir`.
@@ -112,6 +127,20 @@ pub struct StoreConfig {
     pub offset_check_in_slave: bool,
     /// `checkCRCOnRecover`.
     pub check_crc_on_recover: bool,
+    /// What to do with corruption found before the end of the CommitLog.
+    pub corruption_policy: CorruptionPolicy,
+    /// `diskMaxUsedSpaceRatio`: above this used share of the disk Java deletes expired files
+    /// before `deleteWhen`. ringmq has no `deleteWhen` (expired files go on every pass), so
+    /// crossing it is only logged.
+    pub disk_max_used_space_ratio_percent: u64,
+    /// `diskSpaceCleanForciblyRatio`: above it a retention pass deletes the oldest CommitLog
+    /// files whether they expired or not (with `clean_file_forcibly_enabled`).
+    pub disk_space_clean_forcibly_ratio_percent: u64,
+    /// `diskSpaceWarningLevelRatio`: above it the disk is full and the store refuses writes
+    /// ([`StoreError::DiskFull`]) until a pass measures at most the clean-forcibly ratio.
+    pub disk_space_warning_level_ratio_percent: u64,
+    /// `cleanFileForciblyEnable`.
+    pub clean_file_forcibly_enabled: bool,
     /// `messageIndexEnable`: build the message index (QUERY_MESSAGE by key).
     pub message_index_enable: bool,
     /// `maxHashSlotNum`: hash slots per index file.
@@ -119,6 +148,13 @@ pub struct StoreConfig {
     /// `maxIndexNum`: entries per index file.
     pub max_index_num: u32,
 }
+
+/// Java's bounds for `diskMaxUsedSpaceRatio` (`MessageStoreConfig.getDiskMaxUsedSpaceRatio`).
+pub const DISK_MAX_USED_SPACE_RATIO_PERCENT_RANGE: std::ops::RangeInclusive<u64> = 10..=95;
+/// Java's bounds for `diskSpaceCleanForciblyRatio` (`CleanCommitLogService`).
+pub const DISK_SPACE_CLEAN_FORCIBLY_RATIO_PERCENT_RANGE: std::ops::RangeInclusive<u64> = 30..=85;
+/// Java's bounds for `diskSpaceWarningLevelRatio` (`CleanCommitLogService`).
+pub const DISK_SPACE_WARNING_LEVEL_RATIO_PERCENT_RANGE: std::ops::RangeInclusive<u64> = 35..=90;
 
 impl Default for StoreConfig {
     fn default() -> Self {
@@ -145,6 +181,11 @@ impl Default for StoreConfig {
             broker_role_slave: false,
             offset_check_in_slave: false,
             check_crc_on_recover: true,
+            corruption_policy: CorruptionPolicy::Refuse,
+            disk_max_used_space_ratio_percent: 75,
+            disk_space_clean_forcibly_ratio_percent: 85,
+            disk_space_warning_level_ratio_percent: 90,
+            clean_file_forcibly_enabled: true,
             message_index_enable: true,
             max_hash_slot_num: MAX_HASH_SLOT_NUM_DEFAULT,
             max_index_num: MAX_INDEX_NUM_DEFAULT,
@@ -201,6 +242,28 @@ impl StoreConfig {
         }
         if self.delete_check_interval_ms == 0 {
             return bad("delete_check_interval_ms", "must be > 0".to_owned());
+        }
+        let ratios = [
+            (
+                "disk_max_used_space_ratio_percent",
+                self.disk_max_used_space_ratio_percent,
+                DISK_MAX_USED_SPACE_RATIO_PERCENT_RANGE,
+            ),
+            (
+                "disk_space_clean_forcibly_ratio_percent",
+                self.disk_space_clean_forcibly_ratio_percent,
+                DISK_SPACE_CLEAN_FORCIBLY_RATIO_PERCENT_RANGE,
+            ),
+            (
+                "disk_space_warning_level_ratio_percent",
+                self.disk_space_warning_level_ratio_percent,
+                DISK_SPACE_WARNING_LEVEL_RATIO_PERCENT_RANGE,
+            ),
+        ];
+        for (key, value, range) in ratios {
+            if !range.contains(&value) {
+                return bad(key, format!("{value} is outside {range:?} (Java's bounds)"));
+            }
         }
         if let Err(reason) = check_index_dimensions(self.max_hash_slot_num, self.max_index_num) {
             return bad("max_index_num", reason);

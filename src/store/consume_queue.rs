@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::store::error::StoreError;
 use crate::store::format::{decode_cq_unit, encode_cq_unit, CqUnit, CQ_UNIT_SIZE_BYTES};
-use crate::store::fs;
+use crate::store::fs::{self, FileSystem};
 use crate::store::io::{IoEngine, ReadOp};
 use crate::store::segment::{Segment, SegmentList};
 
@@ -36,7 +36,13 @@ pub struct ConsumeQueue {
 }
 
 impl ConsumeQueue {
-    pub fn new(cq_root: &Path, topic: &str, queue_id: i32, units_per_file: u64) -> Self {
+    pub fn new(
+        cq_root: &Path,
+        topic: &str,
+        queue_id: i32,
+        units_per_file: u64,
+        fs: Arc<dyn FileSystem>,
+    ) -> Self {
         let dir = cq_root.join(topic).join(queue_id.to_string());
         ConsumeQueue {
             topic: topic.to_owned(),
@@ -47,6 +53,7 @@ impl ConsumeQueue {
                 dir,
                 units_per_file * CQ_UNIT_SIZE_BYTES as u64,
                 fs::Prealloc::Sparse,
+                fs,
             ),
             units_per_file: units_per_file as i64,
             max_offset_in_queue: AtomicI64::new(0),
@@ -117,7 +124,13 @@ impl ConsumeQueue {
         let in_file_end = (end_bytes - seg.start_offset) as u64;
         let step = CQ_RESERVE_STEP_BYTES as u64;
         let to = (in_file_end.div_ceil(step) * step).min(file_bytes as u64) as i64;
-        fs::allocate_range(&seg.file, &seg.path, from as u64, (to - from) as u64)?;
+        fs::allocate_range(
+            self.segs.fs(),
+            &seg.file,
+            &seg.path,
+            from as u64,
+            (to - from) as u64,
+        )?;
         self.reserved_end_bytes
             .store(seg.start_offset + to, Ordering::Release);
         Ok(())
@@ -147,7 +160,7 @@ impl ConsumeQueue {
             let n = room_units.min(rest.len() / CQ_UNIT_SIZE_BYTES);
             let (now, later) = rest.split_at(n * CQ_UNIT_SIZE_BYTES);
             let pos = ((queue_offset - file_start_unit) * UNIT) as u64;
-            fs::write_at(&seg.file, &seg.path, now, pos)?;
+            self.segs.fs().write_at(&seg.file, &seg.path, now, pos)?;
             seg.mark_dirty();
             queue_offset += n as i64;
             rest = later;
@@ -175,7 +188,7 @@ impl ConsumeQueue {
             for _ in 0..count {
                 buf.extend_from_slice(&filler);
             }
-            fs::write_at(&seg.file, &seg.path, &buf, 0)?;
+            self.segs.fs().write_at(&seg.file, &seg.path, &buf, 0)?;
             seg.mark_dirty();
         }
         Ok(seg)

@@ -58,6 +58,18 @@ pub enum StoreError {
     /// known durable.
     #[error("flush did not complete within the sync flush timeout")]
     FlushTimeout,
+    /// Not writable: the disk holding the CommitLog or the ConsumeQueues is fuller than
+    /// `disk_space_warning_level_ratio_percent` (Java `RunningFlags.DISK_FULL_BIT`). Writes
+    /// come back by themselves once a retention pass measures less than
+    /// `disk_space_clean_forcibly_ratio_percent`. The text is Java's remark for the
+    /// `SERVICE_NOT_AVAILABLE` a send then gets; `disk_util` is Java's `diskUtil()`
+    /// (`CL: 0.91 CQ: 0.91 INDEX: -1.00`, used ratios, -1 for a path that does not exist).
+    #[error(
+        "service not available now. It may be caused by one of the following reasons: the \
+         broker's disk is full [{disk_util}], messages are put to the slave, message store has \
+         been shut down, etc."
+    )]
+    DiskFull { disk_util: String },
     /// Not writable: the store is shut down.
     #[error("store is shut down")]
     ShutDown,

@@ -18,7 +18,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use crate::store::error::StoreError;
 use crate::store::format::java_string_hash_code;
-use crate::store::fs;
+use crate::store::fs::{self, FileSystem, RealFs};
 
 /// `IndexHeader.INDEX_HEADER_SIZE`.
 pub const INDEX_HEADER_SIZE_BYTES: usize = 40;
@@ -208,10 +208,10 @@ impl IndexFile {
         prev_end_timestamp_ms: i64,
     ) -> Result<IndexFile, StoreError> {
         let size = index_file_size_bytes(hash_slot_num, index_num);
-        let file = fs::create_presized(&path, size, fs::Prealloc::Sparse)?;
+        let file = fs::create_presized(&RealFs, &path, size, fs::Prealloc::Sparse)?;
         let slots_end =
             INDEX_HEADER_SIZE_BYTES as u64 + hash_slot_num as u64 * HASH_SLOT_SIZE_BYTES as u64;
-        fs::allocate_range(&file, &path, 0, slots_end)?;
+        fs::allocate_range(&RealFs, &file, &path, 0, slots_end)?;
         let mut header = IndexHeader::default();
         if prev_end_phy_offset > 0 {
             header.begin_phy_offset = prev_end_phy_offset;
@@ -353,13 +353,13 @@ impl IndexFile {
         };
         let entry_pos = self.entry_pos(count);
         self.reserve_entry_blocks(&mut state, entry_pos + INDEX_ENTRY_SIZE_BYTES as u64)?;
-        fs::write_at(
+        RealFs.write_at(
             &self.file,
             &self.path,
             &encode_index_entry(&entry),
             entry_pos,
         )?;
-        fs::write_at(&self.file, &self.path, &count.to_be_bytes(), slot_pos)?;
+        RealFs.write_at(&self.file, &self.path, &count.to_be_bytes(), slot_pos)?;
         if let Some(slots) = state.slots.as_mut() {
             slots[slot] = count;
         }
@@ -404,7 +404,7 @@ impl IndexFile {
         let to = end.div_ceil(ENTRY_RESERVE_STEP_BYTES) * ENTRY_RESERVE_STEP_BYTES;
         let to = to.min(size);
         let from = state.reserved_end_bytes.min(to);
-        fs::allocate_range(&self.file, &self.path, from, to - from)?;
+        fs::allocate_range(&RealFs, &self.file, &self.path, from, to - from)?;
         state.reserved_end_bytes = to;
         Ok(())
     }
@@ -419,8 +419,9 @@ impl IndexFile {
             state.dirty = false;
             state.header
         };
-        let written = fs::write_at(&self.file, &self.path, &encode_index_header(&header), 0)
-            .and_then(|()| fs::sync_file(&self.file, &self.path, fs::SyncKind::Data));
+        let written = RealFs
+            .write_at(&self.file, &self.path, &encode_index_header(&header), 0)
+            .and_then(|()| RealFs.sync(&self.file, &self.path, fs::SyncKind::Data));
         if written.is_err() {
             self.lock().dirty = true;
         }
@@ -500,7 +501,7 @@ impl IndexFile {
             if slot >= count {
                 let restored = self.oldest_valid_before(slot, count)?;
                 let pos = self.slot_pos(entry.key_hash.max(0));
-                fs::write_at(&self.file, &self.path, &restored.to_be_bytes(), pos)?;
+                RealFs.write_at(&self.file, &self.path, &restored.to_be_bytes(), pos)?;
             }
             index += 1;
         }
@@ -510,7 +511,7 @@ impl IndexFile {
             // The stale entries are rewritten as recovery re-indexes; zero them meanwhile.
             let from = self.entry_pos(count);
             let zeros = vec![0u8; found as usize * INDEX_ENTRY_SIZE_BYTES];
-            fs::write_at(&self.file, &self.path, &zeros, from)?;
+            RealFs.write_at(&self.file, &self.path, &zeros, from)?;
         }
         Ok(found)
     }

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use crate::store::error::StoreError;
 use crate::store::format::{self, sys_flag};
-use crate::store::fs;
+use crate::store::fs::{self, RealFs};
 use crate::store::index_file::{self, build_index_key, IndexFile};
 
 /// Java `MessageConst.PROPERTY_KEYS`.
@@ -173,7 +173,7 @@ impl IndexService {
             }
             None => (0, 0),
         };
-        fs::ensure_dir(&self.dir)?;
+        fs::ensure_dir(&RealFs, &self.dir)?;
         let path = self.new_file_path(&files, now_ms.max(crate::common::now_ms()));
         let file = Arc::new(IndexFile::create(
             path,
@@ -250,7 +250,7 @@ impl IndexService {
         let kept: Vec<Arc<IndexFile>> = files[expired..].to_vec();
         *self.files.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(kept);
         for file in &files[..expired] {
-            fs::remove_file(&file.path)?;
+            fs::remove_file(&RealFs, &file.path)?;
         }
         Ok(expired)
     }

@@ -24,7 +24,7 @@ pub mod region;
 pub mod segment;
 pub mod types;
 
-pub use config::{FlushPolicy, StoreConfig};
+pub use config::{CorruptionPolicy, FlushPolicy, StoreConfig};
 pub use error::StoreError;
 pub use filter::{AcceptAll, MessageFilter};
 pub use format::{DecodedRecord, FormatError};

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use crate::store::error::StoreError;
-use crate::store::fs;
+use crate::store::fs::{self, FileSystem};
 
 /// Width of a segment file name (`UtilAll.offset2FileName`).
 pub const SEGMENT_NAME_DIGITS: usize = 20;
@@ -55,6 +55,7 @@ pub struct SegmentList {
     dir: PathBuf,
     file_size_bytes: u64,
     prealloc: fs::Prealloc,
+    fs: Arc<dyn FileSystem>,
     segments: RwLock<Arc<Vec<Arc<Segment>>>>,
 }
 
@@ -67,11 +68,17 @@ pub struct FoundSegment {
 }
 
 impl SegmentList {
-    pub fn new(dir: PathBuf, file_size_bytes: u64, prealloc: fs::Prealloc) -> Self {
+    pub fn new(
+        dir: PathBuf,
+        file_size_bytes: u64,
+        prealloc: fs::Prealloc,
+        fs: Arc<dyn FileSystem>,
+    ) -> Self {
         SegmentList {
             dir,
             file_size_bytes,
             prealloc,
+            fs,
             segments: RwLock::new(Arc::new(Vec::new())),
         }
     }
@@ -84,10 +91,16 @@ impl SegmentList {
         self.file_size_bytes
     }
 
+    /// The file system the segments are created, written and fsynced through.
+    pub fn fs(&self) -> &dyn FileSystem {
+        self.fs.as_ref()
+    }
+
     /// Zeroes `seg` from byte `from_bytes` to its end (see [`fs::zero_tail`]), keeping this
     /// list's preallocation: a sparse ConsumeQueue file stays sparse.
     pub fn zero_tail(&self, seg: &Segment, from_bytes: u64) -> Result<(), StoreError> {
         fs::zero_tail(
+            self.fs(),
             &seg.file,
             &seg.path,
             from_bytes,
@@ -160,8 +173,14 @@ impl SegmentList {
         for seg in found {
             let file = fs::open_rw(&seg.path)?;
             if seg.len_bytes != self.file_size_bytes {
-                fs::size_file(&file, &seg.path, self.file_size_bytes, self.prealloc)?;
-                fs::sync_file(&file, &seg.path, fs::SyncKind::All)?;
+                fs::size_file(
+                    self.fs(),
+                    &file,
+                    &seg.path,
+                    self.file_size_bytes,
+                    self.prealloc,
+                )?;
+                self.fs.sync(&file, &seg.path, fs::SyncKind::All)?;
             }
             list.push(Arc::new(Segment {
                 start_offset: seg.start_offset,
@@ -208,9 +227,9 @@ impl SegmentList {
         if let Some(seg) = self.find(start_offset) {
             return Ok(seg);
         }
-        fs::ensure_dir(&self.dir)?;
+        fs::ensure_dir(self.fs(), &self.dir)?;
         let path = self.dir.join(segment_file_name(start_offset));
-        let file = fs::create_presized(&path, self.file_size_bytes, self.prealloc)?;
+        let file = fs::create_presized(self.fs(), &path, self.file_size_bytes, self.prealloc)?;
         let seg = Arc::new(Segment {
             start_offset,
             file,
@@ -241,7 +260,7 @@ impl SegmentList {
             removed
         };
         for seg in removed {
-            fs::remove_file(&seg.path)?;
+            fs::remove_file(self.fs(), &seg.path)?;
         }
         Ok(())
     }
@@ -258,9 +277,19 @@ impl SegmentList {
         };
         let count = removed.len();
         for seg in removed {
-            fs::remove_file(&seg.path)?;
+            fs::remove_file(self.fs(), &seg.path)?;
         }
         Ok(count)
+    }
+
+    /// Drops every segment starting at or after `offset` from the list without touching its
+    /// file (recovery moved the files aside already).
+    pub fn forget_from(&self, offset: i64) {
+        let mut guard = self.write_lock();
+        let mut list: Vec<Arc<Segment>> = guard.as_ref().clone();
+        let keep = list.partition_point(|s| s.start_offset < offset);
+        list.truncate(keep);
+        *guard = Arc::new(list);
     }
 
     // A poisoned lock only means another thread panicked while swapping an Arc; the Arc it
@@ -300,7 +329,12 @@ mod tests {
     #[test]
     fn create_find_remove() {
         let dir = tempfile::tempdir().unwrap();
-        let list = SegmentList::new(dir.path().join("cl"), 4096, fs::Prealloc::Blocks);
+        let list = SegmentList::new(
+            dir.path().join("cl"),
+            4096,
+            fs::Prealloc::Blocks,
+            fs::RealFs::shared(),
+        );
         let a = list.get_or_create(0).unwrap();
         let b = list.get_or_create(4096).unwrap();
         assert_eq!(a.file.metadata().unwrap().len(), 4096);

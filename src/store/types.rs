@@ -74,6 +74,7 @@ impl StoreError {
             StoreError::PropertiesTooLarge { .. } => PutMessageStatus::PropertiesSizeExceeded,
             StoreError::FlushTimeout => PutMessageStatus::FlushDiskTimeout,
             StoreError::Poisoned { .. }
+            | StoreError::DiskFull { .. }
             | StoreError::ShutDown
             | StoreError::Locked { .. }
             | StoreError::SlaveReadOnly => PutMessageStatus::ServiceNotAvailable,
@@ -240,6 +241,9 @@ pub struct RecoveryReport {
     pub cq_units_dropped: u64,
     /// A queue lacked units older than the scan window, so the whole CommitLog was re-scanned.
     pub full_rebuild: bool,
+    /// Files written or renamed aside by the quarantine corruption policy: the copy of the bad
+    /// tail of the corrupt file, then every later CommitLog file.
+    pub quarantined_files: Vec<std::path::PathBuf>,
     /// Records indexed again because the message index ended before the CommitLog.
     pub index_records_rebuilt: u64,
 }

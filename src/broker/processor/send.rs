@@ -81,7 +81,15 @@ fn pick_queue(queue_nums: i32) -> i32 {
 pub async fn send_message(cx: &RequestContext<'_>, request: &RemotingCommand) -> ProcessResult {
     let (ctrl, remote_addr) = (cx.ctrl, cx.conn.remote_addr);
     let header = SendMessageRequestHeader::decode(request)?;
-    let topic_config = msg_check(ctrl, &header, remote_addr)?;
+    let (topic_config, created) = msg_check(ctrl, &header, remote_addr)?;
+    if created {
+        // Java writes topics.json before it stores the message: so a crash never leaves an
+        // acknowledged message in a topic the broker forgot. The write runs on the persister
+        // thread; this request waits without holding its worker thread.
+        ctrl.topics.wait_persisted().await?;
+    }
+    // A DLQ topic this send creates is waited for before the answer (see below).
+    let topics_generation = ctrl.topics.gate.last_marked();
     let queue_id = if header.queue_id < 0 {
         pick_queue(topic_config.write_queue_nums)
     } else {
@@ -107,15 +115,28 @@ pub async fn send_message(cx: &RequestContext<'_>, request: &RemotingCommand) ->
         .is_none_or(|v| !v.eq_ignore_ascii_case(b"false"));
     let put = wait_for_flush(ctrl, put, wait_store_msg_ok).await;
     let put = wait_for_slave(ctrl, put, wait_store_msg_ok).await;
+    wait_topics_written_since(ctrl, topics_generation).await?;
     respond(send_response(ctrl, request, put, queue_id, uniq_key))
 }
 
-/// Java `msgCheck` plus topic auto-creation.
+/// Waits until the topics created since `generation` (a DLQ topic made while storing) are in
+/// topics.json, so an answered message never sits in a topic a crash made the broker forget.
+async fn wait_topics_written_since(
+    ctrl: &BrokerController,
+    generation: u64,
+) -> Result<(), BrokerError> {
+    if ctrl.topics.gate.last_marked() > generation {
+        ctrl.topics.wait_persisted().await?;
+    }
+    Ok(())
+}
+
+/// Java `msgCheck` plus topic auto-creation. Says whether the topic was created now.
 fn msg_check(
     ctrl: &BrokerController,
     header: &SendMessageRequestHeader,
     remote_addr: SocketAddr,
-) -> Result<Arc<TopicConfig>, BrokerError> {
+) -> Result<(Arc<TopicConfig>, bool), BrokerError> {
     if ctrl.broker_permission() & perm::PERM_WRITE == 0 {
         return Err(BrokerError::BrokerForbidden {
             broker_addr: ctrl.broker_addr.clone(),
@@ -128,9 +149,12 @@ fn msg_check(
             topic: header.topic.clone(),
         });
     }
-    let tc = match ctrl.topics.select(&header.topic) {
-        Some(tc) => tc,
-        None => Arc::new(create_topic_for_send(ctrl, header, remote_addr)?),
+    let (tc, created) = match ctrl.topics.select(&header.topic) {
+        Some(tc) => (tc, false),
+        None => (
+            Arc::new(create_topic_for_send(ctrl, header, remote_addr)?),
+            true,
+        ),
     };
     let queue_nums = tc.write_queue_nums.max(tc.read_queue_nums);
     if header.queue_id >= queue_nums {
@@ -147,7 +171,7 @@ fn msg_check(
             access: Access::Send,
         });
     }
-    Ok(tc)
+    Ok((tc, created))
 }
 
 fn create_topic_for_send(
@@ -463,16 +487,8 @@ pub async fn consumer_send_msg_back(
     if gc.retry_queue_nums <= 0 {
         return respond(RemotingCommand::response_to(request, rc::SUCCESS, None));
     }
-    let retry = retry_topic(&header.group)?;
-    let (retry_tc, created) = ctrl.topics.create_topic_if_absent(
-        &retry,
-        gc.retry_queue_nums,
-        perm::PERM_READ | perm::PERM_WRITE,
-        0,
-    )?;
-    if created {
-        ctrl.notify_topics_changed();
-    }
+    let (retry, retry_tc) = send_back_retry_topic(ctrl, &header.group, gc.retry_queue_nums).await?;
+    let topics_generation = ctrl.topics.gate.last_marked();
     let record = ctrl.store.look_message_by_offset(header.offset)?.ok_or(
         BrokerError::SendBackMessageNotFound {
             offset: header.offset,
@@ -522,9 +538,31 @@ pub async fn consumer_send_msg_back(
         .store
         .put_message(&msg)
         .map_err(BrokerError::PutMessage)?;
+    wait_topics_written_since(ctrl, topics_generation).await?;
     let code = put_status_code(put.status);
     let remark = (code != rc::SUCCESS).then(|| format!("{:?}", put.status));
     respond(RemotingCommand::response_to(request, code, remark))
+}
+
+/// The group's retry topic, created if it is new; as for a send, a new one is on disk before a
+/// message is stored in it.
+async fn send_back_retry_topic(
+    ctrl: &BrokerController,
+    group: &str,
+    queue_nums: i32,
+) -> Result<(String, TopicConfig), BrokerError> {
+    let retry = retry_topic(group)?;
+    let (retry_tc, created) = ctrl.topics.create_topic_if_absent(
+        &retry,
+        queue_nums,
+        perm::PERM_READ | perm::PERM_WRITE,
+        0,
+    )?;
+    if created {
+        ctrl.notify_topics_changed();
+        ctrl.topics.wait_persisted().await?;
+    }
+    Ok((retry, retry_tc))
 }
 
 /// The properties of a sent-back message: the original ones without DELAY, plus RETRY_TOPIC

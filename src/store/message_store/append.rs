@@ -21,7 +21,6 @@ use crate::store::format::{
     self, encode_cq_unit, CqUnit, RecordFields, END_FILE_BLANK_SIZE_MIN_BYTES,
     PROPERTIES_MAX_BYTES, TOPIC_V2_MAX_BYTES,
 };
-use crate::store::fs;
 use crate::store::segment::Segment;
 use crate::store::types::{BatchToStore, MessageToStore, PutMessageResult, PutMessageStatus};
 
@@ -289,9 +288,11 @@ impl Inner {
     ) -> Result<(), StoreError> {
         let place = &slot.place;
         let pos = (place.phy_offset - place.segment.start_offset) as u64;
-        self.write_or_poison(&place.segment, &writer.record_buf, pos)?;
+        self.write_record(&place.segment, &writer.record_buf, pos)?;
         if let Some(cq) = &slot.cq {
-            self.write_units(cq, slot.first_queue_offset, &writer.unit_buf)?;
+            // A failure here fails the append only, as in `write_record`: the queue's max is not
+            // published and the next append rewrites the same units.
+            cq.write_units(slot.first_queue_offset, &writer.unit_buf)?;
         }
         self.publish(
             place.phy_offset + shape.total_bytes as i64,
@@ -366,6 +367,11 @@ impl Inner {
                 .to_owned();
             return Err(StoreError::Poisoned { reason });
         }
+        if self.disk_full.load(Ordering::Acquire) {
+            return Err(StoreError::DiskFull {
+                disk_util: self.disk_util(),
+            });
+        }
         Ok(())
     }
 
@@ -385,7 +391,7 @@ impl Inner {
                 .get_or_create(phy_offset - in_file)?;
             let mut blank = Vec::with_capacity(END_FILE_BLANK_SIZE_MIN_BYTES);
             format::encode_blank(remaining, &mut blank);
-            self.write_or_poison(&segment, &blank, in_file as u64)?;
+            self.write_record(&segment, &blank, in_file as u64)?;
             phy_offset += remaining as i64;
             self.commit_log.set_max_phy_offset(phy_offset);
         }
@@ -400,6 +406,22 @@ impl Inner {
         })
     }
 
+    /// Writes record bytes at `pos` of `segment`. A failed (or short) write fails this append
+    /// only: nothing is published, so the bytes past the write position are garbage no reader
+    /// sees, the next append writes over them at the same position, and recovery after a crash
+    /// takes any left in the last file for a torn tail. Only a failed fsync makes the store
+    /// read-only (the kernel may then have dropped written pages).
+    fn write_record(&self, segment: &Segment, bytes: &[u8], pos: u64) -> Result<(), StoreError> {
+        assert!(pos + bytes.len() as u64 <= self.commit_log.file_size_bytes() as u64);
+        self.fs.write_at(&segment.file, &segment.path, bytes, pos)?;
+        segment.mark_dirty();
+        Ok(())
+    }
+
+    /// The replica's write (`replica`): a failure poisons the store. A slave publishes the
+    /// master's bytes and dispatches their units in steps that cannot be undone, so after a
+    /// failed write it stops rather than guess; the appends of `append` need not (see
+    /// [`Inner::write_record`]).
     pub(super) fn write_or_poison(
         &self,
         segment: &Segment,
@@ -407,7 +429,7 @@ impl Inner {
         pos: u64,
     ) -> Result<(), StoreError> {
         assert!(pos + bytes.len() as u64 <= self.commit_log.file_size_bytes() as u64);
-        match fs::write_at(&segment.file, &segment.path, bytes, pos) {
+        match self.fs.write_at(&segment.file, &segment.path, bytes, pos) {
             Ok(()) => {
                 segment.mark_dirty();
                 Ok(())
@@ -420,6 +442,7 @@ impl Inner {
         }
     }
 
+    /// The replica's unit write; a failure poisons the store, as in [`Inner::write_or_poison`].
     pub(super) fn write_units(
         &self,
         cq: &ConsumeQueue,

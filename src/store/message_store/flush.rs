@@ -72,7 +72,7 @@ impl Inner {
         let started = Instant::now();
         for seg in self.commit_log.segments().snapshot().iter() {
             if seg.take_dirty() {
-                if let Err(e) = fs::sync_file(&seg.file, &seg.path, fs::SyncKind::Data) {
+                if let Err(e) = self.fs.sync(&seg.file, &seg.path, fs::SyncKind::Data) {
                     self.poison(format!("commit log fsync failed: {e}"));
                     return Err(e);
                 }
@@ -107,7 +107,7 @@ impl Inner {
             }
             for seg in cq.segments().snapshot().iter() {
                 if seg.take_dirty() {
-                    if let Err(e) = fs::sync_file(&seg.file, &seg.path, fs::SyncKind::Data) {
+                    if let Err(e) = self.fs.sync(&seg.file, &seg.path, fs::SyncKind::Data) {
                         self.poison(format!("consume queue fsync failed: {e}"));
                         return Err(e);
                     }
@@ -144,9 +144,11 @@ impl Inner {
             cq_flushed_phy_offset: dispatched_phy_offset,
         };
         let bytes = format::encode_checkpoint(&checkpoint);
-        let written = fs::write_at(&self.checkpoint_file, &self.checkpoint_path, &bytes, 0)
+        let written = self
+            .fs
+            .write_at(&self.checkpoint_file, &self.checkpoint_path, &bytes, 0)
             .and_then(|()| {
-                fs::sync_file(
+                self.fs.sync(
                     &self.checkpoint_file,
                     &self.checkpoint_path,
                     fs::SyncKind::Data,

@@ -11,14 +11,14 @@ use std::thread::JoinHandle;
 use tokio::sync::watch;
 
 use super::{
-    lock, FlushState, Inner, MessageStore, Signal, Writer, ABORT_FILE_NAME, CHECKPOINT_FILE_NAME,
-    LOCK_FILE_NAME,
+    lock, DiskRatios, FlushState, Inner, MessageStore, Signal, Writer, ABORT_FILE_NAME,
+    CHECKPOINT_FILE_NAME, LOCK_FILE_NAME,
 };
 use crate::store::commit_log::CommitLog;
 use crate::store::config::StoreConfig;
 use crate::store::error::StoreError;
 use crate::store::format;
-use crate::store::fs;
+use crate::store::fs::{self, FileSystem, RealFs};
 use crate::store::index_service::{IndexDimensions, IndexService};
 use crate::store::io::IoEngine;
 
@@ -26,14 +26,23 @@ impl MessageStore {
     /// Opens (creating if needed) the store at `config.root_dir`, recovers it, and starts the
     /// flush and retention threads.
     pub fn open(config: StoreConfig, io: Arc<IoEngine>) -> Result<Arc<MessageStore>, StoreError> {
+        MessageStore::open_on(config, io, RealFs::shared())
+    }
+
+    /// [`MessageStore::open`] on the given file system (tests pass one with failpoints).
+    pub fn open_on(
+        config: StoreConfig,
+        io: Arc<IoEngine>,
+        fs: Arc<dyn FileSystem>,
+    ) -> Result<Arc<MessageStore>, StoreError> {
         config.validate()?;
         let root = config.root_dir.clone();
-        fs::ensure_dir(&root)?;
+        fs::ensure_dir(fs.as_ref(), &root)?;
         let lock_file = lock_root(&root)?;
         let abort_path = root.join(ABORT_FILE_NAME);
         let abnormal = abort_path.exists();
         let checkpoint_path = root.join(CHECKPOINT_FILE_NAME);
-        let (checkpoint_file, checkpoint) = open_checkpoint(&checkpoint_path)?;
+        let (checkpoint_file, checkpoint) = open_checkpoint(fs.as_ref(), &checkpoint_path)?;
         let (flush_tx, _) = watch::channel(FlushState::default());
         let index = config
             .message_index_enable
@@ -47,12 +56,15 @@ impl MessageStore {
             })
             .transpose()?;
         let inner = Arc::new(Inner {
-            commit_log: CommitLog::new(&root, config.commit_log_file_size_bytes),
+            commit_log: CommitLog::new(&root, config.commit_log_file_size_bytes, Arc::clone(&fs)),
             config,
             io,
+            fs,
             queues: RwLock::new(HashMap::new()),
             writer: Mutex::new(Writer::default()),
             poisoned: AtomicBool::new(false),
+            disk_full: AtomicBool::new(false),
+            disk_ratios: Mutex::new(DiskRatios::default()),
             flush_tx,
             flush_lock: Mutex::new(()),
             signal: Mutex::new(Signal::default()),
@@ -86,7 +98,9 @@ impl MessageStore {
             .flush_tx
             .send_modify(|s| s.flushed_phy_offset = max_phy_offset);
         inner.flush_all()?;
-        write_abort_file(&abort_path)?;
+        write_abort_file(inner.fs.as_ref(), &abort_path)?;
+        // A broker started on a full disk refuses writes from the start.
+        inner.check_disk_space();
         let mut threads = vec![spawn_flush_thread(&inner)?, spawn_retention_thread(&inner)?];
         if inner.index.is_some() {
             threads.push(spawn_index_thread(&inner)?);
@@ -113,7 +127,10 @@ impl MessageStore {
         // index again.
         self.inner.index_drain();
         self.inner.flush_all()?;
-        fs::remove_file(&self.inner.config.root_dir.join(ABORT_FILE_NAME))
+        fs::remove_file(
+            self.inner.fs.as_ref(),
+            &self.inner.config.root_dir.join(ABORT_FILE_NAME),
+        )
     }
 
     fn stop_threads(&self) {
@@ -185,7 +202,10 @@ fn lock_root(root: &Path) -> Result<nix::fcntl::Flock<File>, StoreError> {
     )
 }
 
-fn open_checkpoint(path: &Path) -> Result<(File, Option<format::Checkpoint>), StoreError> {
+fn open_checkpoint(
+    fs: &dyn FileSystem,
+    path: &Path,
+) -> Result<(File, Option<format::Checkpoint>), StoreError> {
     let existed = path.exists();
     let file = std::fs::OpenOptions::new()
         .read(true)
@@ -195,10 +215,10 @@ fn open_checkpoint(path: &Path) -> Result<(File, Option<format::Checkpoint>), St
         .open(path)
         .map_err(|e| StoreError::io("open", path, e))?;
     if !existed {
-        fs::allocate(&file, path, format::CHECKPOINT_FILE_SIZE_BYTES as u64)?;
-        fs::sync_file(&file, path, fs::SyncKind::All)?;
+        fs::allocate(fs, &file, path, format::CHECKPOINT_FILE_SIZE_BYTES as u64)?;
+        fs.sync(&file, path, fs::SyncKind::All)?;
         if let Some(dir) = path.parent() {
-            fs::sync_dir(dir)?;
+            fs::sync_dir(fs, dir)?;
         }
         return Ok((file, None));
     }
@@ -210,7 +230,7 @@ fn open_checkpoint(path: &Path) -> Result<(File, Option<format::Checkpoint>), St
     Ok((file, format::decode_checkpoint(&buf)))
 }
 
-fn write_abort_file(path: &Path) -> Result<(), StoreError> {
+fn write_abort_file(fs: &dyn FileSystem, path: &Path) -> Result<(), StoreError> {
     let file = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
@@ -218,10 +238,10 @@ fn write_abort_file(path: &Path) -> Result<(), StoreError> {
         .open(path)
         .map_err(|e| StoreError::io("create", path, e))?;
     // Java 5.x writes the PID into the abort file.
-    fs::write_at(&file, path, std::process::id().to_string().as_bytes(), 0)?;
-    fs::sync_file(&file, path, fs::SyncKind::All)?;
+    fs.write_at(&file, path, std::process::id().to_string().as_bytes(), 0)?;
+    fs.sync(&file, path, fs::SyncKind::All)?;
     if let Some(dir) = path.parent() {
-        fs::sync_dir(dir)?;
+        fs::sync_dir(fs, dir)?;
     }
     Ok(())
 }

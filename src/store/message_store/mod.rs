@@ -22,7 +22,7 @@
 //! - `replica`: replication: the CommitLog bytes an HA master sends from an offset, and the
 //!   slave's append of the master's bytes. It takes the writer lock, checks `check_writable`
 //!   and that the offset is the current `max_phy_offset`, writes the bytes with
-//!   `write_or_poison`, writes the units of the complete records it decodes, and publishes in
+//!   `write_or_poison` (a failed write poisons here, unlike an append's), writes the units of the complete records it decodes, and publishes in
 //!   the same order (CommitLog max, then queue max), so readers, flushing and recovery need no
 //!   second path.
 
@@ -32,6 +32,7 @@ mod get;
 mod index;
 mod lifecycle;
 mod lookup;
+mod quarantine;
 mod recovery;
 mod replica;
 mod reput;
@@ -53,6 +54,7 @@ use crate::store::commit_log::CommitLog;
 use crate::store::config::StoreConfig;
 use crate::store::consume_queue::ConsumeQueue;
 use crate::store::error::StoreError;
+use crate::store::fs::FileSystem;
 use crate::store::index_service::IndexService;
 use crate::store::io::IoEngine;
 use crate::store::region::{FileRegion, GetMessageRegions, RegionShape};
@@ -106,16 +108,40 @@ struct Writer {
     replica_dispatched_phy_offset: Option<i64>,
 }
 
+/// Used shares of the disks of the CommitLog and of the ConsumeQueues, as ratios (Java
+/// `getDiskPartitionSpaceUsedPercent`; -1 when unknown).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct DiskRatios {
+    commit_log: f64,
+    consume_queue: f64,
+}
+
+impl Default for DiskRatios {
+    fn default() -> Self {
+        DiskRatios {
+            commit_log: -1.0,
+            consume_queue: -1.0,
+        }
+    }
+}
+
 type QueueMap = HashMap<String, HashMap<i32, Arc<ConsumeQueue>>>;
 
 /// Everything the facade and its threads share.
 struct Inner {
     config: StoreConfig,
     io: Arc<IoEngine>,
+    /// Every file creation, allocation, write, fsync and rename goes through it.
+    fs: Arc<dyn FileSystem>,
     commit_log: CommitLog,
     queues: RwLock<QueueMap>,
     writer: Mutex<Writer>,
     poisoned: AtomicBool,
+    /// The disk is fuller than the warning level (Java `RunningFlags.DISK_FULL_BIT`): appends
+    /// are refused until a retention pass finds space again.
+    disk_full: AtomicBool,
+    /// Used ratios measured by the last retention pass (see `retention`).
+    disk_ratios: Mutex<DiskRatios>,
     flush_tx: watch::Sender<FlushState>,
     flush_lock: Mutex<()>,
     signal: Mutex<Signal>,
@@ -361,7 +387,23 @@ impl MessageStore {
     /// file being written) and the ConsumeQueue units below the new minimum. Returns the number
     /// of CommitLog files deleted.
     pub fn delete_expired_files(&self, now_ms: i64) -> Result<usize, StoreError> {
-        self.inner.delete_expired_files(now_ms)
+        self.inner.delete_files(now_ms, false)
+    }
+
+    /// One pass of the retention thread (Java `cleanFilesPeriodically`): measures the disk
+    /// (the disk guard: sets or clears the disk-full state, and above
+    /// `disk_space_clean_forcibly_ratio_percent` deletes the oldest files even if they have
+    /// not expired), then deletes expired files. Returns the number of CommitLog files deleted.
+    pub fn clean_files_periodically(&self, now_ms: i64) -> Result<usize, StoreError> {
+        self.inner.clean_files_periodically(now_ms)
+    }
+
+    /// `Some(used ratios)` while the disk is full and appends are refused.
+    pub fn disk_full(&self) -> Option<String> {
+        self.inner
+            .disk_full
+            .load(std::sync::atomic::Ordering::Acquire)
+            .then(|| self.inner.disk_util())
     }
 
     /// Forces a CommitLog fsync now (also used by benches).
@@ -415,6 +457,7 @@ impl Inner {
                 topic,
                 queue_id,
                 self.config.consume_queue_file_units,
+                Arc::clone(&self.fs),
             ))
         });
         Ok(Arc::clone(cq))
@@ -456,3 +499,6 @@ const _: () = {
 mod replica_tests;
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod fault_tests;

@@ -39,12 +39,18 @@ const _: () = assert!(CONSUME_QUEUE_SCAN_CHUNK_BYTES.is_multiple_of(CQ_UNIT_SIZE
 const RECOVER_TAIL_FILES: usize = 3;
 
 enum ScanOutcome {
-    End {
-        end_phy_offset: i64,
-        invalid_tail: bool,
-        last_store_timestamp_ms: i64,
-    },
+    End(ScanEnd),
     NeedFullRebuild,
+}
+
+/// Where and why the validating scan stopped.
+struct ScanEnd {
+    end_phy_offset: i64,
+    invalid_tail: bool,
+    last_store_timestamp_ms: i64,
+    /// Why the bytes at `end_phy_offset` are not a record, when a later CommitLog file still
+    /// holds data (corruption, not a torn tail).
+    mid_log: Option<String>,
 }
 
 impl Inner {
@@ -74,17 +80,13 @@ impl Inner {
         let start_index = scan_start_index(&segs, abnormal, checkpoint, file_size);
         let mut scan_from = segs[start_index].start_offset;
         let mut full = start_index == 0;
-        let (end_phy_offset, invalid_tail, last_ts) = loop {
+        let scan_end = loop {
             report.scanned_from_phy_offset = scan_from;
             for cq in self.all_queues() {
                 report.cq_units_dropped += self.cut_queue(&cq, scan_from)?;
             }
             match self.scan_commit_log(&segs, scan_from, full, &mut report)? {
-                ScanOutcome::End {
-                    end_phy_offset,
-                    invalid_tail,
-                    last_store_timestamp_ms,
-                } => break (end_phy_offset, invalid_tail, last_store_timestamp_ms),
+                ScanOutcome::End(scan_end) => break scan_end,
                 ScanOutcome::NeedFullRebuild => {
                     tracing::warn!(
                         "a consume queue lacks units older than the scan window; rebuilding all"
@@ -95,6 +97,16 @@ impl Inner {
                 }
             }
         };
+        if let Some(reason) = &scan_end.mid_log {
+            report.quarantined_files =
+                self.handle_mid_log_corruption(&segs, scan_end.end_phy_offset, reason)?;
+        }
+        let ScanEnd {
+            end_phy_offset,
+            invalid_tail,
+            last_store_timestamp_ms: last_ts,
+            ..
+        } = scan_end;
         report.end_phy_offset = end_phy_offset;
         report.invalid_tail_found = invalid_tail;
         report.commit_log_files_deleted =
@@ -148,7 +160,7 @@ impl Inner {
                 else {
                     continue;
                 };
-                let cq = ConsumeQueue::new(&root, &topic, queue_id, units);
+                let cq = ConsumeQueue::new(&root, &topic, queue_id, units, Arc::clone(&self.fs));
                 let found =
                     SegmentList::scan_dir(&queue_entry.path(), cq.segments().file_size_bytes())?;
                 cq.segments().install(&found)?;
@@ -259,11 +271,11 @@ impl Inner {
         let mut pos = from;
         let mut last_ts = 0i64;
         let Some(mut seg_idx) = segment::index_in(segs, from, file_size as u64) else {
-            return Ok(end(from, false, last_ts));
+            return Ok(end(from, false, last_ts, None));
         };
         loop {
             let Some(seg) = segs.get(seg_idx) else {
-                return Ok(end(pos, false, last_ts));
+                return Ok(end(pos, false, last_ts, None));
             };
             let in_file = pos - seg.start_offset;
             if in_file >= file_size {
@@ -284,8 +296,12 @@ impl Inner {
                         && i64::from(total_size) + END_FILE_BLANK_SIZE_MIN_BYTES as i64 <= room =>
                 {
                     let bytes = reader.read(self, seg, in_file as u64, total_size as usize)?;
-                    let Some(record) = self.valid_record(bytes, pos) else {
-                        return Ok(end(pos, true, last_ts));
+                    let record = match self.valid_record(bytes, pos) {
+                        Ok(record) => record,
+                        Err(reason) => {
+                            let mid_log = self.mid_log(segs, seg_idx, reason)?;
+                            return Ok(end(pos, true, last_ts, mid_log));
+                        }
                     };
                     last_ts = last_ts.max(record.store_timestamp_ms);
                     if !self.redispatch(&record, full, report)? {
@@ -293,20 +309,66 @@ impl Inner {
                     }
                     pos += i64::from(total_size);
                 }
-                _ => return Ok(end(pos, !head_zero, last_ts)),
+                head => {
+                    let reason = match head {
+                        _ if head_zero => "zeroed bytes where a record must be".to_owned(),
+                        Ok(RecordHead::Blank { total_size }) => format!(
+                            "a BLANK filler of {total_size} bytes that does not end the file"
+                        ),
+                        Ok(RecordHead::Message { total_size, .. }) => format!(
+                            "a record TOTALSIZE of {total_size} bytes that does not fit the file"
+                        ),
+                        Ok(RecordHead::Invalid { magic_code, .. }) => {
+                            format!("an unknown magic code {magic_code:#010x}")
+                        }
+                        Err(e) => format!("an invalid record head: {e}"),
+                    };
+                    let mid_log = self.mid_log(segs, seg_idx, reason)?;
+                    return Ok(end(pos, !head_zero, last_ts, mid_log));
+                }
             }
         }
     }
 
-    fn valid_record<'a>(&self, bytes: &'a [u8], pos: i64) -> Option<format::DecodedRecord<'a>> {
-        let record = format::decode_record(bytes).ok()?;
+    fn valid_record<'a>(
+        &self,
+        bytes: &'a [u8],
+        pos: i64,
+    ) -> Result<format::DecodedRecord<'a>, String> {
+        let record = format::decode_record(bytes).map_err(|e| format!("an invalid record: {e}"))?;
         if record.phy_offset != pos {
-            return None;
+            return Err(format!(
+                "a record whose PHYSICALOFFSET {} is not its position",
+                record.phy_offset
+            ));
         }
         if self.config.check_crc_on_recover && !record.body_crc_matches() {
-            return None;
+            return Err("a record whose body CRC does not match".to_owned());
         }
-        Some(record)
+        Ok(record)
+    }
+
+    /// `Some(reason)` when the CommitLog file after `segs[seg_idx]` holds data: the scan then
+    /// stopped at corruption, not at a torn tail. Files are filled in order and the first
+    /// record of a file starts at its byte 0, so a later file with data has a non-zero head.
+    fn mid_log(
+        &self,
+        segs: &[Arc<Segment>],
+        seg_idx: usize,
+        reason: String,
+    ) -> Result<Option<String>, StoreError> {
+        let Some(next) = segs.get(seg_idx + 1) else {
+            return Ok(None);
+        };
+        let mut head = Vec::with_capacity(8);
+        read_into(self, next, 0, 8, &mut head)?;
+        if head.iter().all(|b| *b == 0) {
+            return Ok(None);
+        }
+        let later_files = segs.len() - seg_idx - 1;
+        Ok(Some(format!(
+            "{reason}, with {later_files} later CommitLog file(s) holding data after it"
+        )))
     }
 
     /// Makes sure the record's unit is in its queue. `false` when the queue misses older
@@ -375,12 +437,18 @@ struct CqFileScan {
     nonzero_after: bool,
 }
 
-fn end(end_phy_offset: i64, invalid_tail: bool, last_store_timestamp_ms: i64) -> ScanOutcome {
-    ScanOutcome::End {
+fn end(
+    end_phy_offset: i64,
+    invalid_tail: bool,
+    last_store_timestamp_ms: i64,
+    mid_log: Option<String>,
+) -> ScanOutcome {
+    ScanOutcome::End(ScanEnd {
         end_phy_offset,
         invalid_tail,
         last_store_timestamp_ms,
-    }
+        mid_log,
+    })
 }
 
 /// Index of the file where the validating scan starts.

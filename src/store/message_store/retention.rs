@@ -1,12 +1,25 @@
 //! Retention: deletes expired CommitLog files, the ConsumeQueue files and units that only
-//! pointed at them, and the index files whose last message is gone.
+//! pointed at them, and the index files whose last message is gone; and the disk guard (Java
+//! `CleanCommitLogService.isSpaceToDelete`).
+//!
+//! The disk guard measures the used share of the disks holding the CommitLog and the
+//! ConsumeQueues (through the store's `FileSystem`, so tests can report any usage) once per
+//! pass, CommitLog disk first, as Java:
+//! - above `disk_space_warning_level_ratio_percent` (90): the disk is full, appends are refused
+//!   with [`StoreError::DiskFull`] (pulls go on), and the pass cleans forcibly;
+//! - above `disk_space_clean_forcibly_ratio_percent` (85): the pass cleans forcibly (the
+//!   oldest CommitLog files, never the last, at most `delete_files_batch_max`, expired or not)
+//!   when `clean_file_forcibly_enabled`; a full disk stays full;
+//! - otherwise the disk is not full any more: appends come back by themselves.
 
 use std::fs::File;
 use std::path::Path;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
+use std::sync::atomic::Ordering;
+
 use super::lookup::first_offset_where;
-use super::{lock, Inner};
+use super::{lock, DiskRatios, Inner};
 use crate::common::now_ms;
 use crate::store::consume_queue::ConsumeQueue;
 use crate::store::error::StoreError;
@@ -34,13 +47,25 @@ impl Inner {
                     .0;
             }
             drop(signal);
-            if let Err(e) = self.delete_expired_files(now_ms()) {
+            if let Err(e) = self.clean_files_periodically(now_ms()) {
                 tracing::error!(error = %e, "retention pass failed");
             }
         }
     }
 
-    pub(super) fn delete_expired_files(&self, now_ms: i64) -> Result<usize, StoreError> {
+    pub(super) fn clean_files_periodically(&self, now_ms: i64) -> Result<usize, StoreError> {
+        let clean_immediately = self.check_disk_space();
+        let forcibly = clean_immediately && self.config.clean_file_forcibly_enabled;
+        let deleted = self.delete_files(now_ms, forcibly)?;
+        if clean_immediately && deleted == 0 {
+            tracing::warn!("disk space will be full soon, but delete file failed.");
+        }
+        Ok(deleted)
+    }
+
+    /// Deletes expired CommitLog files, or with `forcibly` the oldest ones whether expired or
+    /// not (Java `deleteExpiredFile` with `cleanImmediately`).
+    pub(super) fn delete_files(&self, now_ms: i64, forcibly: bool) -> Result<usize, StoreError> {
         let _guard = lock(&self.retention_lock);
         let reserved_ms = (self.config.file_reserved_time_hours as i64).saturating_mul(3_600_000);
         let segments = self.commit_log.segments().snapshot();
@@ -52,10 +77,18 @@ impl Inner {
                 break;
             }
             let modified_ms = modified_ms(&seg.file, &seg.path)?;
-            if modified_ms.saturating_add(reserved_ms) > now_ms {
+            if !forcibly && modified_ms.saturating_add(reserved_ms) > now_ms {
                 break;
             }
             expired += 1;
+        }
+        if forcibly && expired > 0 {
+            tracing::warn!(
+                files = expired,
+                disk = %self.disk_util(),
+                "disk space above the clean-forcibly ratio: deleting the oldest commit log \
+                 files whether they expired or not"
+            );
         }
         if expired == 0 {
             return Ok(0);
@@ -117,6 +150,78 @@ impl Inner {
         })?;
         cq.set_min_offset_in_queue(first_live);
         Ok(())
+    }
+}
+
+impl Inner {
+    /// Measures the disks and sets or clears the disk-full state. `true`: clean immediately.
+    pub(super) fn check_disk_space(&self) -> bool {
+        let cl_dir = self.commit_log.segments().dir().to_path_buf();
+        let ratios = DiskRatios {
+            commit_log: self.used_ratio(&cl_dir),
+            consume_queue: self.used_ratio(&self.cq_root()),
+        };
+        *lock(&self.disk_ratios) = ratios;
+        let warning = self.config.disk_space_warning_level_ratio_percent as f64 / 100.0;
+        let forcibly = self.config.disk_space_clean_forcibly_ratio_percent as f64 / 100.0;
+        for (disk, ratio) in [
+            ("commit log", ratios.commit_log),
+            ("consume queue", ratios.consume_queue),
+        ] {
+            if ratio > warning {
+                if !self.disk_full.swap(true, Ordering::AcqRel) {
+                    tracing::error!(
+                        disk,
+                        used = ratio,
+                        "disk maybe full soon, so mark disk full: sends are refused until \
+                         space returns"
+                    );
+                }
+                return true;
+            }
+            if ratio > forcibly {
+                return true;
+            }
+            if self.disk_full.swap(false, Ordering::AcqRel) {
+                tracing::info!(disk, used = ratio, "disk space OK, so mark disk ok");
+            }
+        }
+        let max_used = self.config.disk_max_used_space_ratio_percent as f64 / 100.0;
+        if ratios.commit_log > max_used || ratios.consume_queue > max_used {
+            tracing::debug!(
+                disk = %self.disk_util(),
+                "disk above the max used space ratio, so reclaim space"
+            );
+        }
+        false
+    }
+
+    /// Java `getDiskPartitionSpaceUsedPercent` of `path`, or of the root directory while
+    /// `path` does not exist yet (Java creates both directories at start); -1 when it cannot
+    /// be measured.
+    fn used_ratio(&self, path: &Path) -> f64 {
+        let path = if path.exists() {
+            path
+        } else {
+            self.config.root_dir.as_path()
+        };
+        match self.fs.disk_usage(path) {
+            Ok(usage) => usage.used_ratio(),
+            Err(e) => {
+                tracing::warn!(error = %e, "measuring disk space failed");
+                -1.0
+            }
+        }
+    }
+
+    /// Java `diskUtil()`: the used ratios of the last measurement. ringmq keeps no index
+    /// files, so INDEX is Java's value for a path that does not exist.
+    pub(super) fn disk_util(&self) -> String {
+        let ratios = *lock(&self.disk_ratios);
+        format!(
+            "CL: {:5.2} CQ: {:5.2} INDEX: {:5.2}",
+            ratios.commit_log, ratios.consume_queue, -1.0
+        )
     }
 }
 

@@ -12,19 +12,19 @@ use crate::store::format;
 use crate::store::io::IoEngine;
 use crate::store::types::{GetMessageRequest, GetMessageStatus, MessageToStore, PutMessageStatus};
 
-fn config(dir: &Path) -> StoreConfig {
+pub(super) fn config(dir: &Path) -> StoreConfig {
     let mut cfg = StoreConfig::with_root(dir);
     cfg.commit_log_file_size_bytes = 4096;
     cfg.consume_queue_file_units = 8;
     cfg
 }
 
-fn open(cfg: StoreConfig) -> Arc<MessageStore> {
+pub(super) fn open(cfg: StoreConfig) -> Arc<MessageStore> {
     MessageStore::open(cfg, Arc::new(IoEngine::new_pread())).unwrap()
 }
 
 /// A pull of group "g" (the store does not use the group).
-fn pull<'a>(
+pub(super) fn pull<'a>(
     topic: &'a str,
     queue_id: i32,
     queue_offset: i64,
@@ -41,7 +41,7 @@ fn pull<'a>(
     }
 }
 
-fn msg(topic: &str, queue_id: i32, body: &[u8], tags: &str) -> MessageToStore {
+pub(super) fn msg(topic: &str, queue_id: i32, body: &[u8], tags: &str) -> MessageToStore {
     let born: SocketAddr = "127.0.0.1:5000".parse().unwrap();
     MessageToStore {
         topic: topic.to_owned(),
@@ -502,7 +502,7 @@ fn a_new_queue_holds_almost_no_disk_blocks() {
 }
 
 /// Appends until the CommitLog rolls into its second 4 KiB file; returns the queue offsets.
-fn put_until_second_file(store: &MessageStore) -> Result<Vec<i64>, StoreError> {
+pub(super) fn put_until_second_file(store: &MessageStore) -> Result<Vec<i64>, StoreError> {
     let mut offsets = Vec::new();
     while store.max_phy_offset() <= 4096 {
         offsets.push(
@@ -572,8 +572,7 @@ fn a_failed_segment_creation_does_not_poison_the_store() {
 }
 
 /// The next ConsumeQueue file cannot be created: the append fails before its record is
-/// written, and the store stays writable (a unit write failing after the record would poison
-/// it).
+/// written, and the store stays writable.
 #[test]
 fn a_failed_consume_queue_file_creation_fails_the_append_only() {
     let dir = tempfile::tempdir().unwrap();

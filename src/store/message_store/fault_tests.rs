@@ -1,0 +1,359 @@
+//! The store on a file system with failpoints ([`FaultFs`]): each named failure is returned to
+//! the request that hit it, only a failed fsync of written data makes the store read-only, and
+//! a reopen on the real file system recovers.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::tests::{config, msg, open, pull, put_until_second_file};
+use super::MessageStore;
+use crate::store::config::FlushPolicy;
+use crate::store::error::StoreError;
+use crate::store::filter::AcceptAll;
+use crate::store::format;
+use crate::store::fs::fault::{Failpoint, FaultFs};
+use crate::store::io::IoEngine;
+
+fn open_on(dir: &Path, fs: &Arc<FaultFs>, flush: FlushPolicy) -> Arc<MessageStore> {
+    let mut cfg = config(dir);
+    cfg.flush_policy = flush;
+    MessageStore::open_on(cfg, Arc::new(IoEngine::new_pread()), Arc::clone(fs) as _).unwrap()
+}
+
+/// The bodies of queue T/0 from offset 0.
+fn bodies(store: &MessageStore) -> Vec<Vec<u8>> {
+    let got = store.get_message(&pull("T", 0, 0, 32, &AcceptAll)).unwrap();
+    (0..got.message_count)
+        .map(|k| format::decode_record(got.message(k)).unwrap().body.to_vec())
+        .collect()
+}
+
+fn op_of(err: &StoreError) -> &'static str {
+    match err {
+        StoreError::Io { op, .. } => op,
+        other => panic!("expected an I/O error, got {other:?}"),
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap()
+}
+
+/// Reopens on the real file system after a crash (drop without shutdown) and checks that the
+/// queue holds exactly `expected` and takes appends.
+fn reopen_recovers(dir: &Path, expected: &[&[u8]]) {
+    let store = open(config(dir));
+    assert!(store.recovery_report().abnormal);
+    let got = bodies(&store);
+    let want: Vec<Vec<u8>> = expected.iter().map(|b| b.to_vec()).collect();
+    assert_eq!(got, want);
+    assert_eq!(store.is_read_only(), None);
+    let r = store
+        .put_message(&msg("T", 0, b"after-reopen", "A"))
+        .unwrap();
+    assert_eq!(r.queue_offset, expected.len() as i64);
+    store.shutdown().unwrap();
+}
+
+#[test]
+fn a_short_write_fails_that_append_only_for_the_commit_log_and_the_consume_queue() {
+    for target in ["commitlog", "consumequeue"] {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(FaultFs::new());
+        let store = open_on(dir.path(), &fs, FlushPolicy::Async);
+        let first = store.put_message(&msg("T", 0, b"first", "A")).unwrap();
+        fs.arm(Failpoint::ShortWrite, target, 1);
+        let err = store
+            .put_message(&msg("T", 0, b"second-is-lost", "A"))
+            .unwrap_err();
+        assert_eq!(op_of(&err), "pwrite", "{target}");
+        assert_eq!(fs.fired().len(), 1);
+        assert_eq!(
+            store.is_read_only(),
+            None,
+            "{target}: a write error is no poison"
+        );
+        assert_eq!(store.max_offset_in_queue("T", 0), 1);
+        let third = store.put_message(&msg("T", 0, b"third", "A")).unwrap();
+        assert_eq!(third.wrote_phy_offset, first.end_phy_offset(), "{target}");
+        assert_eq!(third.queue_offset, 1);
+        assert_eq!(bodies(&store), vec![b"first".to_vec(), b"third".to_vec()]);
+        drop(store);
+        reopen_recovers(dir.path(), &[b"first", b"third"]);
+    }
+}
+
+#[test]
+fn a_failed_fsync_of_written_data_makes_the_store_read_only_until_reopened() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(FaultFs::new());
+    let store = open_on(dir.path(), &fs, FlushPolicy::Sync);
+    let rt = runtime();
+    let first = store.put_message(&msg("T", 0, b"first", "A")).unwrap();
+    rt.block_on(store.wait_flushed(first.end_phy_offset()))
+        .unwrap();
+    fs.arm(Failpoint::FsyncError, "commitlog", 1);
+    let second = store.put_message(&msg("T", 0, b"second", "A")).unwrap();
+    let err = rt
+        .block_on(store.wait_flushed(second.end_phy_offset()))
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Poisoned { .. }), "{err:?}");
+    let reason = store
+        .is_read_only()
+        .expect("read-only after a failed fsync");
+    assert!(reason.contains("fsync"), "{reason}");
+    let refused = store.put_message(&msg("T", 0, b"third", "A")).unwrap_err();
+    assert!(
+        matches!(refused, StoreError::Poisoned { .. }),
+        "{refused:?}"
+    );
+    // Pulls keep working.
+    assert_eq!(bodies(&store)[0], b"first");
+    drop(store);
+    // The failed fsync was injected, the bytes are in the page cache: the reopen finds both.
+    reopen_recovers(dir.path(), &[b"first", b"second"]);
+}
+
+/// ENOSPC when creating or allocating the next CommitLog file, or a rename error while
+/// putting it in place: the append that needed the file fails, nothing is poisoned, no
+/// half-made file stays, and the next append creates the file.
+#[test]
+fn enospc_and_rename_errors_on_a_new_commit_log_file_fail_that_append_only() {
+    for point in [
+        Failpoint::CreateEnospc,
+        Failpoint::AllocateEnospc,
+        Failpoint::RenameError,
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(FaultFs::new());
+        let store = open_on(dir.path(), &fs, FlushPolicy::Async);
+        store.put_message(&msg("T", 0, b"first", "A")).unwrap();
+        fs.arm(point, "commitlog/00000000000000004096", 1);
+        let err = put_until_second_file(&store).unwrap_err();
+        let expected_op = match point {
+            Failpoint::CreateEnospc => "create",
+            Failpoint::AllocateEnospc => "fallocate",
+            _ => "rename",
+        };
+        assert_eq!(op_of(&err), expected_op, "{point:?}");
+        assert_eq!(store.is_read_only(), None, "{point:?}");
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path().join("commitlog"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .filter(|n| n.len() != 20)
+            .collect();
+        assert!(leftovers.is_empty(), "{point:?}: {leftovers:?}");
+        let offsets = put_until_second_file(&store).unwrap();
+        let last = *offsets.last().unwrap();
+        let got = store
+            .get_message(&pull("T", 0, last, 1, &AcceptAll))
+            .unwrap();
+        assert_eq!(got.queue_offsets, vec![last], "{point:?}");
+        let count = last as usize + 1;
+        drop(store);
+        let store = open(config(dir.path()));
+        assert_eq!(store.max_offset_in_queue("T", 0), count as i64, "{point:?}");
+        store.shutdown().unwrap();
+    }
+}
+
+/// ENOSPC creating or allocating a ConsumeQueue file (a new queue, or the next file of one):
+/// that append fails before its record is written, and the next one succeeds.
+#[test]
+fn enospc_on_a_consume_queue_file_fails_that_append_only() {
+    for point in [Failpoint::CreateEnospc, Failpoint::AllocateEnospc] {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(FaultFs::new());
+        let store = open_on(dir.path(), &fs, FlushPolicy::Async);
+        fs.arm(point, "consumequeue/T/0", 1);
+        let end = store.max_phy_offset();
+        let err = store.put_message(&msg("T", 0, b"m", "A")).unwrap_err();
+        assert!(matches!(op_of(&err), "create" | "fallocate"), "{err:?}");
+        assert_eq!(store.is_read_only(), None);
+        assert_eq!(store.max_phy_offset(), end, "no record without its unit");
+        let r = store.put_message(&msg("T", 0, b"first", "A")).unwrap();
+        assert_eq!(r.queue_offset, 0);
+        drop(store);
+        reopen_recovers(dir.path(), &[b"first"]);
+    }
+}
+
+/// A failed fsync that covers no written data (the new file's own fsync or its directory's)
+/// fails the request and does not poison the store.
+#[test]
+fn a_failed_fsync_of_a_new_empty_file_is_no_poison() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(FaultFs::new());
+    let store = open_on(dir.path(), &fs, FlushPolicy::Async);
+    fs.arm(Failpoint::FsyncError, "consumequeue/T/0", 1);
+    let err = store.put_message(&msg("T", 0, b"m", "A")).unwrap_err();
+    assert_eq!(op_of(&err), "fsync");
+    assert_eq!(store.is_read_only(), None);
+    store.put_message(&msg("T", 0, b"first", "A")).unwrap();
+    store.shutdown().unwrap();
+}
+
+/// A failing checkpoint fsync poisons (the checkpoint vouches for written data); shutdown
+/// then says so, and the reopen (as after a crash) recovers everything.
+#[test]
+fn a_failed_checkpoint_fsync_is_reported_and_recovered_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(FaultFs::new());
+    let store = open_on(dir.path(), &fs, FlushPolicy::Async);
+    store.put_message(&msg("T", 0, b"first", "A")).unwrap();
+    fs.arm(Failpoint::FsyncError, "checkpoint", 1);
+    let err = store.flush().unwrap_err();
+    assert_eq!(op_of(&err), "fsync");
+    assert!(store.is_read_only().is_some());
+    assert!(matches!(
+        store.shutdown().unwrap_err(),
+        StoreError::Poisoned { .. }
+    ));
+    drop(store);
+    reopen_recovers(dir.path(), &[b"first"]);
+}
+
+/// The disk guard on a simulated disk: above 85 % the oldest files go even though they have
+/// not expired; above 90 % sends are refused with Java's remark while pulls go on; the disk
+/// stays full down to 85 % and writes come back by themselves below it.
+#[test]
+fn the_disk_guard_cleans_forcibly_refuses_writes_when_full_and_recovers_by_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(FaultFs::new());
+    let store = open_on(dir.path(), &fs, FlushPolicy::Async);
+    let now = crate::common::now_ms();
+    let mut written = 0;
+    while store.max_phy_offset() < 3 * 4096 + 100 {
+        store.put_message(&msg("T", 0, &[5u8; 300], "A")).unwrap();
+        written += 1;
+    }
+    let files = |store: &MessageStore| store.inner.commit_log.segments().len();
+    assert_eq!(files(&store), 4);
+    fs.set_disk_used_percent(Some(80.0));
+    assert_eq!(
+        store.clean_files_periodically(now).unwrap(),
+        0,
+        "nothing expired"
+    );
+    assert_eq!(store.disk_full(), None);
+    fs.set_disk_used_percent(Some(86.0));
+    assert_eq!(
+        store.clean_files_periodically(now).unwrap(),
+        3,
+        "forcibly: every file but the last"
+    );
+    assert_eq!(files(&store), 1);
+    assert_eq!(store.disk_full(), None, "85-90 %: cleaned, still writable");
+    assert!(store.min_offset_in_queue("T", 0) > 0);
+    store.put_message(&msg("T", 0, b"at-86", "A")).unwrap();
+    written += 1;
+    fs.set_disk_used_percent(Some(91.0));
+    store.clean_files_periodically(now).unwrap();
+    assert!(store.disk_full().is_some());
+    let err = store
+        .put_message(&msg("T", 0, b"refused", "A"))
+        .unwrap_err();
+    assert!(matches!(err, StoreError::DiskFull { .. }), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        "service not available now. It may be caused by one of the following reasons: the \
+         broker's disk is full [CL:  0.91 CQ:  0.91 INDEX: -1.00], messages are put to the \
+         slave, message store has been shut down, etc."
+    );
+    assert_eq!(
+        err.put_status(),
+        crate::store::types::PutMessageStatus::ServiceNotAvailable
+    );
+    // Pulls go on.
+    let min = store.min_offset_in_queue("T", 0);
+    let got = store
+        .get_message(&pull("T", 0, min, 32, &AcceptAll))
+        .unwrap();
+    assert_eq!(got.queue_offsets.last(), Some(&(written - 1)));
+    // Between the two ratios a full disk stays full.
+    fs.set_disk_used_percent(Some(87.0));
+    store.clean_files_periodically(now).unwrap();
+    assert!(store.disk_full().is_some());
+    fs.set_disk_used_percent(Some(60.0));
+    store.clean_files_periodically(now).unwrap();
+    assert_eq!(store.disk_full(), None);
+    let r = store.put_message(&msg("T", 0, b"back", "A")).unwrap();
+    assert_eq!(r.queue_offset, written);
+    store.shutdown().unwrap();
+}
+
+/// The retention thread runs the guard by itself: a full disk refuses writes, and writes come
+/// back once space returns, without any call.
+#[test]
+fn writes_come_back_by_themselves_when_space_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(FaultFs::new());
+    let mut cfg = config(dir.path());
+    cfg.delete_check_interval_ms = 20;
+    fs.set_disk_used_percent(Some(95.0));
+    let store =
+        MessageStore::open_on(cfg, Arc::new(IoEngine::new_pread()), Arc::clone(&fs) as _).unwrap();
+    // Measured at open: refused from the first send.
+    let err = store.put_message(&msg("T", 0, b"m", "A")).unwrap_err();
+    assert!(matches!(err, StoreError::DiskFull { .. }), "{err:?}");
+    fs.set_disk_used_percent(Some(40.0));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match store.put_message(&msg("T", 0, b"m", "A")) {
+            Ok(r) => {
+                assert_eq!(r.queue_offset, 0);
+                break;
+            }
+            Err(StoreError::DiskFull { .. }) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(e) => panic!("writes did not come back: {e:?}"),
+        }
+    }
+    store.shutdown().unwrap();
+}
+
+/// Quarantine whose rename fails: the open fails naming the rename, nothing is truncated, and
+/// the next open moves the tail aside.
+#[test]
+fn a_failed_rename_while_quarantining_fails_the_open_and_the_next_open_recovers() {
+    use crate::store::config::CorruptionPolicy;
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(config(dir.path()));
+    let mut victim = None;
+    let mut count = 0;
+    while store.max_phy_offset() < 2 * 4096 + 100 {
+        let r = store.put_message(&msg("T", 0, &[9u8; 200], "A")).unwrap();
+        if count == 3 {
+            victim = Some(r.wrote_phy_offset);
+        }
+        count += 1;
+    }
+    store.shutdown().unwrap();
+    drop(store);
+    let victim = victim.unwrap();
+    let first = dir.path().join("commitlog/00000000000000000000");
+    let mut bytes = std::fs::read(&first).unwrap();
+    bytes[victim as usize + 88] ^= 1;
+    std::fs::write(&first, &bytes).unwrap();
+    let mut cfg = config(dir.path());
+    cfg.corruption_policy = CorruptionPolicy::Quarantine;
+    let fs = Arc::new(FaultFs::new());
+    fs.arm(Failpoint::RenameError, ".corrupt-", 1);
+    let err = MessageStore::open_on(
+        cfg.clone(),
+        Arc::new(IoEngine::new_pread()),
+        Arc::clone(&fs) as _,
+    )
+    .unwrap_err();
+    assert_eq!(op_of(&err), "rename");
+    assert_eq!(std::fs::read(&first).unwrap(), bytes, "nothing truncated");
+    let store = open(cfg);
+    assert_eq!(store.max_phy_offset(), victim);
+    assert_eq!(store.max_offset_in_queue("T", 0), 3);
+    assert_eq!(store.recovery_report().quarantined_files.len(), 3);
+    store.shutdown().unwrap();
+}
