@@ -112,7 +112,11 @@ impl IndexService {
             );
         }
         let header = last.header();
-        let indexed = header.index_count > 1 || files.len() > 1;
+        // Only a last file holding entries has indexed the record at its end whole. An empty
+        // one carries the previous file's end, and the message there may have rolled between
+        // two keys (its later keys lost with this file's unwritten header): index it again
+        // (queries drop the duplicate offsets of its earlier keys).
+        let indexed = header.index_count > 1;
         Ok((header.end_phy_offset, indexed))
     }
 
