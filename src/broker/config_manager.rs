@@ -443,12 +443,14 @@ pub fn queue_offset(
         key: key.to_string(),
         queue: queue.to_string(),
     })?;
-    let offset = offset
-        .as_i64()
-        .ok_or_else(|| ContentError::OffsetNotInteger {
-            key: key.to_string(),
-            queue: queue.to_string(),
-        })?;
+    // As fastjson reads a long: a number, an integral decimal or a numeric string.
+    let offset =
+        <crate::remoting::body::json::Lenient<i64> as serde::Deserialize>::deserialize(offset)
+            .map_err(|_| ContentError::OffsetNotInteger {
+                key: key.to_string(),
+                queue: queue.to_string(),
+            })?
+            .0;
     Ok((queue_id, offset))
 }
 

@@ -336,7 +336,9 @@ impl ConsumerOffsetManager {
 }
 
 /// Parses consumerOffset.json (ours or the Java broker's) into (topic, group, queue, offset).
-fn parse_offset_file(text: &str) -> Result<Vec<(String, String, i32, i64)>, ContentError> {
+pub(crate) fn parse_offset_file(
+    text: &str,
+) -> Result<Vec<(String, String, i32, i64)>, ContentError> {
     let table = persist::parse_offset_table(text)?;
     let mut out = Vec::new();
     for (key, queues) in &table {

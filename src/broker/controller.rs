@@ -2,19 +2,22 @@
 //! runtime thread (Java `BrokerController`).
 
 use crate::acl::PlainAccessValidator;
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use crate::config::{BrokerRole, Config};
 use crate::metrics::BrokerMetrics;
 use crate::store::MessageStore;
 
+use super::broker_stats::BrokerStats;
 use super::client::{ConsumerManager, ProducerManager, RebalanceLockManager};
 use super::consumer_filter_manager::FilterCache;
 use super::consumer_offset_manager::ConsumerOffsetManager;
 use super::ha::ha_service::HaService;
 use super::longpoll::pull_request_hold_service::PullRequestHoldService;
+use super::slave_synchronize::SlaveSynchronize;
 use super::subscription_group_manager::SubscriptionGroupManager;
 use super::topic_config_manager::TopicConfigManager;
 
@@ -41,6 +44,13 @@ pub struct BrokerController {
     pub topic_changes_tx: crossbeam::channel::Sender<()>,
     pub delay_levels_ms: Vec<u64>,
     pub boot_timestamp_ms: i64,
+    /// Message totals for GET_BROKER_RUNTIME_INFO (Java `BrokerStats`).
+    pub stats: BrokerStats,
+    /// On a slave: the master's address and the metadata sync (Java `SlaveSynchronize`).
+    pub slave_sync: SlaveSynchronize,
+    /// Delayed delivery's progress, level → offset in SCHEDULE_TOPIC_XXXX (GET_ALL_DELAY_OFFSET
+    /// serves it; the schedule thread or, on a slave, the sync writes it).
+    pub schedule_offsets: RwLock<BTreeMap<i32, i64>>,
     /// Replication: the SYNC_MASTER wait, the HA runtime state, a slave's master addresses.
     pub ha: Arc<HaService>,
     /// The ACL rules every request is checked against (`RINGMQ_ACL_ENABLED`), else `None`.

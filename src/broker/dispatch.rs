@@ -7,8 +7,8 @@ use std::sync::Arc;
 use crate::broker::controller::BrokerController;
 use crate::broker::error::BrokerError;
 use crate::broker::processor::{
-    admin, client_manage, consumer_manage, end_transaction, lock, pull, query, send, Handled,
-    ProcessResult, RequestContext,
+    admin, client_manage, consumer_manage, end_transaction, lock, pull, query, runtime_info, send,
+    Handled, ProcessResult, RequestContext,
 };
 use crate::metrics::BrokerMetrics;
 use crate::net::{ConnectionContext, RequestHandler};
@@ -59,8 +59,11 @@ impl BrokerRequestHandler {
             }
             code::UPDATE_AND_CREATE_TOPIC => admin::update_and_create_topic(&cx, request).await,
             code::GET_ALL_TOPIC_CONFIG => admin::get_all_topic_config(&cx, request).await,
-            code::GET_BROKER_RUNTIME_INFO => admin::get_broker_runtime_info(&cx, request).await,
+            code::GET_BROKER_RUNTIME_INFO => {
+                runtime_info::get_broker_runtime_info(&cx, request).await
+            }
             code::GET_ALL_CONSUMER_OFFSET => admin::get_all_consumer_offset(&cx, request).await,
+            code::GET_ALL_DELAY_OFFSET => admin::get_all_delay_offset(&cx, request).await,
             code::GET_ALL_SUBSCRIPTIONGROUP_CONFIG => {
                 admin::get_all_subscription_group_config(&cx, request).await
             }

@@ -65,6 +65,16 @@ pub enum BrokerError {
     SystemTopicSendForbidden { topic: String },
     #[error("subscription group no permission, {group}")]
     GroupConsumeDisabled { group: String },
+    /// A send to a slave. Java's store refuses it ("message store is slave mode, so
+    /// putMessage is forbidden") and `SendMessageProcessor` answers SERVICE_NOT_AVAILABLE
+    /// with "service not available now ... messages are put to the slave"; the remark says
+    /// both, with the role and id.
+    #[error("service not available now: message store is slave mode, so putMessage is forbidden (brokerRole SLAVE, brokerId {broker_id}); messages are put to the master")]
+    SlaveSendForbidden { broker_id: u64 },
+    /// A CONSUMER_SEND_MSG_BACK to a slave: Java 5's `AbstractSendMessageProcessor` finds no
+    /// master beside it (`peekMasterBroker` is null off a container).
+    #[error("no master available along with {broker_ip}")]
+    SendBackNoMaster { broker_ip: String },
     #[error("the consumer group[{group}] can not consume by broadcast way")]
     BroadcastForbidden { group: String },
 
@@ -246,6 +256,7 @@ impl BrokerError {
             | E::SystemTopicSendForbidden { .. }
             | E::GroupConsumeDisabled { .. }
             | E::BroadcastForbidden { .. } => rc::NO_PERMISSION,
+            E::SlaveSendForbidden { .. } => rc::SERVICE_NOT_AVAILABLE,
             E::TopicNotExist { .. } => rc::TOPIC_NOT_EXIST,
             E::SubscriptionGroupNotExist { .. } | E::RetryGroupNotExist { .. } => {
                 rc::SUBSCRIPTION_GROUP_NOT_EXIST
@@ -296,6 +307,7 @@ impl BrokerError {
             | E::ExpressionTypeUnsupported { .. }
             | E::MessageNotFound { .. }
             | E::SendBackMessageNotFound { .. }
+            | E::SendBackNoMaster { .. }
             | E::StoredMessageUnreadable { .. }
             | E::Persist(_)
             | E::TopicTableEncode(_)

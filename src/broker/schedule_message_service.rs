@@ -67,7 +67,7 @@ pub fn load_offsets(store_root: &Path) -> Result<BTreeMap<i32, i64>, PersistErro
 }
 
 /// delayOffset.json: `{"offsetTable":{"<level>":<offset>,...}}`.
-fn parse_delay_offsets(text: &str) -> Result<BTreeMap<i32, i64>, ContentError> {
+pub(crate) fn parse_delay_offsets(text: &str) -> Result<BTreeMap<i32, i64>, ContentError> {
     let table = persist::parse_offset_table(text)?;
     table
         .iter()
@@ -75,14 +75,53 @@ fn parse_delay_offsets(text: &str) -> Result<BTreeMap<i32, i64>, ContentError> {
         .collect()
 }
 
-fn persist_offsets(ctrl: &BrokerController, offsets: &BTreeMap<i32, i64>) {
+/// delayOffset.json's text for `offsets` (also GET_ALL_DELAY_OFFSET's body, as Java's
+/// `ScheduleMessageService.encode`).
+pub fn encode_offsets(offsets: &BTreeMap<i32, i64>) -> String {
     let table: BTreeMap<String, i64> = offsets.iter().map(|(k, v)| (k.to_string(), *v)).collect();
-    let text = serde_json::json!({ "offsetTable": table }).to_string();
+    serde_json::json!({ "offsetTable": table }).to_string()
+}
+
+fn persist_offsets(ctrl: &BrokerController, offsets: &BTreeMap<i32, i64>) {
+    publish_offsets(ctrl, offsets);
+    let text = encode_offsets(offsets);
     if let Err(e) =
         persist::write_atomically_on(ctrl.offsets.fs.get(), &offset_file(ctrl), text.as_bytes())
     {
         tracing::error!(error = %e, "writing delayOffset.json failed");
     }
+}
+
+/// Makes `offsets` the progress GET_ALL_DELAY_OFFSET and GET_BROKER_RUNTIME_INFO report.
+fn publish_offsets(ctrl: &BrokerController, offsets: &BTreeMap<i32, i64>) {
+    *ctrl
+        .schedule_offsets
+        .write()
+        .unwrap_or_else(|p| p.into_inner()) = offsets.clone();
+}
+
+/// A slave's copy of its master's progress (Java `syncDelayOffset` +
+/// `loadWhenSyncDelayOffset`): written to delayOffset.json and published. The slave's own
+/// delivery loop does not run, so nothing else writes them.
+pub fn install_offsets(
+    ctrl: &BrokerController,
+    offsets: BTreeMap<i32, i64>,
+) -> Result<(), PersistError> {
+    let unchanged = *ctrl
+        .schedule_offsets
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        == offsets;
+    if unchanged && offset_file(ctrl).exists() {
+        return Ok(());
+    }
+    persist::write_atomically_on(
+        ctrl.offsets.fs.get(),
+        &offset_file(ctrl),
+        encode_offsets(&offsets).as_bytes(),
+    )?;
+    publish_offsets(ctrl, &offsets);
+    Ok(())
 }
 
 /// [`run_from`] with the progress [`load_offsets`] reads; when it cannot be read, logs why
@@ -100,11 +139,18 @@ pub fn run(ctrl: &Arc<BrokerController>, stop: &StopFlag) {
 /// progress once more.
 pub fn run_from(ctrl: &Arc<BrokerController>, stop: &StopFlag, offsets: BTreeMap<i32, i64>) {
     let mut offsets = offsets;
+    publish_offsets(ctrl, &offsets);
     let mut backoffs = vec![Backoff::default(); ctrl.delay_levels_ms.len()];
     let mut dirty = false;
     let mut last_persist_ms = now_ms();
     while !stop.wait_timeout(Duration::from_millis(SCHEDULE_TICK_MS)) {
         if ctrl.is_slave() {
+            // A slave delivers nothing; its progress is the master's (`install_offsets`).
+            offsets = ctrl
+                .schedule_offsets
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
             continue;
         }
         for (index, delay_ms) in ctrl.delay_levels_ms.iter().enumerate() {
@@ -276,7 +322,12 @@ fn deliver(
         return Ok(());
     };
     match ctrl.store.put_message(&msg) {
-        Ok(_) => Ok(()),
+        Ok(put) => {
+            // Java's `DeliverDelayedMessageTimerTask` counts a delivery as a put of its topic.
+            ctrl.stats
+                .inc_put(&msg.topic, put.message_count.max(0) as u64);
+            Ok(())
+        }
         Err(e) if is_refused_for_good(&e) => set_aside(ctrl, level, queue_offset, msg, &e),
         Err(e) => Err(e),
     }
@@ -380,6 +431,21 @@ fn message_time_up(record: &format::DecodedRecord<'_>) -> Option<MessageToStore>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn delay_offsets_encode_as_javas_delay_offset_json() {
+        let offsets = BTreeMap::from([(1, 0), (3, 17)]);
+        assert_eq!(
+            encode_offsets(&offsets),
+            r#"{"offsetTable":{"1":0,"3":17}}"#
+        );
+        assert_eq!(
+            parse_delay_offsets(r#"{"dataVersion":{"counter":2},"offsetTable":{1:0,"3":"17"}}"#)
+                .unwrap(),
+            offsets,
+            "a Java master's body (bare integer keys, dataVersion) reads the same"
+        );
+    }
 
     #[test]
     fn delay_offsets_come_from_the_backup_when_the_file_is_corrupt() {

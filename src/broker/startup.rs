@@ -9,6 +9,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::broker::broker_metrics_manager;
+use crate::broker::broker_stats::BrokerStats;
 use crate::broker::client::{ConsumerManager, ProducerManager, RebalanceLockManager};
 use crate::broker::consumer_filter_manager::FilterCache;
 use crate::broker::consumer_offset_manager::ConsumerOffsetManager;
@@ -19,6 +20,7 @@ use crate::broker::longpoll::pull_request_hold_service::{
     ArrivalNotifier, PullRequestHoldService, WakeItem, WakeService,
 };
 use crate::broker::schedule_message_service as schedule;
+use crate::broker::slave_synchronize::SlaveSynchronize;
 use crate::broker::subscription_group_manager::SubscriptionGroupManager;
 use crate::broker::topic_config_manager::{TopicConfigManager, TopicDefaults};
 use crate::broker::transaction::transactional_message_check_service as transaction_check;
@@ -255,6 +257,9 @@ pub fn build_controller_on(
         topic_changes_tx,
         delay_levels_ms,
         boot_timestamp_ms: now_ms(),
+        stats: BrokerStats::new(now_ms()),
+        slave_sync: SlaveSynchronize::new(),
+        schedule_offsets: std::sync::RwLock::new(std::collections::BTreeMap::new()),
         ha: HaService::new(&config),
         metrics: (!config.metrics.listen.trim().is_empty()).then(|| Arc::new(BrokerMetrics::new())),
         config,
@@ -346,11 +351,16 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
     let shutdown = ShutdownSignal::new();
     let stop = StopFlag::new();
     let mut threads = start_pull_wake(&ctrl, wake_rx, &stop)?;
+    *ctrl
+        .schedule_offsets
+        .write()
+        .unwrap_or_else(|p| p.into_inner()) = delay_offsets.clone();
     threads.extend([
         start_offset_flusher(&ctrl, &stop)?,
         start_config_persister(&ctrl, &stop)?,
         start_housekeeping(&ctrl, &stop)?,
         start_schedule(&ctrl, &stop, delay_offsets)?,
+        start_stats_sampling(&ctrl, &stop)?,
         ctrl.ha
             .start(ctrl.store.clone(), &ctrl.config, ha_listener, &stop)
             .map_err(|source| StartupError::Thread {
@@ -361,30 +371,17 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
     ]);
     let handler = Arc::new(BrokerRequestHandler { ctrl: ctrl.clone() });
     let server = listeners.serve(handler, shutdown.clone())?;
-    if let (Some(listener), Some(metrics)) = (metrics_listener, ctrl.metrics.clone()) {
-        let addr = listener
-            .local_addr()
-            .map_err(|source| StartupError::MetricsListen {
-                addr: ctrl.config.metrics.listen.clone(),
-                source,
-            })?;
-        let connections = server.live_connections();
-        let thread =
-            broker_metrics_manager::start_exporter(&ctrl, metrics, listener, connections, &stop)
-                .map_err(|source| StartupError::Thread {
-                    name: "ringmq-metrics".into(),
-                    source,
-                })?;
-        threads.push(thread);
-        tracing::info!(%addr, "ringmq metrics listening");
-        eprintln!("ringmq metrics and dashboard on http://{addr}/");
-    }
+    threads.extend(start_metrics(&ctrl, metrics_listener, &server, &stop)?);
     threads.push(start_registration(
         &ctrl,
         namesrv_addrs,
         topic_changes_rx,
         &stop,
     )?);
+    if ctrl.is_slave() {
+        // After the first registration, which told the slave its master.
+        threads.push(start_slave_sync(&ctrl, &stop)?);
+    }
     let addrs: Vec<String> = server
         .local_addrs()
         .iter()
@@ -430,6 +427,33 @@ fn bind_ha_listener(
         None => None,
     };
     Ok((config, listener))
+}
+
+/// The `/metrics` and dashboard exporter on its bound listener, when metrics are on.
+fn start_metrics(
+    ctrl: &Arc<BrokerController>,
+    listener: Option<std::net::TcpListener>,
+    server: &ServerHandle,
+    stop: &StopFlag,
+) -> Result<Option<JoinHandle<()>>, StartupError> {
+    let (Some(listener), Some(metrics)) = (listener, ctrl.metrics.clone()) else {
+        return Ok(None);
+    };
+    let addr = listener
+        .local_addr()
+        .map_err(|source| StartupError::MetricsListen {
+            addr: ctrl.config.metrics.listen.clone(),
+            source,
+        })?;
+    let connections = server.live_connections();
+    let thread = broker_metrics_manager::start_exporter(ctrl, metrics, listener, connections, stop)
+        .map_err(|source| StartupError::Thread {
+            name: "ringmq-metrics".into(),
+            source,
+        })?;
+    tracing::info!(%addr, "ringmq metrics listening");
+    eprintln!("ringmq metrics and dashboard on http://{addr}/");
+    Ok(Some(thread))
 }
 
 /// Binds the main port and, when enabled, the fast port (listen port - 2, as Java's
@@ -592,6 +616,39 @@ fn start_schedule(
     })
 }
 
+/// Samples the store's counters once a second (Java `StoreStatsService.run`) and takes the
+/// midnight snapshot of the message totals (Java's daily `BrokerStats.record`).
+fn start_stats_sampling(
+    ctrl: &Arc<BrokerController>,
+    stop: &StopFlag,
+) -> Result<JoinHandle<()>, StartupError> {
+    let ctrl = ctrl.clone();
+    let stop = stop.clone();
+    let interval = Duration::from_millis(store::store_stats_service::SAMPLING_INTERVAL_MS);
+    spawn("ringmq-store-stats", move || loop {
+        let now = now_ms();
+        ctrl.store.stats().sample(now);
+        ctrl.stats.record_if_new_day(now);
+        if stop.wait_timeout(interval) {
+            return;
+        }
+    })
+}
+
+/// A slave's copy of its master's metadata every RINGMQ_BROKER_SLAVE_SYNC_INTERVAL_MS (Java
+/// `BrokerController`'s `slaveSynchronize.syncAll` task).
+fn start_slave_sync(
+    ctrl: &Arc<BrokerController>,
+    stop: &StopFlag,
+) -> Result<JoinHandle<()>, StartupError> {
+    let ctrl = ctrl.clone();
+    let stop = stop.clone();
+    let interval = Duration::from_millis(ctrl.config.broker.slave_sync_interval_ms);
+    spawn("ringmq-slave-sync", move || {
+        crate::broker::slave_synchronize::run(&ctrl, &stop, interval)
+    })
+}
+
 /// Expires silent client channels (Java `ClientHousekeepingService`, every 10 s).
 fn start_transaction_check(
     ctrl: &Arc<BrokerController>,
@@ -697,7 +754,12 @@ fn register_all(
         match invoke_namesrv(connections, addr, request) {
             Ok(r) if r.code == 0 => {
                 tracing::debug!(namesrv = addr, "registered with name server");
-                // Java `BrokerController.registerBrokerAll`: a slave learns its master here.
+                // Java `BrokerController.registerBrokerAll`: a slave learns its master here
+                // (the metadata sync and the pull's "master online" follow `masterAddr`, empty
+                // while no master is registered; replication follows `haServerAddr`).
+                if ctrl.is_slave() {
+                    ctrl.slave_sync.set_master_addr(r.ext_opt_str("masterAddr"));
+                }
                 ctrl.ha.update_master(
                     r.ext_fields.get("haServerAddr").map(String::as_str),
                     r.ext_fields.get("masterAddr").map(String::as_str),

@@ -5,7 +5,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::remoting::body::json::{lenient, LenientField};
 
 use super::config_manager::{
     self as persist, BackupUsed, Loaded, MetadataFs, PersistError, PersistGate,
@@ -14,22 +16,51 @@ use crate::common::topic_validator::validate_group;
 
 /// Java `SubscriptionGroupConfig` with its defaults. Unknown members of files written by Java
 /// (groupRetryPolicy, attributes, ...) are ignored on load.
+///
+/// Read as fastjson reads it (numbers as strings, booleans as 0/1, `null` as Java's default):
+/// operators write `brokerId` / `whichBrokerWhenConsumeSlowly` by hand for the read split.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct SubscriptionGroupConfig {
+    #[serde(deserialize_with = "lenient")]
     pub group_name: String,
+    #[serde(deserialize_with = "true_unless_false")]
     pub consume_enable: bool,
+    #[serde(deserialize_with = "true_unless_false")]
     pub consume_from_min_enable: bool,
+    #[serde(deserialize_with = "true_unless_false")]
     pub consume_broadcast_enable: bool,
+    #[serde(deserialize_with = "lenient")]
     pub consume_message_orderly: bool,
+    #[serde(deserialize_with = "retry_queue_nums")]
     pub retry_queue_nums: i32,
+    #[serde(deserialize_with = "retry_max_times")]
     pub retry_max_times: i32,
+    #[serde(deserialize_with = "lenient")]
     pub broker_id: i64,
+    #[serde(deserialize_with = "which_broker_when_consume_slowly")]
     pub which_broker_when_consume_slowly: i64,
+    #[serde(deserialize_with = "true_unless_false")]
     pub notify_consumer_ids_changed_enable: bool,
+    #[serde(deserialize_with = "lenient")]
     pub group_sys_flag: i32,
+    #[serde(deserialize_with = "consume_timeout_minute")]
     pub consume_timeout_minute: i32,
 }
+
+/// A member whose Java default is not the type's zero: `null` leaves the default.
+macro_rules! lenient_or {
+    ($name:ident, $t:ty, $default:expr) => {
+        fn $name<'de, D: Deserializer<'de>>(deserializer: D) -> Result<$t, D::Error> {
+            Ok(Option::<$t>::deserialize_lenient(deserializer)?.unwrap_or($default))
+        }
+    };
+}
+lenient_or!(true_unless_false, bool, true);
+lenient_or!(retry_queue_nums, i32, 1);
+lenient_or!(retry_max_times, i32, 16);
+lenient_or!(which_broker_when_consume_slowly, i64, 1);
+lenient_or!(consume_timeout_minute, i32, 15);
 
 impl Default for SubscriptionGroupConfig {
     fn default() -> Self {
@@ -53,6 +84,7 @@ impl Default for SubscriptionGroupConfig {
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 struct GroupFile {
+    #[serde(deserialize_with = "crate::remoting::body::json::null_as_default")]
     subscription_group_table: BTreeMap<String, SubscriptionGroupConfig>,
 }
 
@@ -198,6 +230,31 @@ impl SubscriptionGroupManager {
         self.persist()
     }
 
+    /// A slave's copy of its master's groups (Java `syncSubscriptionGroupConfig`): they
+    /// replace ours whole. Persists when anything changed.
+    pub fn replace_from_master(
+        &self,
+        master: BTreeMap<String, SubscriptionGroupConfig>,
+    ) -> Result<(), PersistError> {
+        let table: HashMap<String, Arc<SubscriptionGroupConfig>> = master
+            .into_iter()
+            .map(|(name, mut c)| {
+                if c.group_name.is_empty() {
+                    c.group_name = name.clone();
+                }
+                (name, Arc::new(c))
+            })
+            .collect();
+        {
+            let mut current = self.table.write().unwrap_or_else(|p| p.into_inner());
+            if *current == table {
+                return Ok(());
+            }
+            *current = table;
+        }
+        self.persist()
+    }
+
     pub fn all(&self) -> BTreeMap<String, SubscriptionGroupConfig> {
         self.table
             .read()
@@ -261,5 +318,50 @@ mod tests {
         let g = m.find("g1").unwrap();
         assert!(!g.consume_enable);
         assert_eq!(g.retry_max_times, 3);
+    }
+
+    #[test]
+    fn read_split_members_are_read_leniently() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = SubscriptionGroupManager::new(dir.path(), false);
+        std::fs::create_dir_all(dir.path().join("config")).unwrap();
+        std::fs::write(
+            dir.path().join("config/subscriptionGroup.json"),
+            r#"{"subscriptionGroupTable":{"g1":{"groupName":"g1","brokerId":"0","whichBrokerWhenConsumeSlowly":"2","consumeEnable":"true","retryMaxTimes":null},"g2":{"whichBrokerWhenConsumeSlowly":null,"consumeBroadcastEnable":0}}}"#,
+        )
+        .unwrap();
+        m.load().unwrap();
+        let g1 = m.find("g1").unwrap();
+        assert_eq!((g1.broker_id, g1.which_broker_when_consume_slowly), (0, 2));
+        assert!(g1.consume_enable);
+        assert_eq!(g1.retry_max_times, 16);
+        let g2 = m.find("g2").unwrap();
+        assert_eq!(g2.group_name, "g2");
+        assert_eq!(g2.which_broker_when_consume_slowly, 1);
+        assert!(!g2.consume_broadcast_enable);
+    }
+
+    #[test]
+    fn a_masters_groups_replace_the_slaves() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = SubscriptionGroupManager::new(dir.path(), false);
+        let mut master = BTreeMap::new();
+        master.insert(
+            "cg".to_string(),
+            SubscriptionGroupConfig {
+                which_broker_when_consume_slowly: 2,
+                ..Default::default()
+            },
+        );
+        m.replace_from_master(master).unwrap();
+        assert_eq!(m.find("cg").unwrap().which_broker_when_consume_slowly, 2);
+        assert_eq!(m.find("cg").unwrap().group_name, "cg");
+        assert!(
+            m.find("TOOLS_CONSUMER").is_none(),
+            "the master's table is taken whole"
+        );
+        let m2 = SubscriptionGroupManager::new(dir.path(), false);
+        m2.load().unwrap();
+        assert!(m2.find("cg").is_some());
     }
 }

@@ -208,6 +208,32 @@ impl TopicConfigManager {
         v.timestamp = now_ms();
     }
 
+    /// A slave's copy of its master's table (Java `syncTopicConfig`): when the master's data
+    /// version differs from ours, its table replaces ours whole and its version becomes ours.
+    /// Persists. Returns whether anything changed.
+    pub fn replace_from_master(
+        &self,
+        master: TopicConfigSerializeWrapper,
+    ) -> Result<bool, PersistError> {
+        if *self.data_version.read().unwrap_or_else(|p| p.into_inner()) == master.data_version {
+            return Ok(false);
+        }
+        let table = master
+            .topic_config_table
+            .into_iter()
+            .map(|(name, mut tc)| {
+                if tc.topic_name.is_empty() {
+                    tc.topic_name = name.clone();
+                }
+                (name, Arc::new(tc))
+            })
+            .collect();
+        *self.table.write().unwrap_or_else(|p| p.into_inner()) = table;
+        *self.data_version.write().unwrap_or_else(|p| p.into_inner()) = master.data_version;
+        self.persist()?;
+        Ok(true)
+    }
+
     /// Creates or replaces a topic (UPDATE_AND_CREATE_TOPIC). Persists.
     pub fn update_topic_config(&self, tc: TopicConfig) -> Result<(), PersistError> {
         self.table

@@ -120,9 +120,39 @@ pub fn validate_topic(topic: &str, group_topic_long_allowed: bool) -> Result<(),
     Ok(())
 }
 
+/// Java `TopicValidator.SYSTEM_TOPIC_SET`.
+const SYSTEM_TOPICS: &[&str] = &[
+    "TBW102",
+    "SCHEDULE_TOPIC_XXXX",
+    "BenchmarkTest",
+    "RMQ_SYS_TRANS_HALF_TOPIC",
+    "RMQ_SYS_TRACE_TOPIC",
+    "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+    "TRANS_CHECK_MAX_TIME_TOPIC",
+    "SELF_TEST_TOPIC",
+    "OFFSET_MOVED_EVENT",
+    "CHECKPOINT_TOPIC",
+];
+/// Java `TopicValidator.SYSTEM_TOPIC_PREFIX`.
+pub const SYSTEM_TOPIC_PREFIX: &str = "rmq_sys_";
+
+/// Java `TopicValidator.isSystemTopic`: the broker's own topics, which its message totals
+/// leave out.
+pub fn is_system_topic(topic: &str) -> bool {
+    SYSTEM_TOPICS.contains(&topic) || topic.starts_with(SYSTEM_TOPIC_PREFIX)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn system_topics_are_javas() {
+        assert!(is_system_topic("SCHEDULE_TOPIC_XXXX"));
+        assert!(is_system_topic("rmq_sys_anything"));
+        assert!(!is_system_topic("TopicTest"));
+        assert!(!is_system_topic("%RETRY%g"));
+    }
 
     #[test]
     fn topic_names_are_validated_like_java() {

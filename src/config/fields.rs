@@ -125,7 +125,7 @@ static FIELDS: &[FieldSpec] = &[
         "RINGMQ_BROKER_SLAVE_READ_ENABLED",
         "slaveReadEnable",
         broker.slave_read_enabled,
-        "Let pulls be redirected to a slave when the consumer falls behind."
+        "Master: send consumers that fell behind to the group's whichBrokerWhenConsumeSlowly. Slave: serve pulls (off: send every pull to the master)."
     ),
     field!(
         "RINGMQ_BROKER_PROPERTY_FILTER_ENABLED",
@@ -179,7 +179,7 @@ static FIELDS: &[FieldSpec] = &[
         "RINGMQ_BROKER_OFFSET_CHECK_IN_SLAVE",
         "offsetCheckInSlave",
         broker.offset_check_in_slave,
-        "Apply pull offset corrections on a slave too."
+        "A slave answers OFFSET_MOVED itself (off: it sends the consumer to the group's broker, at its offset)."
     ),
     field!(
         "RINGMQ_BROKER_SLAVE_SYNC_INTERVAL_MS",

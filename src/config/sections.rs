@@ -57,7 +57,8 @@ pub struct BrokerSection {
     pub region_id: String,
     pub trace_on: bool,
     pub offset_check_in_slave: bool,
-    /// A slave fetches topics, offsets and groups from its master this often.
+    /// A slave fetches topics, offsets and groups from its master this often (Java's
+    /// `BrokerController` runs `SlaveSynchronize.syncAll` every 10 s).
     pub slave_sync_interval_ms: u64,
     /// Refuse half (prepared) messages with NO_PERMISSION (rejectTransactionMessage).
     pub reject_transaction_message: bool,
@@ -301,6 +302,14 @@ pub struct LogSection {
     pub level: String,
 }
 
+impl Default for LogSection {
+    fn default() -> Self {
+        LogSection {
+            level: "info".into(),
+        }
+    }
+}
+
 /// The whole configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -385,7 +394,6 @@ impl Default for Config {
                 region_id: "DefaultRegion".into(),
                 trace_on: true,
                 offset_check_in_slave: false,
-                // Java's `BrokerController` runs `SlaveSynchronize.syncAll` every 10 s.
                 slave_sync_interval_ms: 10_000,
                 reject_transaction_message: false,
                 transaction_timeout_ms: 6_000,
@@ -417,9 +425,7 @@ impl Default for Config {
             metrics: MetricsSection {
                 listen: "127.0.0.1:5557".into(),
             },
-            log: LogSection {
-                level: "info".into(),
-            },
+            log: LogSection::default(),
         }
     }
 }

@@ -22,6 +22,7 @@ pub mod io;
 pub mod message_store;
 pub mod region;
 pub mod segment;
+pub mod store_stats_service;
 pub mod types;
 
 pub use config::{CorruptionPolicy, FlushPolicy, StoreConfig};

@@ -1,10 +1,9 @@
 //! Admin and offset queries: Java `AdminBrokerProcessor` for UPDATE_AND_CREATE_TOPIC (17),
-//! GET_ALL_TOPIC_CONFIG (21), GET_BROKER_RUNTIME_INFO (28), SEARCH_OFFSET_BY_TIMESTAMP (29),
+//! GET_ALL_TOPIC_CONFIG (21), SEARCH_OFFSET_BY_TIMESTAMP (29),
 //! GET_MAX_OFFSET (30), GET_MIN_OFFSET (31), GET_EARLIEST_MSG_STORETIME (32),
-//! GET_ALL_CONSUMER_OFFSET (43), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201),
-//! INVOKE_BROKER_TO_RESET_OFFSET (222), GET_CONSUMER_RUNNING_INFO (307).
-
-use std::collections::BTreeMap;
+//! GET_ALL_CONSUMER_OFFSET (43), GET_ALL_DELAY_OFFSET (45), GET_ALL_SUBSCRIPTIONGROUP_CONFIG
+//! (201), INVOKE_BROKER_TO_RESET_OFFSET (222), GET_CONSUMER_RUNNING_INFO (307).
+//! GET_BROKER_RUNTIME_INFO (28) is in `runtime_info.rs`.
 
 use bytes::Bytes;
 
@@ -26,8 +25,6 @@ use crate::broker::client::broker2client;
 use crate::broker::error::BrokerError;
 use crate::common::now_ms;
 
-/// Java `MQVersion.CURRENT_VERSION` name, reported as brokerVersionDesc.
-const BROKER_VERSION_DESC: &str = "V5_3_3";
 /// Most queues a topic may have through UPDATE_AND_CREATE_TOPIC (bounds per-topic state).
 pub const TOPIC_QUEUE_NUMS_MAX: i32 = 1024;
 
@@ -108,36 +105,20 @@ pub async fn get_all_subscription_group_config(
     )
 }
 
-pub async fn get_broker_runtime_info(
+/// GET_ALL_DELAY_OFFSET (45): delayed delivery's progress, the body Java's
+/// `ScheduleMessageService.encode` gives (delayOffset.json's text); a slave's sync reads it.
+pub async fn get_all_delay_offset(
     cx: &RequestContext<'_>,
     request: &RemotingCommand,
 ) -> ProcessResult {
-    let ctrl = cx.ctrl;
-    let mut table = BTreeMap::new();
-    let store = &ctrl.store;
-    table.insert("brokerVersionDesc", BROKER_VERSION_DESC.to_string());
-    table.insert(
-        "brokerVersion",
-        crate::remoting::codes::CURRENT_VERSION.to_string(),
-    );
-    table.insert("commitLogMaxOffset", store.max_phy_offset().to_string());
-    table.insert("commitLogMinOffset", store.min_phy_offset().to_string());
-    table.insert(
-        "dispatchBehindBytes",
-        store.dispatch_behind_bytes().to_string(),
-    );
-    table.insert("bootTimestamp", ctrl.boot_timestamp_ms.to_string());
-    table.insert("brokerActive", "true".to_string());
-    table.insert(
-        "pullThreadPoolQueueSize",
-        ctrl.pull_hold.parked_pulls().to_string(),
-    );
-    table.insert("storeReadOnly", store.is_read_only().unwrap_or_default());
-    let body = serde_json::json!({ "table": table });
-    respond(
-        RemotingCommand::response_to(request, rc::SUCCESS, None)
-            .with_body(Bytes::from(body.to_string())),
-    )
+    let offsets = cx
+        .ctrl
+        .schedule_offsets
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    let body = crate::broker::schedule_message_service::encode_offsets(&offsets);
+    respond(RemotingCommand::response_to(request, rc::SUCCESS, None).with_body(Bytes::from(body)))
 }
 
 pub async fn get_max_offset(cx: &RequestContext<'_>, request: &RemotingCommand) -> ProcessResult {

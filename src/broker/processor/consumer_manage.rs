@@ -126,5 +126,15 @@ pub async fn update_consumer_offset(
         header.queue_id,
         header.commit_offset,
     );
+    if ctrl.is_slave() {
+        // Kept against the master's older offsets when the sync brings them
+        // (`slave_synchronize::merge_offset`).
+        ctrl.slave_sync.note_slave_commit(
+            &header.consumer_group,
+            &header.topic,
+            header.queue_id,
+            header.commit_offset,
+        );
+    }
     respond(RemotingCommand::response_to(request, rc::SUCCESS, None))
 }

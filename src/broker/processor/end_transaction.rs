@@ -98,9 +98,13 @@ fn commit_message(
     })?;
     msg.prepared_transaction_offset = header.commit_log_offset;
     apply_delay_level(ctrl, &mut msg);
-    ctrl.store
+    let put = ctrl
+        .store
         .put_message(&msg)
         .map_err(BrokerError::PutMessage)?;
+    // Java `EndTransactionProcessor`: the committed message counts as a put of its topic.
+    ctrl.stats
+        .inc_put(&msg.topic, put.message_count.max(0) as u64);
     if let Err(e) = service::delete_prepare_message(ctrl, record) {
         tracing::error!(
             commit_log_offset = header.commit_log_offset,

@@ -7,7 +7,8 @@
 //! | `PullMessageProcessor` (pull, lite pull) | `pull.rs` |
 //! | `ConsumerManageProcessor` (offsets, consumer list) | `consumer_manage.rs` |
 //! | `ClientManageProcessor` (heartbeat, unregister, check config) | `client_manage.rs` |
-//! | `AdminBrokerProcessor` (topics, offsets by time, runtime info) | `admin.rs` |
+//! | `AdminBrokerProcessor` (topics, offsets by time, metadata tables) | `admin.rs` |
+//! | `AdminBrokerProcessor.prepareRuntimeInfo` (GET_BROKER_RUNTIME_INFO) | `runtime_info.rs` |
 //! | `AdminBrokerProcessor` (orderly consumers' queue locks) | `lock.rs` |
 //! | `QueryMessageProcessor` (view by id) | `query.rs` |
 //! | `EndTransactionProcessor` (commit or rollback a half message) | `end_transaction.rs` |
@@ -23,6 +24,7 @@ pub mod end_transaction;
 pub mod lock;
 pub mod pull;
 pub mod query;
+pub mod runtime_info;
 pub mod send;
 
 use super::controller::BrokerController;

@@ -154,6 +154,10 @@ pub fn execute(
     if looked.response.code == rc::PULL_OFFSET_MOVED && !ctrl.is_slave() {
         store_offset_moved_event(ctrl, &header, looked.next_begin_offset);
     }
+    if looked.response.code == rc::SUCCESS {
+        ctrl.stats
+            .inc_get(&header.topic, looked.message_count as u64);
+    }
     let Looked {
         response,
         filter,
@@ -316,6 +320,8 @@ struct Looked {
     regions: Option<Vec<FileRegion>>,
     /// Where the consumer goes on from (also in the response header).
     next_begin_offset: i64,
+    /// Messages the answer carries (when it is SUCCESS).
+    message_count: usize,
 }
 
 /// Java's checks in Java's order, then the store lookup.
@@ -338,6 +344,7 @@ fn look_up(
         metrics.record_pull(&header.topic, messages, bytes);
     }
     let next_begin_offset = result.next_begin_offset;
+    let message_count = result.message_count;
     let response = map_result(ctrl, header, envelope, &group, result);
     // Only a SUCCESS response carries a body.
     let regions = regions.filter(|regions| response.code == rc::SUCCESS && !regions.is_empty());
@@ -346,6 +353,7 @@ fn look_up(
         filter,
         regions,
         next_begin_offset,
+        message_count,
     })
 }
 
@@ -517,27 +525,23 @@ fn map_result(
     group: &SubscriptionGroupConfig,
     result: GetMessageResult,
 ) -> RemotingCommand {
-    let code = status_to_code(result.status, header.queue_offset);
-    let mut suggest = if ctrl.config.broker.slave_read_enabled {
-        if result.suggest_pulling_from_slave {
-            group.which_broker_when_consume_slowly
-        } else {
-            group.broker_id
-        }
-    } else {
-        MASTER_ID
-    };
-    let mut code = code;
-    if code == rc::PULL_OFFSET_MOVED && ctrl.is_slave() && !ctrl.config.broker.offset_check_in_slave
-    {
-        // A slave does not move a consumer; it sends it back to the master to decide.
-        suggest = group.broker_id;
-        code = rc::PULL_RETRY_IMMEDIATELY;
+    let status = status_to_code(result.status, header.queue_offset);
+    let role = RoleAnswer {
+        is_slave: ctrl.is_slave(),
+        slave_read_enabled: ctrl.config.broker.slave_read_enabled,
+        offset_check_in_slave: ctrl.config.broker.offset_check_in_slave,
+        master_online: ctrl.slave_sync.master_online(),
     }
-    let mut response = envelope.response(code, Some(status_name(result.status).to_string()));
+    .decide(group, &result, status);
+    let next_begin_offset = if role.keep_requested_offset {
+        header.queue_offset
+    } else {
+        result.next_begin_offset
+    };
+    let mut response = envelope.response(role.code, Some(status_name(result.status).to_string()));
     PullMessageResponseHeader {
-        suggest_which_broker_id: suggest,
-        next_begin_offset: result.next_begin_offset,
+        suggest_which_broker_id: role.suggest_which_broker_id,
+        next_begin_offset,
         min_offset: result.min_offset_in_queue,
         max_offset: result.max_offset_in_queue,
         offset_delta: None,
@@ -546,10 +550,88 @@ fn map_result(
         forbidden_type: None,
     }
     .encode(&mut response);
-    if code == rc::SUCCESS {
+    if role.code == rc::SUCCESS {
         response.body = result.buffer;
     }
     response
+}
+
+/// What the broker's role makes of a looked-up pull (Java `PullMessageProcessor` and
+/// `DefaultPullMessageResultHandler`, the role branches only).
+#[derive(Debug, Clone, Copy)]
+struct RoleAnswer {
+    is_slave: bool,
+    slave_read_enabled: bool,
+    offset_check_in_slave: bool,
+    /// On a slave: its master is registered (Java `minBrokerIdInGroup == MASTER_ID`).
+    master_online: bool,
+}
+
+/// The response code, the broker the consumer should pull from next, and whether the
+/// consumer must stay at the offset it asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct RoleDecision {
+    code: i32,
+    suggest_which_broker_id: i64,
+    /// The answer carries no messages although the store found some: the consumer must ask
+    /// again from the same offset (clients go on from `nextBeginOffset` after a retry).
+    keep_requested_offset: bool,
+}
+
+impl RoleAnswer {
+    fn decide(
+        self,
+        group: &SubscriptionGroupConfig,
+        result: &GetMessageResult,
+        code: i32,
+    ) -> RoleDecision {
+        let found = result.status == GetMessageStatus::Found;
+        if self.is_slave && !self.slave_read_enabled {
+            // A slave that may not serve reads (`slaveReadEnable` off) sends every consumer
+            // to its master, where it asked to be.
+            return RoleDecision {
+                code: rc::PULL_RETRY_IMMEDIATELY,
+                suggest_which_broker_id: MASTER_ID,
+                keep_requested_offset: true,
+            };
+        }
+        // Read split: a consumer whose backlog has left memory is sent to the group's
+        // slow-consumer broker, any other to the group's broker.
+        let mut suggest = if !self.slave_read_enabled {
+            MASTER_ID
+        } else if result.suggest_pulling_from_slave {
+            group.which_broker_when_consume_slowly
+        } else {
+            group.broker_id
+        };
+        let mut code = code;
+        // A slave's view of a queue may lag its master's: where it would move the consumer
+        // or leave it waiting, it keeps the consumer where it asked to be (a filtered-out
+        // range is still skipped).
+        let keep = result.status != GetMessageStatus::NoMatchedMessage;
+        let mut keep_requested_offset = false;
+        if self.is_slave && !result.suggest_pulling_from_slave && self.master_online {
+            // Caught up on a slave while the master is there: back to the master; a pull
+            // with nothing to return goes there at once rather than wait here.
+            suggest = MASTER_ID;
+            if !found {
+                code = rc::PULL_RETRY_IMMEDIATELY;
+                keep_requested_offset = keep;
+            }
+        }
+        if code == rc::PULL_OFFSET_MOVED && self.is_slave && !self.offset_check_in_slave {
+            // `offsetCheckInSlave` off: a slave does not move a consumer; it sends it to the
+            // group's broker to decide.
+            suggest = group.broker_id;
+            code = rc::PULL_RETRY_IMMEDIATELY;
+            keep_requested_offset = true;
+        }
+        RoleDecision {
+            code,
+            suggest_which_broker_id: suggest,
+            keep_requested_offset,
+        }
+    }
 }
 
 /// Java's status → response code mapping (`DefaultPullMessageResultHandler`).
@@ -709,6 +791,118 @@ mod tests {
         assert!(!filter_reads_records(&all));
         assert!(filter_reads_records(&tags));
         assert!(filter_reads_records(&sql));
+    }
+
+    fn result(status: GetMessageStatus, from_slave: bool) -> GetMessageResult {
+        let mut r = GetMessageResult::empty(status, 7);
+        r.suggest_pulling_from_slave = from_slave;
+        r
+    }
+
+    fn decide(role: RoleAnswer, status: GetMessageStatus, from_slave: bool) -> RoleDecision {
+        let group = SubscriptionGroupConfig {
+            which_broker_when_consume_slowly: 2,
+            ..Default::default()
+        };
+        role.decide(
+            &group,
+            &result(status, from_slave),
+            status_to_code(status, 5),
+        )
+    }
+
+    const MASTER: RoleAnswer = RoleAnswer {
+        is_slave: false,
+        slave_read_enabled: true,
+        offset_check_in_slave: false,
+        master_online: false,
+    };
+    const SLAVE: RoleAnswer = RoleAnswer {
+        is_slave: true,
+        slave_read_enabled: true,
+        offset_check_in_slave: false,
+        master_online: true,
+    };
+
+    #[test]
+    fn a_master_suggests_the_slow_consumer_broker_only_with_slave_reads_on() {
+        let d = decide(MASTER, S::Found, true);
+        assert_eq!((d.code, d.suggest_which_broker_id), (rc::SUCCESS, 2));
+        let d = decide(MASTER, S::Found, false);
+        assert_eq!(d.suggest_which_broker_id, 0, "the group's brokerId");
+        let off = RoleAnswer {
+            slave_read_enabled: false,
+            ..MASTER
+        };
+        assert_eq!(
+            decide(off, S::Found, true).suggest_which_broker_id,
+            MASTER_ID
+        );
+        assert!(!decide(MASTER, S::Found, true).keep_requested_offset);
+    }
+
+    #[test]
+    fn a_slave_without_slave_reads_sends_every_pull_to_the_master() {
+        let off = RoleAnswer {
+            slave_read_enabled: false,
+            ..SLAVE
+        };
+        for status in [S::Found, S::OffsetFoundNull, S::OffsetOverflowBadly] {
+            let d = decide(off, status, true);
+            assert_eq!(d.code, rc::PULL_RETRY_IMMEDIATELY, "{status:?}");
+            assert_eq!(d.suggest_which_broker_id, MASTER_ID);
+            assert!(d.keep_requested_offset);
+        }
+    }
+
+    #[test]
+    fn a_slave_serves_a_slow_consumer_and_sends_a_caught_up_one_back() {
+        // Behind: served here, told to stay on the slow-consumer broker.
+        let d = decide(SLAVE, S::Found, true);
+        assert_eq!((d.code, d.suggest_which_broker_id), (rc::SUCCESS, 2));
+        // Caught up, messages found: served, told to go back to the master.
+        let d = decide(SLAVE, S::Found, false);
+        assert_eq!(
+            (d.code, d.suggest_which_broker_id),
+            (rc::SUCCESS, MASTER_ID)
+        );
+        // Caught up, nothing new: retry on the master at once, from the same offset.
+        let d = decide(SLAVE, S::OffsetOverflowOne, false);
+        assert_eq!(d.code, rc::PULL_RETRY_IMMEDIATELY);
+        assert_eq!(d.suggest_which_broker_id, MASTER_ID);
+        assert!(d.keep_requested_offset);
+        // Master away: the slave answers as a master would (long polling included).
+        let alone = RoleAnswer {
+            master_online: false,
+            ..SLAVE
+        };
+        let d = decide(alone, S::OffsetOverflowOne, false);
+        assert_eq!(d.code, rc::PULL_NOT_FOUND);
+        assert!(!d.keep_requested_offset);
+    }
+
+    #[test]
+    fn offset_moved_on_a_slave_follows_offset_check_in_slave() {
+        let alone = RoleAnswer {
+            master_online: false,
+            ..SLAVE
+        };
+        let d = decide(alone, S::OffsetTooSmall, false);
+        assert_eq!(d.code, rc::PULL_RETRY_IMMEDIATELY);
+        assert_eq!(d.suggest_which_broker_id, 0, "the group's brokerId");
+        assert!(d.keep_requested_offset);
+        let checked = RoleAnswer {
+            offset_check_in_slave: true,
+            ..alone
+        };
+        let d = decide(checked, S::OffsetTooSmall, false);
+        assert_eq!(d.code, rc::PULL_OFFSET_MOVED);
+        assert!(!d.keep_requested_offset);
+        // On a master the flag changes nothing.
+        assert_eq!(
+            decide(MASTER, S::OffsetTooSmall, false).code,
+            rc::PULL_OFFSET_MOVED
+        );
     }
 
     #[test]

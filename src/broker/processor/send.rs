@@ -119,6 +119,18 @@ pub async fn send_message(cx: &RequestContext<'_>, request: &RemotingCommand) ->
     respond(send_response(ctrl, request, put, queue_id, uniq_key))
 }
 
+/// A slave stores only what it replicates from its master: every send is refused before
+/// anything else is checked (Java `SendMessageProcessor.rejectRequest` / the store's slave
+/// mode check).
+fn refuse_on_slave(ctrl: &BrokerController) -> Result<(), BrokerError> {
+    if ctrl.is_slave() {
+        return Err(BrokerError::SlaveSendForbidden {
+            broker_id: ctrl.config.broker.id,
+        });
+    }
+    Ok(())
+}
+
 /// Waits until the topics created since `generation` (a DLQ topic made while storing) are in
 /// topics.json, so an answered message never sits in a topic a crash made the broker forget.
 async fn wait_topics_written_since(
@@ -131,12 +143,24 @@ async fn wait_topics_written_since(
     Ok(())
 }
 
+/// A send-back needs the master beside the broker that got it (Java 5's
+/// `peekMasterBroker`), which only a master has.
+fn refuse_send_back_on_slave(ctrl: &BrokerController) -> Result<(), BrokerError> {
+    if ctrl.is_slave() {
+        return Err(BrokerError::SendBackNoMaster {
+            broker_ip: ctrl.config.broker.advertised_ip.clone(),
+        });
+    }
+    Ok(())
+}
+
 /// Java `msgCheck` plus topic auto-creation. Says whether the topic was created now.
 fn msg_check(
     ctrl: &BrokerController,
     header: &SendMessageRequestHeader,
     remote_addr: SocketAddr,
 ) -> Result<(Arc<TopicConfig>, bool), BrokerError> {
+    refuse_on_slave(ctrl)?;
     if ctrl.broker_permission() & perm::PERM_WRITE == 0 {
         return Err(BrokerError::BrokerForbidden {
             broker_addr: ctrl.broker_addr.clone(),
@@ -273,8 +297,16 @@ fn send_single(
         });
     } else {
         apply_delay_level(ctrl, &mut msg);
-        ctrl.store.put_message(&msg)
+        let put = ctrl.store.put_message(&msg);
+        if let Ok(p) = &put {
+            // Java counts the topic the message was stored in: a delayed one in
+            // SCHEDULE_TOPIC_XXXX (a system topic) now, in its own when it is delivered.
+            ctrl.stats
+                .inc_put(&msg.topic, p.message_count.max(0) as u64);
+        }
+        put
     };
+    // A half message is stored in RMQ_SYS_TRANS_HALF_TOPIC, which the totals leave out.
     Ok((put.map_err(BrokerError::PutMessage)?, uniq_key))
 }
 
@@ -317,6 +349,8 @@ fn send_batch(
         .store
         .put_messages(&batch)
         .map_err(BrokerError::PutMessage)?;
+    ctrl.stats
+        .inc_put(&batch.topic, put.message_count.max(0) as u64);
     Ok((put, None))
 }
 
@@ -472,6 +506,7 @@ pub async fn consumer_send_msg_back(
 ) -> ProcessResult {
     let (ctrl, remote_addr) = (cx.ctrl, cx.conn.remote_addr);
     let header = ConsumerSendMsgBackRequestHeader::decode(request)?;
+    refuse_send_back_on_slave(ctrl)?;
     let gc = ctrl
         .groups
         .find_or_auto_create(&header.group)?

@@ -22,6 +22,7 @@ use crate::store::format::{
     PROPERTIES_MAX_BYTES, TOPIC_V2_MAX_BYTES,
 };
 use crate::store::segment::Segment;
+use crate::store::store_stats_service::StoreStatsService;
 use crate::store::types::{BatchToStore, MessageToStore, PutMessageResult, PutMessageStatus};
 
 /// Per-message fields of an append.
@@ -56,6 +57,22 @@ struct AppendShape {
 struct Placement {
     segment: Arc<Segment>,
     phy_offset: i64,
+}
+
+/// Marks the writer lock as held for Java's `pageCacheLockTimeMills` while it lives.
+struct InLock<'a>(&'a StoreStatsService);
+
+impl<'a> InLock<'a> {
+    fn enter(stats: &'a StoreStatsService) -> Self {
+        stats.set_in_lock(Some(now_ms()));
+        InLock(stats)
+    }
+}
+
+impl Drop for InLock<'_> {
+    fn drop(&mut self) {
+        self.0.set_in_lock(None);
+    }
 }
 
 /// What the writer lock fixed for one append.
@@ -150,9 +167,12 @@ impl Inner {
         }
         let shape = self.validate_append(common, entries)?;
         let mut writer = lock(&self.writer);
+        // Declared after the lock, so an early return clears it before the lock is released.
+        let in_lock = InLock::enter(&self.stats);
         let slot = self.reserve(&mut writer, common, &shape, entries.len())?;
         let msg_ids = self.encode(&mut writer, common, entries, &shape, &slot);
         self.write_and_publish(&writer, &shape, &slot, entries.len())?;
+        drop(in_lock);
         drop(writer);
         self.after_append();
         self.notify_arrivals(common, entries, &slot);

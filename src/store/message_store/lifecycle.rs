@@ -21,6 +21,7 @@ use crate::store::format;
 use crate::store::fs::{self, FileSystem, RealFs};
 use crate::store::index_service::{IndexDimensions, IndexService};
 use crate::store::io::IoEngine;
+use crate::store::store_stats_service::StoreStatsService;
 
 impl MessageStore {
     /// Opens (creating if needed) the store at `config.root_dir`, recovers it, and starts the
@@ -84,6 +85,7 @@ impl MessageStore {
             index_thread: std::sync::OnceLock::new(),
             index_stop: AtomicBool::new(false),
             shut_down: AtomicBool::new(false),
+            stats: StoreStatsService::new(crate::common::now_ms()),
             _lock_file: lock_file,
         });
         let mut recovery = inner.recover(abnormal, checkpoint)?;

@@ -44,6 +44,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::thread::JoinHandle;
+use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use tokio::sync::watch;
@@ -58,6 +59,7 @@ use crate::store::fs::FileSystem;
 use crate::store::index_service::IndexService;
 use crate::store::io::IoEngine;
 use crate::store::region::{FileRegion, GetMessageRegions, RegionShape};
+use crate::store::store_stats_service::StoreStatsService;
 use crate::store::types::{
     ArrivalListener, BatchToStore, BoundaryType, GetMessageRequest, GetMessageResult,
     MessageToStore, PutMessageResult, RecoveryReport,
@@ -170,6 +172,8 @@ struct Inner {
     /// Tells the index thread to stop.
     index_stop: AtomicBool,
     shut_down: AtomicBool,
+    /// Java `StoreStatsService`: put and get counters, latencies and their samples.
+    stats: StoreStatsService,
     _lock_file: nix::fcntl::Flock<File>,
 }
 
@@ -203,12 +207,49 @@ impl MessageStore {
     /// the fsync: with `sync` flush, await [`MessageStore::wait_flushed`] with
     /// [`PutMessageResult::end_phy_offset`] before acknowledging.
     pub fn put_message(&self, msg: &MessageToStore) -> Result<PutMessageResult, StoreError> {
-        self.inner.put_message(msg)
+        let started = Instant::now();
+        let put = self.inner.put_message(msg);
+        self.count_put(&put, started);
+        put
     }
 
     /// Appends a batch (Java `MessageBatch`) as consecutive records with consecutive queue offsets.
     pub fn put_messages(&self, batch: &BatchToStore) -> Result<PutMessageResult, StoreError> {
-        self.inner.put_messages(batch)
+        let started = Instant::now();
+        let put = self.inner.put_messages(batch);
+        self.count_put(&put, started);
+        put
+    }
+
+    /// Java `DefaultMessageStore.putMessage`'s accounting: the put's time, and on success its
+    /// records and bytes (as `CommitLog` counts them), else one failure.
+    fn count_put(&self, put: &Result<PutMessageResult, StoreError>, started: Instant) {
+        let elapsed_ms = started.elapsed().as_millis() as u64;
+        match put {
+            Ok(p) => self.inner.stats.on_put_ok(
+                p.message_count.max(0) as u64,
+                p.wrote_bytes.max(0) as u64,
+                elapsed_ms,
+            ),
+            Err(_) => self.inner.stats.on_put_failed(elapsed_ms),
+        }
+    }
+
+    /// Java `DefaultMessageStore.getMessage`'s accounting: found or missed, messages
+    /// returned, the lookup's time.
+    fn count_get(&self, got: &Result<GetMessageResult, StoreError>, started: Instant) {
+        let elapsed_ms = started.elapsed().as_millis() as u64;
+        if let Ok(r) = got {
+            let found = r.status == crate::store::types::GetMessageStatus::Found;
+            self.inner
+                .stats
+                .on_get(found, r.message_count as u64, elapsed_ms);
+        }
+    }
+
+    /// The store's counters (Java `getStoreStatsService`).
+    pub fn stats(&self) -> &StoreStatsService {
+        &self.inner.stats
     }
 
     /// Group commit: resolves once the fsync covering `end_phy_offset` is done.
@@ -222,8 +263,12 @@ impl MessageStore {
         &self,
         request: &GetMessageRequest<'_>,
     ) -> Result<GetMessageResult, StoreError> {
-        self.inner
-            .get_message(request, PULL_MSG_SIZE_MAX_BYTES, None)
+        let started = Instant::now();
+        let got = self
+            .inner
+            .get_message(request, PULL_MSG_SIZE_MAX_BYTES, None);
+        self.count_get(&got, started);
+        got
     }
 
     /// [`MessageStore::get_message`] with the pull request's `maxMsgBytes` (5.x
@@ -248,9 +293,12 @@ impl MessageStore {
     ) -> Result<GetMessageRegions, StoreError> {
         let pull_size_max_bytes = max_total_msg_size_bytes.clamp(100, PULL_MSG_SIZE_MAX_BYTES);
         let mut wanted = RegionsWanted::new(choose);
-        let result = self
+        let started = Instant::now();
+        let got = self
             .inner
-            .get_message(request, pull_size_max_bytes, Some(&mut wanted))?;
+            .get_message(request, pull_size_max_bytes, Some(&mut wanted));
+        self.count_get(&got, started);
+        let result = got?;
         Ok(GetMessageRegions {
             result,
             regions: wanted.into_regions(),

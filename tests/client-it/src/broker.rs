@@ -113,7 +113,8 @@ fn bind_loopback(port: u16) -> io::Result<TcpListener> {
     TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
 }
 
-/// Picks free loopback ports: `p` and `p-2` for the broker and another for the name server.
+/// Picks free loopback ports: `p`, `p-2` and `p+1` (HA) for the broker and another for the
+/// name server.
 ///
 /// All three are bound at once while picking so they are distinct and free at that moment;
 /// another process may still take one before the broker binds it, so [`BrokerProcess::start`]
@@ -134,13 +135,20 @@ pub fn pick_ports() -> Result<BrokerPorts, HarnessError> {
         let Ok(fast) = bind_loopback(fast_port) else {
             continue;
         };
+        // A master's HA port is its listen port + 1 (Java's default).
+        let Some(ha_port) = broker_port.checked_add(1) else {
+            continue;
+        };
+        let Ok(ha) = bind_loopback(ha_port) else {
+            continue;
+        };
         let namesrv = bind_loopback(0).map_err(io_err("binding 127.0.0.1:0"))?;
         let namesrv_port = namesrv
             .local_addr()
             .map_err(io_err("reading a bound port"))?
             .port();
-        // The three listeners are held together, so namesrv_port differs from both.
-        drop((main, fast, namesrv));
+        // The listeners are held together, so namesrv_port differs from the others.
+        drop((main, fast, ha, namesrv));
         return Ok(BrokerPorts {
             broker_port,
             fast_port,
@@ -512,7 +520,7 @@ impl BrokerProcess {
                 Some(format!("log line containing {BROKER_READY_MARKER:?}"))
             } else if !can_connect(self.ports.broker_port) {
                 Some(format!("connect to broker port {}", self.ports.broker_port))
-            } else if !can_connect(self.ports.namesrv_port) {
+            } else if self.embeds_namesrv() && !can_connect(self.ports.namesrv_port) {
                 Some(format!(
                     "connect to namesrv port {}",
                     self.ports.namesrv_port
@@ -533,6 +541,14 @@ impl BrokerProcess {
             }
             std::thread::sleep(POLL_INTERVAL);
         }
+    }
+
+    /// Whether the broker runs its own name server (no RINGMQ_NAMESRV_ADDR given).
+    fn embeds_namesrv(&self) -> bool {
+        !self
+            .env_overrides
+            .iter()
+            .any(|(k, v)| k == "RINGMQ_NAMESRV_ADDR" && !v.trim().is_empty())
     }
 
     fn log_shows_bind_conflict(&self) -> bool {

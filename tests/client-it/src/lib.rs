@@ -11,12 +11,15 @@
 //!   consumer helpers, [`run_bounded`] for time-bounded async test bodies.
 //! - [`messages`]: fully checkable test messages and a [`DeliveryLog`].
 //! - [`scenarios`]: bodies shared by several test binaries.
+//! - [`ha`]: a name server process and a master + slave group, and raw admin calls
+//!   (GET_BROKER_RUNTIME_INFO, QUERY_CONSUMER_OFFSET) to each broker.
 
 // The client's async state machines are deep; its own examples raise the limit likewise.
 #![recursion_limit = "512"]
 
 pub mod broker;
 pub mod client;
+pub mod ha;
 pub mod messages;
 pub mod scenarios;
 
