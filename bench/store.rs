@@ -98,7 +98,14 @@ struct AppendRun {
     log_bytes: u64,
     elapsed_s: f64,
     sync_calls: u64,
+    /// CommitLog bytes the index thread had still to index when the appenders stopped.
+    index_behind_bytes: i64,
+    /// Time the index thread then took to catch up.
+    index_catch_up_ms: f64,
 }
+
+/// Longest wait for the index thread to catch up after a run.
+const INDEX_CATCH_UP_MAX: Duration = Duration::from_secs(60);
 
 /// Appends from `threads` threads for `duration`; with sync flush each append waits for its
 /// fsync before the thread appends again (what a SYNC_FLUSH broker does per send).
@@ -152,13 +159,32 @@ fn run_append(
         log_bytes += b;
     }
     let elapsed_s = started.elapsed().as_secs_f64();
+    let sync_calls = sync_calls() - sync_before;
+    let (index_behind_bytes, index_catch_up_ms) = wait_index_caught_up(store);
     AppendRun {
         msgs,
         body_bytes: msgs * body_size_bytes as u64,
         log_bytes,
         elapsed_s,
-        sync_calls: sync_calls() - sync_before,
+        sync_calls,
+        index_behind_bytes,
+        index_catch_up_ms,
     }
+}
+
+/// The index lag when the appenders stopped, and how long the index thread took to clear it
+/// (so the next run starts with no backlog).
+fn wait_index_caught_up(store: &MessageStore) -> (i64, f64) {
+    let behind = store.dispatch_behind_bytes();
+    let started = Instant::now();
+    while store.dispatch_behind_bytes() > 0 {
+        assert!(
+            started.elapsed() < INDEX_CATCH_UP_MAX,
+            "index still behind after {INDEX_CATCH_UP_MAX:?}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    (behind, started.elapsed().as_secs_f64() * 1e3)
 }
 
 struct ReadRun {
@@ -292,6 +318,8 @@ fn append_table(cells: &[AppendCell], results: &[Vec<AppendRun>], counting: bool
         "body MB/s",
         "CommitLog MB/s",
         "fsync calls per append",
+        "index behind at stop, KB (median)",
+        "index catch-up ms (median)",
     ]);
     for (cell, runs) in cells.iter().zip(results) {
         let rates: Vec<f64> = runs.iter().map(|r| r.msgs as f64 / r.elapsed_s).collect();
@@ -301,6 +329,11 @@ fn append_table(cells: &[AppendCell], results: &[Vec<AppendRun>], counting: bool
             .iter()
             .map(|r| r.sync_calls as f64 / r.msgs.max(1) as f64)
             .collect();
+        let behind: Vec<f64> = runs
+            .iter()
+            .map(|r| r.index_behind_bytes as f64 / 1e3)
+            .collect();
+        let catch_up: Vec<f64> = runs.iter().map(|r| r.index_catch_up_ms).collect();
         table.row(vec![
             format!("{:?}", cell.0).to_lowercase(),
             format!("{} B", cell.1),
@@ -314,6 +347,8 @@ fn append_table(cells: &[AppendCell], results: &[Vec<AppendRun>], counting: bool
             } else {
                 "n/a".to_string()
             },
+            format!("{:.1}", median(&behind)),
+            format!("{:.1}", median(&catch_up)),
         ]);
     }
     table

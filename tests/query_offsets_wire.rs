@@ -50,6 +50,20 @@ fn query(
     invoke(c, cmd)
 }
 
+/// The index is built on its own thread behind the writer (as Java's reput): waits, bounded,
+/// until the last message sent answers a unique-key query (the index follows CommitLog order,
+/// so every earlier one is indexed too).
+fn wait_indexed(c: &mut BlockingClient, topic: &str, last_uniq: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while query(c, topic, last_uniq, 1, true).code != rc::SUCCESS {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{last_uniq} not indexed within 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// (UNIQ_KEY, store timestamp) of each record of a body.
 fn records(body: &[u8]) -> Vec<(String, i64)> {
     let mut out = Vec::new();
@@ -79,6 +93,7 @@ fn query_message_by_key_and_by_unique_key() {
             &format!("U-{i}"),
         );
     }
+    wait_indexed(&mut c, "QTopic", "U-4");
     let r = query(&mut c, "QTopic", "order-1", 32, false);
     assert_eq!(r.code, rc::SUCCESS, "{r:?}");
     let found: Vec<String> = records(&r.body).into_iter().map(|(u, _)| u).collect();

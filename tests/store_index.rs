@@ -1,10 +1,12 @@
 //! The message index (Java `IndexFile`): files built by the store are compared byte for byte
 //! with files this test builds from the layout in docs/FORMAT.md (its own decoder, its own
 //! String.hashCode, no store code), and the index survives crashes, rebuilds and retention.
+//! The index is built on a thread behind the writer: tests wait (bounded) for it to catch up.
 
 mod store_common;
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use ringmq::store::format;
 use ringmq::store::{MessageStore, MessageToStore, StoreConfig};
@@ -31,6 +33,15 @@ fn keyed(topic: &str, keys: &str, uniq: &str) -> MessageToStore {
     }
     m.properties = format::encode_properties(pairs);
     m
+}
+
+/// Waits, bounded, until the index thread has indexed every record written so far.
+fn wait_indexed(store: &MessageStore) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while store.dispatch_behind_bytes() > 0 {
+        assert!(Instant::now() < deadline, "index still behind after 10 s");
+        std::thread::sleep(Duration::from_millis(2));
+    }
 }
 
 // --- The independent side: written from docs/FORMAT.md ("Index file"). ---
@@ -237,6 +248,7 @@ fn query_finds_keys_and_unique_keys_across_files() {
         let m = keyed("T", &format!("k{} shared", i % 3), &format!("U{i}"));
         offsets.push(store.put_message(&m).unwrap().wrote_phy_offset);
     }
+    wait_indexed(&store);
     assert!(store.index_files().len() > 1);
     assert_eq!(query(&store, "T", "U7"), vec![offsets[7]]);
     assert_eq!(
@@ -313,6 +325,7 @@ fn retention_deletes_index_files_of_deleted_commit_log_files() {
         m.body = body.clone().into();
         store.put_message(&m).unwrap();
     }
+    wait_indexed(&store);
     let before = store.index_files().len();
     assert!(before > 2, "{before}");
     let deleted = store.delete_expired_files(i64::MAX / 2).unwrap();
@@ -334,7 +347,35 @@ fn disabled_index_writes_no_files() {
     cfg.message_index_enable = false;
     let store = open(cfg);
     store.put_message(&keyed("T", "k", "U")).unwrap();
+    assert_eq!(store.dispatch_behind_bytes(), 0);
     assert!(query(&store, "T", "k").is_empty());
     assert!(index_files(dir.path()).is_empty());
+    store.shutdown().unwrap();
+}
+
+#[test]
+fn index_thread_follows_the_writer_across_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path());
+    cfg.commit_log_file_size_bytes = 4096;
+    let store = open(cfg.clone());
+    let mut offsets = Vec::new();
+    for i in 0..40 {
+        let mut m = keyed("T", "k", &format!("U{i}"));
+        m.body = vec![b'x'; 300].into();
+        offsets.push(store.put_message(&m).unwrap().wrote_phy_offset);
+    }
+    // Several CommitLog files: the thread stepped over their BLANK fillers.
+    assert!(offsets.last().unwrap() / 4096 >= 2);
+    wait_indexed(&store);
+    assert_eq!(store.dispatch_behind_bytes(), 0);
+    for (i, offset) in offsets.iter().enumerate() {
+        assert_eq!(query(&store, "T", &format!("U{i}")), vec![*offset]);
+    }
+    // A crash right after appends: the next open indexes what the thread had not.
+    store.put_message(&keyed("T", "late", "U-late")).unwrap();
+    drop(store);
+    let store = open(cfg);
+    assert_eq!(query(&store, "T", "late").len(), 1);
     store.shutdown().unwrap();
 }

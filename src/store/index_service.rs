@@ -112,7 +112,11 @@ impl IndexService {
             );
         }
         let header = last.header();
-        let indexed = header.index_count > 1 || files.len() > 1;
+        // Only a last file holding entries has indexed the record at its end whole. An empty
+        // one carries the previous file's end, and the message there may have rolled between
+        // two keys (its later keys lost with this file's unwritten header): index it again
+        // (queries drop the duplicate offsets of its earlier keys).
+        let indexed = header.index_count > 1;
         Ok((header.end_phy_offset, indexed))
     }
 
@@ -255,8 +259,12 @@ impl IndexService {
         Ok(expired)
     }
 
-    /// Writes the header of every changed file and fsyncs it.
+    /// Writes the header of every changed file and fsyncs it. Under `write_lock`: a header
+    /// covers whole messages only (one taken between two keys of a message would end at that
+    /// message, which recovery then skips as indexed, losing its other keys). The index
+    /// thread waits for the fsync; the writer never does.
     pub fn flush(&self) -> Result<(), StoreError> {
+        let _guard = self.write_lock.lock().unwrap_or_else(|e| e.into_inner());
         for file in self.files().iter() {
             file.flush()?;
         }

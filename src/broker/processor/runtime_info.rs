@@ -138,8 +138,11 @@ fn store_runtime_info(ctrl: &BrokerController, now: i64, table: &mut BTreeMap<St
         "commitLogMaxOffset".into(),
         store.max_phy_offset().to_string(),
     );
-    // Records reach the ConsumeQueue inside the append: nothing is left to dispatch.
-    table.insert("dispatchBehindBytes".into(), "0".into());
+    // The ConsumeQueue is written inside the append; the index thread is what trails.
+    table.insert(
+        "dispatchBehindBytes".into(),
+        store.dispatch_behind_bytes().to_string(),
+    );
     table.insert(
         "pageCacheLockTimeMills".into(),
         store.stats().lock_time_ms(now).to_string(),

@@ -21,7 +21,6 @@ use crate::store::format::{
     self, encode_cq_unit, CqUnit, RecordFields, END_FILE_BLANK_SIZE_MIN_BYTES,
     PROPERTIES_MAX_BYTES, TOPIC_V2_MAX_BYTES,
 };
-use crate::store::index_service::IndexedMessage;
 use crate::store::segment::Segment;
 use crate::store::store_stats_service::StoreStatsService;
 use crate::store::types::{BatchToStore, MessageToStore, PutMessageResult, PutMessageStatus};
@@ -173,7 +172,6 @@ impl Inner {
         let slot = self.reserve(&mut writer, common, &shape, entries.len())?;
         let msg_ids = self.encode(&mut writer, common, entries, &shape, &slot);
         self.write_and_publish(&writer, &shape, &slot, entries.len())?;
-        self.index_appended(common, entries, &shape, &slot);
         drop(in_lock);
         drop(writer);
         self.after_append();
@@ -324,36 +322,6 @@ impl Inner {
             cq.set_max_offset_in_queue(slot.first_queue_offset + message_count as i64);
         }
         Ok(())
-    }
-
-    /// Indexes the records of this append, still under the writer lock so the index follows
-    /// CommitLog order (Java's dispatch to `IndexService.buildIndex`).
-    fn index_appended(
-        &self,
-        common: &AppendCommon<'_>,
-        entries: &[AppendEntry<'_>],
-        shape: &AppendShape,
-        slot: &AppendSlot,
-    ) {
-        if self.index.is_none() {
-            return;
-        }
-        let mut phy_offset = slot.place.phy_offset;
-        for entry in entries {
-            self.index_record(&IndexedMessage {
-                topic: common.topic,
-                properties: entry.properties,
-                sys_flag: shape.sys_flag,
-                phy_offset,
-                store_timestamp_ms: slot.store_timestamp_ms,
-            });
-            phy_offset += format::record_size(
-                shape.sys_flag,
-                entry.body.len(),
-                common.topic.len(),
-                entry.properties.len(),
-            ) as i64;
-        }
     }
 
     /// Tells the arrival listener about each message. Only messages that got a ConsumeQueue
@@ -512,10 +480,13 @@ impl Inner {
         self.commit_log.set_max_phy_offset(end_phy_offset);
     }
 
+    /// After the writer lock is released: the flush request (`sync`) and the index thread's
+    /// wake-up.
     pub(super) fn after_append(&self) {
         if self.config.flush_policy == FlushPolicy::Sync {
             self.request_flush();
         }
+        self.wake_index();
     }
 }
 

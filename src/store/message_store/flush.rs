@@ -119,7 +119,8 @@ impl Inner {
 
     /// Writes the index headers and fsyncs the index files. The index is derived data that
     /// recovery rebuilds from the CommitLog, so a failure does not poison the store: indexing
-    /// stops until the next open, which indexes again from the last durable header.
+    /// stops until the next open, which indexes again from the last durable header (a retried
+    /// fsync could report dirty pages the kernel dropped as durable).
     fn flush_index(&self) {
         if let Some(index) = &self.index {
             if let Err(e) = index.flush() {

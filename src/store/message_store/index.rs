@@ -1,8 +1,7 @@
-//! The message index inside the store: entries written as records are appended (under the
-//! writer lock, so the index follows CommitLog order), rebuilt at open for the records after
-//! the index's end, and queried by key (Java `DefaultMessageStore.queryMessage`).
+//! The message index inside the store: rebuilt at open for the records after the index's end,
+//! and queried by key (Java `DefaultMessageStore.queryMessage`). The index thread (`reput`)
+//! indexes the records appended after the open.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -34,23 +33,6 @@ impl QueryMessageResult {
 }
 
 impl Inner {
-    /// Indexes one record just written. A failure stops indexing until the next open (whose
-    /// recovery indexes the records again from the index's end); the message itself is stored.
-    pub(super) fn index_record(&self, msg: &IndexedMessage<'_>) {
-        let Some(index) = &self.index else { return };
-        if self.index_failed.load(Ordering::Acquire) {
-            return;
-        }
-        if let Err(e) = index.build_index(msg) {
-            self.index_failed.store(true, Ordering::Release);
-            tracing::error!(
-                error = %e,
-                phy_offset = msg.phy_offset,
-                "building the message index failed; indexing stops until the broker restarts"
-            );
-        }
-    }
-
     /// Indexes the records the index lacks, from its end to `end_phy_offset` (Java's reput
     /// behind `IndexService.load`). Returns the records indexed.
     pub(super) fn rebuild_index(&self, end_phy_offset: i64) -> Result<u64, StoreError> {
@@ -140,6 +122,8 @@ impl Inner {
                 break;
             }
             found.phy_offsets.sort_unstable();
+            // A record whose index write was retried may be listed twice.
+            found.phy_offsets.dedup();
             result.index_last_update_timestamp_ms = found.index_last_update_timestamp_ms;
             result.index_last_update_phy_offset = found.index_last_update_phy_offset;
             for (i, offset) in found.phy_offsets.iter().enumerate() {

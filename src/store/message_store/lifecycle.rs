@@ -85,12 +85,18 @@ impl MessageStore {
             deleted_topics: Mutex::new(deleted_topics),
             index,
             index_failed: AtomicBool::new(false),
+            index_phy_offset: AtomicI64::new(0),
+            index_thread: std::sync::OnceLock::new(),
+            index_stop: AtomicBool::new(false),
             shut_down: AtomicBool::new(false),
             stats: StoreStatsService::new(crate::common::now_ms()),
             _lock_file: lock_file,
         });
         let mut recovery = inner.recover(abnormal, checkpoint)?;
         recovery.index_records_rebuilt = inner.rebuild_index(recovery.end_phy_offset)?;
+        inner
+            .index_phy_offset
+            .store(recovery.end_phy_offset, Ordering::Release);
         // Recovery kept only what is on disk; the flush below makes it durable before any new
         // append is acknowledged.
         let max_phy_offset = inner.commit_log.max_phy_offset();
@@ -101,7 +107,10 @@ impl MessageStore {
         write_abort_file(inner.fs.as_ref(), &abort_path)?;
         // A broker started on a full disk refuses writes from the start.
         inner.check_disk_space();
-        let threads = vec![spawn_flush_thread(&inner)?, spawn_retention_thread(&inner)?];
+        let mut threads = vec![spawn_flush_thread(&inner)?, spawn_retention_thread(&inner)?];
+        if inner.index.is_some() {
+            threads.push(spawn_index_thread(&inner)?);
+        }
         Ok(Arc::new(MessageStore {
             inner,
             threads: Mutex::new(threads),
@@ -120,6 +129,9 @@ impl MessageStore {
         if let Some(reason) = self.is_read_only() {
             return Err(StoreError::Poisoned { reason });
         }
+        // The index thread is joined; index what it left so the clean restart has nothing to
+        // index again.
+        self.inner.index_drain();
         self.inner.flush_all()?;
         fs::remove_file(
             self.inner.fs.as_ref(),
@@ -131,6 +143,8 @@ impl MessageStore {
         lock(&self.inner.signal).stop = true;
         self.inner.signal_cv.notify_all();
         self.inner.retention_cv.notify_all();
+        self.inner.index_stop.store(true, Ordering::Release);
+        self.inner.wake_index();
         let threads: Vec<JoinHandle<()>> = lock(&self.threads).drain(..).collect();
         for handle in threads {
             // A panicked background thread has nothing left to clean up.
@@ -161,6 +175,17 @@ fn spawn_retention_thread(inner: &Arc<Inner>) -> Result<JoinHandle<()>, StoreErr
         .name("store-retention".to_owned())
         .spawn(move || inner.retention_loop())
         .map_err(|e| StoreError::io("spawn thread", "store-retention", e))
+}
+
+fn spawn_index_thread(inner: &Arc<Inner>) -> Result<JoinHandle<()>, StoreError> {
+    let thread_inner = Arc::clone(inner);
+    let handle = std::thread::Builder::new()
+        .name("store-index".to_owned())
+        .spawn(move || thread_inner.index_loop())
+        .map_err(|e| StoreError::io("spawn thread", "store-index", e))?;
+    // Set once: `open` spawns one index thread per store.
+    let _ = inner.index_thread.set(handle.thread().clone());
+    Ok(handle)
 }
 
 // -------------------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ mod lookup;
 mod quarantine;
 mod recovery;
 mod replica;
+mod reput;
 mod retention;
 
 use std::collections::HashMap;
@@ -167,8 +168,14 @@ struct Inner {
     deleted_topics: Mutex<DeletedTopics>,
     /// The message index; `None` when `message_index_enable` is off.
     index: Option<IndexService>,
-    /// Set once building the index failed: it stops until the next open.
+    /// Set once an index fsync failed: indexing stops until the next open.
     index_failed: AtomicBool,
+    /// CommitLog offset the index thread has indexed up to (Java `reputFromOffset`).
+    index_phy_offset: AtomicI64,
+    /// The index thread, woken after appends (set once it is spawned).
+    index_thread: std::sync::OnceLock<std::thread::Thread>,
+    /// Tells the index thread to stop.
+    index_stop: AtomicBool,
     shut_down: AtomicBool,
     /// Java `StoreStatsService`: put and get counters, latencies and their samples.
     stats: StoreStatsService,
@@ -400,6 +407,13 @@ impl MessageStore {
     ) -> Result<QueryMessageResult, StoreError> {
         self.inner
             .query_message(topic, key, max_num, (begin_ms, end_ms), max_total_bytes)
+    }
+
+    /// Java `dispatchBehindBytes`: CommitLog bytes not yet dispatched. The ConsumeQueue is
+    /// written with the record, so this is what the index thread has still to index (0 with
+    /// the index off). A query right after an append may miss a message while it is not 0.
+    pub fn dispatch_behind_bytes(&self) -> i64 {
+        self.inner.index_behind_bytes()
     }
 
     /// The index files, oldest first (empty when the index is disabled).

@@ -76,6 +76,19 @@ fn query_message_by_key_and_by_unique_key() {
                     .expect("a send result");
                 ids.push(result.msg_id.clone().expect("msg id").to_string());
             }
+            // The broker indexes on a thread behind its writer (as Java's reput): wait,
+            // bounded, until the last message answers its own key (earlier ones are indexed
+            // before it).
+            let last_key = &expected_keys(&run, 4)[0];
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while producer
+                .query_message(&topic, last_key, 32, begin, now_ms() + 60_000)
+                .await
+                .is_err()
+            {
+                assert!(std::time::Instant::now() < deadline, "not indexed in 10 s");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
             let key = &expected_keys(&run, 3)[0];
             let found = producer
                 .query_message(&topic, key, 32, begin, now_ms() + 60_000)
