@@ -280,9 +280,9 @@ impl SlaveSynchronize {
 /// Java `SubscriptionGroupWrapper`, as far as the slave reads it.
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(rename_all = "camelCase", default)]
-struct SubscriptionGroupWrapper {
+pub struct SubscriptionGroupWrapper {
     #[serde(deserialize_with = "crate::remoting::body::json::null_as_default")]
-    subscription_group_table: BTreeMap<String, SubscriptionGroupConfig>,
+    pub subscription_group_table: BTreeMap<String, SubscriptionGroupConfig>,
 }
 
 /// The offset a synced queue takes on the slave: the master's, unless a consumer committed a

@@ -6,8 +6,8 @@ use crate::broker::controller::BrokerController;
 use crate::broker::topic_config_manager::retry_topic;
 use crate::common::topic_validator::validate_group;
 use crate::net::{ConnectionContext, Outbound};
-use crate::remoting::body::heartbeat::{HeartbeatData, SubscriptionData};
-use crate::remoting::body::json::{lenient, parse_lenient};
+use crate::remoting::body::heartbeat::{CheckClientRequestBody, HeartbeatData};
+use crate::remoting::body::json::parse_lenient;
 use crate::remoting::body::perm;
 use crate::remoting::codes::{request_code, response_code as rc};
 use crate::remoting::command::RemotingCommand;
@@ -115,15 +115,7 @@ pub async fn check_client_config(
     request: &RemotingCommand,
 ) -> ProcessResult {
     let ctrl = cx.ctrl;
-    /// Java `CheckClientRequestBody` (its `clientId` and `namespace` are not needed here).
-    #[derive(Default, serde::Deserialize)]
-    #[serde(rename_all = "camelCase", default)]
-    struct Body {
-        #[serde(deserialize_with = "lenient")]
-        group: String,
-        subscription_data: Option<SubscriptionData>,
-    }
-    let body: Body = parse_lenient(&request.body, "CheckClientRequestBody")
+    let body: CheckClientRequestBody = parse_lenient(&request.body, "CheckClientRequestBody")
         .map_err(BrokerError::ClientConfigBody)?;
     let Some(sub) = body.subscription_data else {
         return respond(RemotingCommand::response_to(request, rc::SUCCESS, None));

@@ -51,6 +51,16 @@ fn consume_from_where<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Stri
     CONSUME_FROM_WHERE.deserialize(deserializer)
 }
 
+/// Java `CheckClientRequestBody` (CHECK_CLIENT_CONFIG); its `clientId` and `namespace` are not
+/// needed by the broker.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct CheckClientRequestBody {
+    #[serde(deserialize_with = "lenient")]
+    pub group: String,
+    pub subscription_data: Option<SubscriptionData>,
+}
+
 /// Java `SubscriptionData` as carried in heartbeats.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "camelCase", default)]
@@ -126,6 +136,25 @@ mod tests {
 
     fn parse(json: &str) -> HeartbeatData {
         parse_lenient(json.as_bytes(), "HeartbeatData").unwrap_or_else(|e| panic!("{json}: {e}"))
+    }
+
+    #[test]
+    fn check_client_request_body_from_java_and_without_subscription() {
+        let java = br#"{"clientId":"127.0.0.1@1","group":"g","namespace":"","subscriptionData":{"classFilterMode":false,"codeSet":[],"expressionType":"SQL92","subString":"a > 1","subVersion":1700000000000,"tagsSet":[],"topic":"T"}}"#;
+        let body: CheckClientRequestBody = parse_lenient(java, "CheckClientRequestBody").unwrap();
+        assert_eq!(body.group, "g");
+        let sub = body.subscription_data.unwrap();
+        assert_eq!(
+            (sub.topic.as_str(), sub.sub_string.as_str()),
+            ("T", "a > 1")
+        );
+        assert_eq!(sub.expression_type(), "SQL92");
+        let bare: CheckClientRequestBody = parse_lenient(
+            br#"{"group":7,"subscriptionData":null}"#,
+            "CheckClientRequestBody",
+        )
+        .unwrap();
+        assert_eq!((bare.group.as_str(), bare.subscription_data), ("7", None));
     }
 
     #[test]
