@@ -258,13 +258,26 @@ impl IndexFile {
         }
         let mut raw = [0u8; INDEX_HEADER_SIZE_BYTES];
         read_exact_at(&file, path, &mut raw, 0)?;
+        let header = decode_index_header(&raw);
+        // Entries are written at indexCount: a count outside the file would write outside it.
+        let counts = 0..=index_num;
+        if !counts.contains(&header.index_count) || !counts.contains(&header.hash_slot_count) {
+            return Err(StoreError::Corrupted {
+                path: path.to_path_buf(),
+                offset: 0,
+                reason: format!(
+                    "index header counts {} entries and {} slots; maxIndexNum is {index_num}",
+                    header.index_count, header.hash_slot_count
+                ),
+            });
+        }
         Ok(IndexFile {
             path: path.to_path_buf(),
             file,
             hash_slot_num,
             index_num,
             state: Mutex::new(WriteState {
-                header: decode_index_header(&raw),
+                header,
                 slots: None,
                 reserved_end_bytes: 0,
                 dirty: false,
@@ -543,6 +556,25 @@ fn read_exact_at(file: &File, path: &Path, buf: &mut [u8], pos: u64) -> Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn open_refuses_a_header_counting_outside_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("20260101000000000");
+        for (index_count, hash_slot_count) in [(i32::MAX, 0), (33, 0), (1, i32::MAX), (1, -5)] {
+            let mut image = vec![0u8; index_file_size_bytes(8, 32) as usize];
+            image[32..36].copy_from_slice(&hash_slot_count.to_be_bytes());
+            image[36..40].copy_from_slice(&index_count.to_be_bytes());
+            std::fs::write(&path, &image).unwrap();
+            let err = IndexFile::open(&path, 8, 32).unwrap_err();
+            assert!(matches!(err, StoreError::Corrupted { .. }), "{err}");
+        }
+        let mut image = vec![0u8; index_file_size_bytes(8, 32) as usize];
+        image[36..40].copy_from_slice(&32i32.to_be_bytes());
+        std::fs::write(&path, &image).unwrap();
+        let file = IndexFile::open(&path, 8, 32).unwrap();
+        assert!(!file.put_key("T#k", 1, 2).unwrap());
+    }
 
     #[test]
     fn file_names_are_java_human_time() {
