@@ -17,6 +17,7 @@
 //! - [`transaction`]: half messages, their end and their check-back.
 
 pub mod broker_metrics_manager;
+pub mod broker_outer_api;
 pub mod broker_stats;
 pub mod client;
 pub mod config_manager;
