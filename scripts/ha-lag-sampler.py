@@ -78,20 +78,27 @@ class Peer:
             return None
 
 
+def timed(peer):
+    """The peer's runtime table and the wall time (ms) halfway through the request."""
+    before = time.time()
+    table = peer.runtime_info()
+    return table, (before + time.time()) * 500.0
+
+
 def sample(master_addr, slave_addr, out, duration_s, interval_ms):
     master, slave = Peer(master_addr), Peer(slave_addr)
     deadline = time.monotonic() + duration_s
     with open(out, "w") as f:
-        f.write("t_ms\tslave_max\tmaster_max\tha_ack\tha_behind\n")
+        f.write("t_slave_ms\tslave_max\tt_master_ms\tmaster_max\tha_ack\tha_behind\n")
         for _ in range(MAX_SAMPLES):
             if time.monotonic() >= deadline:
                 break
             started = time.monotonic()
-            t_ms = time.time() * 1000.0
-            s, m = slave.runtime_info(), master.runtime_info()
+            s, t_s = timed(slave)
+            m, t_m = timed(master)
             if s is not None and m is not None:
-                f.write("%.1f\t%s\t%s\t%s\t%s\n" % (
-                    t_ms, s.get("commitLogMaxOffset", "-"), m.get("commitLogMaxOffset", "-"),
+                f.write("%.1f\t%s\t%.1f\t%s\t%s\t%s\n" % (
+                    t_s, s.get("commitLogMaxOffset", "-"), t_m, m.get("commitLogMaxOffset", "-"),
                     m.get("haSlaveAckOffset", "-"), m.get("haSlaveFallBehindBytes", "-")))
                 f.flush()
             rest = interval_ms / 1000.0 - (time.monotonic() - started)
@@ -113,6 +120,14 @@ def master_reached(history, offset):
     return None
 
 
+def master_at(history, t):
+    """The master's write position at time `t`, interpolated, or None outside the samples."""
+    for (pt, pm), (nt, nm) in zip(history, history[1:]):
+        if pt <= t <= nt:
+            return pm + (nm - pm) * (t - pt) / (nt - pt) if nt > pt else nm
+    return None
+
+
 def summarize(path):
     """Replication throughput (the replicated offset's growth while the master's grew: the
     master's haSlaveAckOffset when present, else the slave's commitLogMaxOffset), lag in bytes
@@ -122,25 +137,37 @@ def summarize(path):
     with open(path) as f:
         next(f, None)
         for line in f:
-            t, s, m, ack, behind = line.rstrip("\n").split("\t")
+            t_s, s, t_m, m, ack, behind = line.rstrip("\n").split("\t")
             if s == "-" or m == "-":
                 continue
-            # The master's view of its slave when it reports one (same instant as its own
-            # write position), else the slave's own end.
-            rows.append((float(t), int(ack) if ack != "-" else int(s), int(m), behind))
+            if ack != "-":
+                # The master's view of its slave (same instant as its own write position).
+                rows.append((float(t_m), int(ack), float(t_m), int(m), behind))
+            else:
+                rows.append((float(t_s), int(s), float(t_m), int(m), behind))
     # The loaded window: from the first sample where the master grew to the last one.
-    grow = [i for i in range(1, len(rows)) if rows[i][2] > rows[i - 1][2]]
+    grow = [i for i in range(1, len(rows)) if rows[i][3] > rows[i - 1][3]]
     if not grow:
         print("samples=%d" % len(rows))
         print("loaded_samples=0")
         return
     window = rows[grow[0] - 1:grow[-1] + 1]
-    t0, s0, _, _ = window[0]
-    t1, s1, _, _ = window[-1]
-    lag_bytes = sorted(int(b) if b != "-" else m - s for _, s, m, b in window)
-    history = [(t, m) for t, _, m, _ in rows]
-    lag_ms = sorted(t - r for t, s, _, _ in window
-                    if (r := master_reached(history, s)) is not None)
+    t0, s0 = window[0][:2]
+    t1, s1 = window[-1][:2]
+    history = [(tm, m) for _, _, tm, m, _ in rows]
+    # Without the master's own figure: its write position interpolated at the slave's sample
+    # time, minus the slave's end (the two requests are not simultaneous).
+    behind = []
+    for t, s, _, _, b in window:
+        if b != "-":
+            behind.append((t, s, int(b)))
+        elif (m := master_at(history, t)) is not None:
+            behind.append((t, s, max(0, round(m - s))))
+    lag_bytes = sorted(b for _, _, b in behind)
+    # A slave that holds all the master had is 0 ms behind; else the time since the master
+    # wrote the slave's end.
+    lag_ms = sorted(0.0 if b == 0 else max(0.0, t - r) for t, s, b in behind
+                    if b == 0 or (r := master_reached(history, s)) is not None)
 
     def pct(v, p):
         return v[min(len(v) - 1, int(len(v) * p))] if v else "-"
@@ -158,7 +185,7 @@ def summarize(path):
     print("lag_ms_p99=%s" % fmt(pct(lag_ms, 0.99)))
     print("lag_ms_max=%s" % fmt(lag_ms[-1] if lag_ms else "-"))
     print("lag_source=%s" % ("master haSlaveAckOffset/haSlaveFallBehindBytes"
-                             if window[0][3] != "-" else "master - slave commitLogMaxOffset"))
+                             if window[0][4] != "-" else "master - slave commitLogMaxOffset"))
 
 
 if __name__ == "__main__":
