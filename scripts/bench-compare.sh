@@ -367,13 +367,42 @@ flushDiskType = "ASYNC_FLUSH"
 storePathRootDir = "$store"
 haListenAddress = "127.0.0.1"
 haListenPort = $((port + 1))
+# This machine's file system reports about 90 % used (statvfs, reserved blocks included),
+# where the peer marks its store not writeable and answers sends SERVICE_NOT_AVAILABLE.
+diskSpaceWarningLevelRatio = ${HA_PEER_DISK_RATIO:-99}
+diskSpaceCleanForciblyRatio = ${HA_PEER_DISK_RATIO:-99}
+diskMaxUsedSpaceRatio = ${HA_PEER_DISK_RATIO:-99}
 TOML
   for line in "$@"; do echo "$line"; done
 }
 
-# Peer name server + master of role $1 + slave (haMasterAddress = the master's HA port).
+# The peer broker sometimes gives up during startup ("Service lifecycle operation failed",
+# rolling back after it registered): up to HA_PEER_START_ATTEMPTS [3] tries, each logged.
 start_peer_ha() {
+  local role=$1 attempt
+  for ((attempt = 1; attempt <= ${HA_PEER_START_ATTEMPTS:-3}; attempt++)); do
+    if (start_peer_ha_once "$role"); then
+      # The subshell's processes keep running; find them again by their run dir.
+      HA_DIRS+=("$(cat "$OUT_DIR/.peer-ha-dir")")
+      read -r -a HA_PIDS <"$OUT_DIR/.peer-ha-pids"
+      HA_NAMESRV=127.0.0.1:$PEER_NAMESRV_PORT HA_MASTER=127.0.0.1:$PEER_BROKER_PORT
+      HA_SLAVE=127.0.0.1:$((PEER_BROKER_PORT + 4))
+      return
+    fi
+    blog "peer $role master + slave failed to start (attempt $attempt); see $OUT_DIR/peer-$role-*.log.$attempt"
+    local log
+    for log in "$OUT_DIR"/peer-"$role"-*.log; do [[ -f $log ]] && mv "$log" "$log.$attempt"; done
+  done
+  bdie "peer $role master + slave did not start in ${HA_PEER_START_ATTEMPTS:-3} attempts"
+}
+
+# One try, in a subshell: on failure it stops what it started (its EXIT trap) and copies the
+# logs; on success it leaves the pids and run dir in $OUT_DIR/.peer-ha-{pids,dir}.
+start_peer_ha_once() {
   local role=$1 dir slave_port=$((PEER_BROKER_PORT + 4)) env_run
+  HA_PIDS=()
+  HA_DIRS=()
+  trap stop_ha EXIT
   dir=$(mktemp -d "${TMPDIR:-/tmp}/ringmq-bench-peer-ha.XXXXXX")
   HA_DIRS+=("$dir")
   mkdir -p "$dir/home"
@@ -400,8 +429,12 @@ start_peer_ha() {
   wait_grep "$dir/peer-$role-master.log" "HAService accepted a new connection" "${HA_PIDS[1]}"
   # Let the first REGISTER_BROKER reach the name server so the TBW102 route exists.
   sleep "${PEER_REGISTER_WAIT_S:-3}"
-  HA_NAMESRV=127.0.0.1:$PEER_NAMESRV_PORT HA_MASTER=127.0.0.1:$PEER_BROKER_PORT HA_SLAVE=127.0.0.1:$slave_port
-  blog "peer $role master $HA_MASTER + slave $HA_SLAVE up in $dir"
+  local pid
+  for pid in "${HA_PIDS[@]}"; do kill -0 "$pid" 2>/dev/null || { blog "peer process $pid exited"; exit 1; }; done
+  echo "${HA_PIDS[*]}" >"$OUT_DIR/.peer-ha-pids"
+  echo "$dir" >"$OUT_DIR/.peer-ha-dir"
+  blog "peer $role master 127.0.0.1:$PEER_BROKER_PORT + slave 127.0.0.1:$slave_port up in $dir"
+  trap - EXIT
 }
 
 # W1 against the running master + slave as label $1, sampled; writes $1.json and $1.repl.txt.
