@@ -32,6 +32,10 @@
 #   COMPARE_DOC         Markdown file to update [docs/BENCHMARKS.md]; empty = do not write
 #   COMPARE_ECHO_QUEUES queues per topic the echo route announces [8]
 #   COMPARE_NOTE        a sentence added to the table's header (e.g. which ringmq build ran)
+#   HA_SAMPLE_MS        WHA: how often master and slave are sampled [100]
+#   HA_PEER_STORE_DIR   WHA: where the peer's stores go [$TMPDIR or /tmp]; the peer refuses
+#                       sends on a file system 90 % used (statvfs), e.g. /dev/shm then
+#   HA_PEER_START_ATTEMPTS  WHA: tries to start the peer master + slave [3]
 set -euo pipefail
 
 # shellcheck source=scripts/bench.sh
