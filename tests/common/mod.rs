@@ -394,6 +394,22 @@ pub fn pull(
     cmd
 }
 
+/// A PULL_MESSAGE of up to 32 messages of `topic`'s queue 0 from offset 0, every tag, not
+/// suspended, JSON headers.
+pub fn pull_head(topic: &str) -> RemotingCommand {
+    pull(
+        ringmq::remoting::codes::request_code::PULL_MESSAGE,
+        topic,
+        0,
+        0,
+        32,
+        0,
+        "*",
+        0,
+        ringmq::remoting::command::SerializeType::Json,
+    )
+}
+
 /// `GET path` over HTTP/1.1 from `addr`; the status code and the body.
 pub fn http_get(addr: &str, path: &str) -> (u16, String) {
     use std::io::{Read, Write};
