@@ -20,7 +20,7 @@ use crate::broker::longpoll::pull_request_hold_service::{
     ArrivalNotifier, PullRequestHoldService, WakeItem, WakeService,
 };
 use crate::broker::schedule_message_service as schedule;
-use crate::broker::slave_synchronize::SlaveSynchronize;
+use crate::broker::slave_sync_state::SlaveSyncState;
 use crate::broker::subscription_group_manager::SubscriptionGroupManager;
 use crate::broker::topic_config_manager::{TopicConfigManager, TopicDefaults};
 use crate::broker::transaction::transactional_message_check_service as transaction_check;
@@ -263,7 +263,7 @@ pub fn build_controller_on(
         }),
         boot_timestamp_ms: now_ms(),
         stats: BrokerStats::new(now_ms()),
-        slave_sync: SlaveSynchronize::new(),
+        slave_sync: SlaveSyncState::new(),
         schedule_offsets: std::sync::RwLock::new(std::collections::BTreeMap::new()),
         ha: HaService::new(&config),
         metrics: (!config.metrics.listen.trim().is_empty()).then(|| Arc::new(BrokerMetrics::new())),
