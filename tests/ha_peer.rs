@@ -74,6 +74,21 @@ fn slave_of_peer_master(
     (Broker::start(&env), stdout)
 }
 
+/// A peer slave of `master` that writes what it gets to `out_file` and never acknowledges
+/// (15 s deadline).
+fn no_ack_slave(master: &Broker, out_file: &Path) -> Command {
+    peer(&[
+        "slave",
+        "--master",
+        &ha_addr(master),
+        "--out",
+        out_file.to_str().unwrap(),
+        "--no-ack",
+        "--timeout-s",
+        "15",
+    ])
+}
+
 fn ha_addr(broker: &Broker) -> String {
     format!("127.0.0.1:{}", broker.port + 1)
 }
@@ -191,18 +206,7 @@ fn the_master_sends_heartbeats_and_closes_a_slave_silent_past_the_housekeeping_i
     let tmp = tempfile::tempdir().unwrap();
     let out_file = tmp.path().join("silent");
     let started = Instant::now();
-    let out = peer(&[
-        "slave",
-        "--master",
-        &ha_addr(&master),
-        "--out",
-        out_file.to_str().unwrap(),
-        "--no-ack",
-        "--timeout-s",
-        "15",
-    ])
-    .output()
-    .unwrap();
+    let out = no_ack_slave(&master, &out_file).output().unwrap();
     let elapsed = started.elapsed();
     let s = summary(&out);
     assert_eq!(s["closed_by_master"], true, "{s}");
@@ -224,18 +228,7 @@ fn a_sync_master_whose_slave_never_acknowledges_answers_flush_slave_timeout() {
     ]);
     let tmp = tempfile::tempdir().unwrap();
     let out_file = tmp.path().join("mute");
-    let mute = peer(&[
-        "slave",
-        "--master",
-        &ha_addr(&master),
-        "--out",
-        out_file.to_str().unwrap(),
-        "--no-ack",
-        "--timeout-s",
-        "15",
-    ])
-    .spawn()
-    .unwrap();
+    let mute = no_ack_slave(&master, &out_file).spawn().unwrap();
     wait_connected(&master, 1);
     let mut client = master.client();
     let started = Instant::now();
