@@ -7,7 +7,14 @@
 # Prints each figure and the ratios ringmq/peer and ringmq/ceiling, and writes the table into
 # docs/BENCHMARKS.md between the bench-compare markers.
 #
-# Usage: scripts/bench-compare.sh [W1 W2 ... W6]  (default: all of W1..W5)
+# Usage: scripts/bench-compare.sh [W1 W2 ... W6 WHA]  (default: all of W1..W5)
+#
+# WHA is replication: W1 (`producer -s 128 -w BENCH_THREADS`, async flush) against a master
+# with one slave, ASYNC_MASTER then SYNC_MASTER, for ringmq (master with its embedded name
+# server, slave finding it there) and the peer (name server, master, slave with
+# haMasterAddress), while scripts/ha-lag-sampler.py samples both brokers' runtime info (28)
+# every HA_SAMPLE_MS [100]: replication MB/s and lag in bytes and ms (see that script). No echo
+# column (the echo server has no slave). Its table goes between the bench-compare-ha markers.
 #
 # W6 is the real-client workload: the `w6` binary of tests/client-it (rocketmq-client-rust
 # 1.0: an open-loop producer at each of W6_RATES msg/s plus a push consumer, e2e latency from
@@ -25,6 +32,10 @@
 #   COMPARE_DOC         Markdown file to update [docs/BENCHMARKS.md]; empty = do not write
 #   COMPARE_ECHO_QUEUES queues per topic the echo route announces [8]
 #   COMPARE_NOTE        a sentence added to the table's header (e.g. which ringmq build ran)
+#   HA_SAMPLE_MS        WHA: how often master and slave are sampled [100]
+#   HA_PEER_STORE_DIR   WHA: where the peer's stores go [$TMPDIR or /tmp]; the peer refuses
+#                       sends on a file system 90 % used (statvfs), e.g. /dev/shm then
+#   HA_PEER_START_ATTEMPTS  WHA: tries to start the peer master + slave [3]
 set -euo pipefail
 
 # shellcheck source=scripts/bench.sh
@@ -179,6 +190,7 @@ stop_echo() {
 }
 
 cleanup() {
+  stop_ha
   stop_ringmq
   stop_peer
   stop_echo
@@ -270,12 +282,235 @@ Machine: $(machine_line). Client: rocketmq-client-rust 1.0 (\`tests/client-it/sr
   fi
 }
 
-compare_main() {
-  local workloads=() w target report w6=0
-  for w in "$@"; do
-    if [[ $w == W6 ]]; then w6=1; else workloads+=("$w"); fi
+# ---- WHA: master + slave ----
+
+HA_SAMPLE_MS=${HA_SAMPLE_MS:-100}
+HA_PIDS=()
+HA_DIRS=()
+
+# Prints a free port that is at least 3 away from each of the ports given.
+ha_port() {
+  local p q ok tries=0
+  while ((tries++ < 100)); do
+    p=$(free_port)
+    ok=1
+    for q in "$@"; do ((p > q - 3 && p < q + 3)) && ok=0; done
+    ((ok)) && { echo "$p"; return; }
   done
-  ((${#workloads[@]} || w6)) || workloads=("${ALL_WORKLOADS[@]}")
+  bdie "no free port found"
+}
+
+wait_grep() {
+  local file=$1 needle=$2 pid=$3 waited=0
+  until grep -q "$needle" "$file" 2>/dev/null; do
+    kill -0 "$pid" 2>/dev/null || { tail -n 30 "$file" >&2 || true; bdie "process exited before '$needle' (log $file)"; }
+    ((waited++ < BENCH_READY_TIMEOUT_S * 10)) || { tail -n 30 "$file" >&2; bdie "no '$needle' in $file"; }
+    sleep 0.1
+  done
+}
+
+stop_ha() {
+  local i d
+  for ((i = ${#HA_PIDS[@]} - 1; i >= 0; i--)); do stop_pid "${HA_PIDS[i]}"; done
+  HA_PIDS=()
+  for d in "${HA_DIRS[@]}"; do
+    cp "$d"/*.log "$OUT_DIR/" 2>/dev/null || true
+    rm -rf "$d"
+  done
+  HA_DIRS=()
+}
+
+# ringmq master of role $1 (embedded name server) + slave; sets HA_NAMESRV, HA_MASTER, HA_SLAVE.
+start_ringmq_ha() {
+  local role=$1 dir ns m s
+  dir=$(mktemp -d "${TMPDIR:-/tmp}/ringmq-bench-ha.XXXXXX")
+  HA_DIRS+=("$dir")
+  ns=$(ha_port)
+  m=$(ha_port "$ns")
+  s=$(ha_port "$ns" "$m")
+  local common=(RINGMQ_BROKER_FAST_PORT_ENABLED=false RINGMQ_LOG_LEVEL=info RINGMQ_STORE_FLUSH_POLICY=async
+    "RINGMQ_METRICS_LISTEN=${BENCH_METRICS_LISTEN-127.0.0.1:0}")
+  # shellcheck disable=SC2086
+  env "${common[@]}" RINGMQ_NAMESRV_LISTEN_PORT="$ns" RINGMQ_BROKER_ROLE="$role" \
+    RINGMQ_BROKER_LISTEN_PORT="$m" RINGMQ_STORE_ROOT_DIR="$dir/master" \
+    $NS_PREFIX "$RINGMQ_BIN" broker >"$dir/ringmq-$role-master.log" 2>&1 </dev/null &
+  HA_PIDS+=($!)
+  wait_grep "$dir/ringmq-$role-master.log" "ringmq broker listening" "${HA_PIDS[0]}"
+  # shellcheck disable=SC2086
+  env "${common[@]}" RINGMQ_NAMESRV_ADDR="127.0.0.1:$ns" RINGMQ_BROKER_ROLE=SLAVE RINGMQ_BROKER_ID=1 \
+    RINGMQ_BROKER_LISTEN_PORT="$s" RINGMQ_STORE_ROOT_DIR="$dir/slave" \
+    $NS_PREFIX "$RINGMQ_BIN" broker >"$dir/ringmq-$role-slave.log" 2>&1 </dev/null &
+  HA_PIDS+=($!)
+  wait_grep "$dir/ringmq-$role-master.log" "HA slave connected" "${HA_PIDS[1]}"
+  HA_NAMESRV=127.0.0.1:$ns HA_MASTER=127.0.0.1:$m HA_SLAVE=127.0.0.1:$s
+  blog "ringmq $role master $HA_MASTER + slave $HA_SLAVE up in $dir"
+}
+
+# A peer broker config: role $1, id $2, port $3, store $4, then extra [store] lines.
+peer_ha_toml() {
+  local role=$1 id=$2 port=$3 store=$4 line
+  shift 4
+  cat <<TOML
+[broker]
+namesrvAddr = "127.0.0.1:$PEER_NAMESRV_PORT"
+brokerIp1 = "127.0.0.1"
+brokerIp2 = "127.0.0.1"
+listenPort = $port
+storePathRootDir = "$store"
+brokerRole = "$role"
+[broker.brokerServerConfig]
+bindAddress = "127.0.0.1"
+[broker.brokerIdentity]
+brokerName = "broker-a"
+brokerClusterName = "DefaultCluster"
+brokerId = $id
+[store]
+storeType = "LocalFile"
+brokerRole = "$role"
+flushDiskType = "ASYNC_FLUSH"
+storePathRootDir = "$store"
+haListenAddress = "127.0.0.1"
+haListenPort = $((port + 1))
+TOML
+  for line in "$@"; do echo "$line"; done
+}
+
+# The peer broker sometimes gives up during startup ("Service lifecycle operation failed",
+# rolling back after it registered): up to HA_PEER_START_ATTEMPTS [3] tries, each logged.
+start_peer_ha() {
+  local role=$1 attempt
+  for ((attempt = 1; attempt <= ${HA_PEER_START_ATTEMPTS:-3}; attempt++)); do
+    if (start_peer_ha_once "$role"); then
+      # The subshell's processes keep running; find them again by their run dir.
+      HA_DIRS+=("$(cat "$OUT_DIR/.peer-ha-dir")")
+      read -r -a HA_PIDS <"$OUT_DIR/.peer-ha-pids"
+      HA_NAMESRV=127.0.0.1:$PEER_NAMESRV_PORT HA_MASTER=127.0.0.1:$PEER_BROKER_PORT
+      HA_SLAVE=127.0.0.1:$((PEER_BROKER_PORT + 4))
+      return
+    fi
+    blog "peer $role master + slave failed to start (attempt $attempt); see $OUT_DIR/peer-$role-*.log.$attempt"
+    local log
+    for log in "$OUT_DIR"/peer-"$role"-*.log; do [[ -f $log ]] && mv "$log" "$log.$attempt"; done
+  done
+  bdie "peer $role master + slave did not start in ${HA_PEER_START_ATTEMPTS:-3} attempts"
+}
+
+# One try, in a subshell: on failure it stops what it started (its EXIT trap) and copies the
+# logs; on success it leaves the pids and run dir in $OUT_DIR/.peer-ha-{pids,dir}.
+start_peer_ha_once() {
+  local role=$1 dir slave_port=$((PEER_BROKER_PORT + 4)) env_run
+  HA_PIDS=()
+  HA_DIRS=()
+  trap stop_ha EXIT
+  # The peer marks its store not writeable (sends answer SERVICE_NOT_AVAILABLE) once its file
+  # system is 90 % used by statvfs (its warning ratio is clamped to 90 %); HA_PEER_STORE_DIR
+  # puts its stores elsewhere, e.g. on a tmpfs, when the bench disk is that full.
+  dir=$(mktemp -d "${HA_PEER_STORE_DIR:-${TMPDIR:-/tmp}}/ringmq-bench-peer-ha.XXXXXX")
+  HA_DIRS+=("$dir")
+  mkdir -p "$dir/home"
+  peer_ha_toml "$role" 0 "$PEER_BROKER_PORT" "$dir/store-m" >"$dir/master.toml"
+  peer_ha_toml SLAVE 1 "$slave_port" "$dir/store-s" \
+    "haMasterAddress = \"127.0.0.1:$((PEER_BROKER_PORT + 1))\"" >"$dir/slave.toml"
+  env_run=(env HOME="$dir/home" ROCKETMQ_HOME="$dir/home")
+  # shellcheck disable=SC2086
+  $NS_PREFIX "${env_run[@]}" "$PEER_NAMESRV_BIN" --bindAddress 127.0.0.1 --listenPort "$PEER_NAMESRV_PORT" \
+    >"$dir/peer-$role-namesrv.log" 2>&1 </dev/null &
+  HA_PIDS+=($!)
+  wait_ns_port "$PEER_NAMESRV_PORT" "${HA_PIDS[0]}" "$dir/peer-$role-namesrv.log"
+  env_run+=(ROCKETMQ_SECURITY_PROFILE=development-insecure-loopback)
+  # shellcheck disable=SC2086
+  $NS_PREFIX "${env_run[@]}" "$PEER_BROKER_BIN" -c "$dir/master.toml" -n "127.0.0.1:$PEER_NAMESRV_PORT" \
+    >"$dir/peer-$role-master.log" 2>&1 </dev/null &
+  HA_PIDS+=($!)
+  wait_ns_port "$PEER_BROKER_PORT" "${HA_PIDS[1]}" "$dir/peer-$role-master.log"
+  # shellcheck disable=SC2086
+  $NS_PREFIX "${env_run[@]}" "$PEER_BROKER_BIN" -c "$dir/slave.toml" -n "127.0.0.1:$PEER_NAMESRV_PORT" \
+    >"$dir/peer-$role-slave.log" 2>&1 </dev/null &
+  HA_PIDS+=($!)
+  wait_ns_port "$slave_port" "${HA_PIDS[2]}" "$dir/peer-$role-slave.log"
+  wait_grep "$dir/peer-$role-master.log" "HAService accepted a new connection" "${HA_PIDS[1]}"
+  # Let the first REGISTER_BROKER reach the name server so the TBW102 route exists.
+  sleep "${PEER_REGISTER_WAIT_S:-3}"
+  local pid
+  for pid in "${HA_PIDS[@]}"; do kill -0 "$pid" 2>/dev/null || { blog "peer process $pid exited"; exit 1; }; done
+  echo "${HA_PIDS[*]}" >"$OUT_DIR/.peer-ha-pids"
+  echo "$dir" >"$OUT_DIR/.peer-ha-dir"
+  blog "peer $role master 127.0.0.1:$PEER_BROKER_PORT + slave 127.0.0.1:$slave_port up in $dir"
+  trap - EXIT
+}
+
+# W1 against the running master + slave as label $1, sampled; writes $1.json and $1.repl.txt.
+run_ha() {
+  local label=$1 sampler
+  # shellcheck disable=SC2086
+  $NS_PREFIX python3 "$BENCH_ROOT/scripts/ha-lag-sampler.py" "$HA_MASTER" "$HA_SLAVE" \
+    "$OUT_DIR/$label.samples.tsv" $((BENCH_DURATION_S + 3)) "$HA_SAMPLE_MS" &
+  sampler=$!
+  run_workload W1 "$HA_NAMESRV" "$OUT_DIR/$label.json" "$label" "$NS_PREFIX"
+  wait "$sampler" || blog "$label: sampler exited with $?"
+  python3 "$BENCH_ROOT/scripts/ha-lag-sampler.py" summarize "$OUT_DIR/$label.samples.tsv" >"$OUT_DIR/$label.repl.txt"
+}
+
+ha_kv() {
+  local v
+  v=$(awk -F= -v k="$2" '$1 == k {print $2}' "$OUT_DIR/$1.repl.txt" 2>/dev/null) || true
+  echo "${v:--}"
+}
+
+# One table row for label $1 (target $2).
+ha_row() {
+  local label=$1 name=$2 report=$OUT_DIR/$1.json
+  printf '| %s | %s | %s | %s | %s | %s | %s | %s / %s / %s | %s / %s / %s | %s |' "$name" "${label##*-}" \
+    "$(metric "$report" send 4)" "$(fmt_us "$(metric "$report" send 7)")" "$(fmt_us "$(metric "$report" send 8)")" \
+    "$(metric "$report" send 6)" "$(ha_kv "$label" repl_mb_s)" \
+    "$(ha_kv "$label" lag_bytes_p50)" "$(ha_kv "$label" lag_bytes_p99)" "$(ha_kv "$label" lag_bytes_max)" \
+    "$(ha_kv "$label" lag_ms_p50)" "$(ha_kv "$label" lag_ms_p99)" "$(ha_kv "$label" lag_ms_max)" \
+    "$(ha_kv "$label" loaded_samples)"
+}
+
+compare_ha() {
+  local role target label table name
+  for role in ASYNC_MASTER SYNC_MASTER; do
+    start_ringmq_ha "$role"
+    run_ha "WHA-ringmq-$role"
+    stop_ha
+    if [[ $COMPARE_PEER == 1 ]]; then
+      start_peer_ha "$role"
+      run_ha "WHA-peer-$role"
+      stop_ha
+    fi
+  done
+  table="| target | role | send msg/s | p50 | p99 | failures | replication MB/s | lag bytes p50 / p99 / max | lag ms p50 / p99 / max | samples |
+|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+  for target in ringmq peer; do
+    name=ringmq
+    [[ $target == peer ]] && name="rocketmq-rust $PEER_VERSION"
+    for role in ASYNC_MASTER SYNC_MASTER; do
+      label=WHA-$target-$role
+      [[ -f $OUT_DIR/$label.json ]] || continue
+      table+=$'\n'"$(ha_row "$label" "$name")"
+    done
+  done
+  local header
+  header="Run: \`scripts/bench-compare.sh WHA\` (BENCH_DURATION_S=$BENCH_DURATION_S, BENCH_THREADS=$BENCH_THREADS, HA_SAMPLE_MS=$HA_SAMPLE_MS, COMPARE_PEER=$COMPARE_PEER) at git $(cd "$BENCH_ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown) on $(date -u +%Y-%m-%d), load average $(cut -d' ' -f1-3 /proc/loadavg) at the end.
+Machine: $(machine_line). Command: \`ringmq-bench $(workload_args W1)\` against the master. Reports: $OUT_DIR."
+  printf '%s\n\n%s\n' "$header" "$table" | tee "$OUT_DIR/WHA.md"
+  if [[ -n $COMPARE_DOC ]]; then
+    update_doc "$COMPARE_DOC" "$header" "$table" bench-compare-ha
+    blog "updated $COMPARE_DOC"
+  fi
+}
+
+compare_main() {
+  local workloads=() w target report w6=0 wha=0
+  for w in "$@"; do
+    case $w in
+      W6) w6=1 ;;
+      WHA) wha=1 ;;
+      *) workloads+=("$w") ;;
+    esac
+  done
+  ((${#workloads[@]} || w6 || wha)) || workloads=("${ALL_WORKLOADS[@]}")
   for w in "${workloads[@]}"; do workload_args "$w" >/dev/null; done
   OUT_DIR=${BENCH_OUT_DIR:-$BENCH_ROOT/target/bench/compare-$(date +%Y%m%d-%H%M%S)}
   mkdir -p "$OUT_DIR"
@@ -286,6 +521,7 @@ compare_main() {
   trap 'exit 130' INT TERM
   setup_netns
   ((w6)) && compare_w6
+  ((wha)) && compare_ha
   ((${#workloads[@]})) || return 0
   for w in "${workloads[@]}"; do
     start_ringmq "$(workload_flush "$w")" "$NS_PREFIX"

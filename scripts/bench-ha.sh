@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Replication benchmark: W1 (send 128 B, async flush, 64 sync producers) against a master with a
-# slave, ASYNC_MASTER and SYNC_MASTER side by side in one run, then the slave's lag once the
-# producers stop: the bytes it lacked when its CommitLog was scanned right after the run (the
-# scan is in Python and takes seconds for a 10 s run, so this bounds the lag from above only
-# coarsely); the run fails if the slave does not hold every byte of the master's within 60 s.
+# slave, ASYNC_MASTER and SYNC_MASTER side by side in one run. During each run
+# scripts/ha-lag-sampler.py asks master and slave for GET_BROKER_RUNTIME_INFO (28) every
+# BENCH_HA_SAMPLE_MS: replication throughput is the growth of the master's haSlaveAckOffset
+# over the loaded window, lag in bytes the master's haSlaveFallBehindBytes, lag in ms each
+# sample's time minus the time the master's write position reached the acked offset
+# (interpolated between samples). After the run both CommitLogs are scanned: the run fails if
+# the slave does not hold every byte of the master's within 60 s.
 #
 # Usage: scripts/bench-ha.sh
 #
@@ -11,6 +14,8 @@
 #   BENCH_DURATION_S   seconds per measured run [10]
 #   BENCH_THREADS      producer threads [64]
 #   BENCH_ROUNDS       rounds; each runs ASYNC_MASTER then SYNC_MASTER (order alternates) [2]
+#   BENCH_HA_SAMPLE_MS how often the master and slave are sampled during the run [100]
+#   BENCH_METRICS_LISTEN  both brokers' RINGMQ_METRICS_LISTEN [127.0.0.1:0: on, a free port each]
 #   BENCH_OUT_DIR      where reports go [target/bench/ha-<timestamp>]
 #   BENCH_SKIP_BUILD   1 = use the existing target/release binaries [0]
 #   RINGMQ_BIN, RINGMQ_BENCH_BIN  binaries [target/release/ringmq, target/release/ringmq-bench]
@@ -21,6 +26,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DURATION_S=${BENCH_DURATION_S:-10}
 THREADS=${BENCH_THREADS:-64}
+SAMPLE_MS=${BENCH_HA_SAMPLE_MS:-100}
 ROUNDS=${BENCH_ROUNDS:-2}
 OUT_DIR=${BENCH_OUT_DIR:-$ROOT/target/bench/ha-$(date +%Y%m%d-%H%M%S)}
 BENCH_BIN=${RINGMQ_BENCH_BIN:-$ROOT/target/release/ringmq-bench}
@@ -100,7 +106,7 @@ run_role() {
   RINGMQ_NAMESRV_LISTEN_PORT=$ns_port "$RINGMQ_BIN" namesrv >"$ns_dir/log" 2>&1 </dev/null &
   PIDS+=($!)
   wait_log "$ns_dir/log" "name server listening"
-  local common=(RINGMQ_NAMESRV_ADDR=127.0.0.1:$ns_port RINGMQ_BROKER_FAST_PORT_ENABLED=false RINGMQ_LOG_LEVEL=info)
+  local common=(RINGMQ_NAMESRV_ADDR=127.0.0.1:$ns_port RINGMQ_BROKER_FAST_PORT_ENABLED=false RINGMQ_LOG_LEVEL=info "RINGMQ_METRICS_LISTEN=${BENCH_METRICS_LISTEN-127.0.0.1:0}")
   env "${common[@]}" RINGMQ_BROKER_ROLE="$role" RINGMQ_BROKER_LISTEN_PORT="$m_port" \
     RINGMQ_STORE_ROOT_DIR="$m_dir/store" "$RINGMQ_BIN" broker >"$m_dir/log" 2>&1 </dev/null &
   PIDS+=($!)
@@ -110,8 +116,14 @@ run_role() {
   PIDS+=($!)
   wait_log "$m_dir/log" "HA slave connected"
   log "$label: $role master 127.0.0.1:$m_port, slave 127.0.0.1:$s_port"
+  # Samples both brokers' runtime info (code 28) every SAMPLE_MS through the run and 3 s past it.
+  python3 "$ROOT/scripts/ha-lag-sampler.py" "127.0.0.1:$m_port" "127.0.0.1:$s_port" \
+    "$OUT_DIR/$label.samples.tsv" $((DURATION_S + 3)) "$SAMPLE_MS" &
+  local sampler=$!
   "$BENCH_BIN" producer -t BenchHa -s 128 -w "$THREADS" -d "$DURATION_S" -n "127.0.0.1:$ns_port" \
     --report "$OUT_DIR/$label.json" --label "$label" >/dev/null || log "$label: ringmq-bench exited with $?"
+  wait "$sampler" || log "$label: sampler exited with $?"
+  python3 "$ROOT/scripts/ha-lag-sampler.py" summarize "$OUT_DIR/$label.samples.tsv" >"$OUT_DIR/$label.repl.txt"
   t0=$(date +%s%N)
   # The slave first: its end as close to the producers' stop as the scan allows.
   s_end=$(commit_log_end "$s_dir/store")
@@ -135,3 +147,12 @@ done
 "$BENCH_BIN" summary "$OUT_DIR"/*.json
 printf '\n| run | role | master CommitLog bytes | slave behind after the run (bytes) | ms until verified (scans included) |\n|---|---|---:|---:|---:|\n'
 awk -F'\t' '{printf "| %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5}' "$OUT_DIR/lag.tsv"
+
+kv() { awk -F= -v k="$2" '$1 == k {print $2}' "$1"; }
+printf '\n| run | role | replication MB/s | lag bytes p50 / p99 / max | lag ms p50 / p99 / max | samples in the loaded window |\n|---|---|---:|---:|---:|---:|\n'
+while IFS=$'\t' read -r label role _; do
+  f=$OUT_DIR/$label.repl.txt
+  printf '| %s | %s | %s | %s / %s / %s | %s / %s / %s | %s |\n' "$label" "$role" "$(kv "$f" repl_mb_s)" \
+    "$(kv "$f" lag_bytes_p50)" "$(kv "$f" lag_bytes_p99)" "$(kv "$f" lag_bytes_max)" \
+    "$(kv "$f" lag_ms_p50)" "$(kv "$f" lag_ms_p99)" "$(kv "$f" lag_ms_max)" "$(kv "$f" loaded_samples)"
+done <"$OUT_DIR/lag.tsv"

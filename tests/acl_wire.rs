@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::{invoke, Broker};
+use common::{invoke, pull_head, Broker};
 use ringmq::acl::signature::sign_request;
 use ringmq::net::remoting_client::BlockingClient;
 use ringmq::remoting::body::register_broker::build_register_broker_request;
@@ -64,20 +64,6 @@ fn send(topic: &str) -> RemotingCommand {
         0,
         Bytes::from_static(b"hello acl"),
         &[],
-        0,
-        SerializeType::Json,
-    )
-}
-
-fn pull(topic: &str) -> RemotingCommand {
-    common::pull(
-        req::PULL_MESSAGE,
-        topic,
-        0,
-        0,
-        32,
-        0,
-        "*",
         0,
         SerializeType::Json,
     )
@@ -144,7 +130,7 @@ fn keys_signatures_and_permissions_are_checked_as_java_does() {
     // Permissions: the producer may not pull, nor send elsewhere; the consumer may pull.
     expect_refused(
         &mut c,
-        signed(pull(TOPIC), "producerAK", "producerSK123"),
+        signed(pull_head(TOPIC), "producerAK", "producerSK123"),
         "No permission for topic:AclTopic",
     );
     expect_refused(
@@ -152,7 +138,10 @@ fn keys_signatures_and_permissions_are_checked_as_java_does() {
         signed(send("OtherTopic"), "producerAK", "producerSK123"),
         "No default permission for topic:OtherTopic",
     );
-    let pulled = invoke(&mut c, signed(pull(TOPIC), "consumerAK", "consumerSK123"));
+    let pulled = invoke(
+        &mut c,
+        signed(pull_head(TOPIC), "consumerAK", "consumerSK123"),
+    );
     assert_eq!(pulled.code, rc::SUCCESS, "consumer pull: {pulled:?}");
     expect_refused(
         &mut c,
@@ -198,7 +187,10 @@ fn a_refused_oneway_request_changes_nothing_and_gets_no_answer() {
     let sent = invoke(&mut c, signed(send(TOPIC), "producerAK", "producerSK123"));
     assert_eq!(sent.code, rc::SUCCESS, "{sent:?}");
     // A pull creates the subscription group.
-    let pulled = invoke(&mut c, signed(pull(TOPIC), "consumerAK", "consumerSK123"));
+    let pulled = invoke(
+        &mut c,
+        signed(pull_head(TOPIC), "consumerAK", "consumerSK123"),
+    );
     assert_eq!(pulled.code, rc::SUCCESS, "{pulled:?}");
     let ok = invoke(
         &mut c,

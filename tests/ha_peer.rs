@@ -10,7 +10,7 @@ mod ha_common;
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, ChildStdout, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{free_port, invoke, send_v2, Broker};
@@ -50,6 +50,43 @@ fn master_with(env: &[(&'static str, &'static str)]) -> Broker {
     let mut all = store_env();
     all.extend_from_slice(env);
     Broker::start(&all)
+}
+
+/// Waits for the peer master on `port` to say it listens, then starts a ringmq slave of it
+/// (store settings, then `extra`); returns the slave and the rest of the peer's stdout.
+fn slave_of_peer_master(
+    peer_master: &mut Child,
+    port: u16,
+    extra: &[(&str, &str)],
+) -> (Broker, BufReader<ChildStdout>) {
+    let mut stdout = BufReader::new(peer_master.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert!(line.contains("listening"), "peer master: {line}");
+    let master_addr = format!("127.0.0.1:{port}");
+    let mut env: Vec<(&str, &str)> = store_env().into_iter().collect();
+    env.extend([
+        ("RINGMQ_BROKER_ROLE", "SLAVE"),
+        ("RINGMQ_BROKER_ID", "1"),
+        ("RINGMQ_HA_MASTER_ADDRESS", master_addr.as_str()),
+    ]);
+    env.extend_from_slice(extra);
+    (Broker::start(&env), stdout)
+}
+
+/// A peer slave of `master` that writes what it gets to `out_file` and never acknowledges
+/// (15 s deadline).
+fn no_ack_slave(master: &Broker, out_file: &Path) -> Command {
+    peer(&[
+        "slave",
+        "--master",
+        &ha_addr(master),
+        "--out",
+        out_file.to_str().unwrap(),
+        "--no-ack",
+        "--timeout-s",
+        "15",
+    ])
 }
 
 fn ha_addr(broker: &Broker) -> String {
@@ -135,18 +172,7 @@ fn a_ringmq_slave_follows_a_java_protocol_master() {
     ])
     .spawn()
     .unwrap();
-    let mut stdout = BufReader::new(peer_master.stdout.take().unwrap());
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    assert!(line.contains("listening"), "peer master: {line}");
-    let master_addr = format!("127.0.0.1:{port}");
-    let mut env: Vec<(&str, &str)> = store_env().into_iter().collect();
-    env.extend([
-        ("RINGMQ_BROKER_ROLE", "SLAVE"),
-        ("RINGMQ_BROKER_ID", "1"),
-        ("RINGMQ_HA_MASTER_ADDRESS", master_addr.as_str()),
-    ]);
-    let slave = Broker::start(&env);
+    let (slave, mut stdout) = slave_of_peer_master(&mut peer_master, port, &[]);
     // The peer exits (closing its stdout) once the slave acknowledged the end, or after its
     // own deadline.
     let mut rest = String::new();
@@ -180,18 +206,7 @@ fn the_master_sends_heartbeats_and_closes_a_slave_silent_past_the_housekeeping_i
     let tmp = tempfile::tempdir().unwrap();
     let out_file = tmp.path().join("silent");
     let started = Instant::now();
-    let out = peer(&[
-        "slave",
-        "--master",
-        &ha_addr(&master),
-        "--out",
-        out_file.to_str().unwrap(),
-        "--no-ack",
-        "--timeout-s",
-        "15",
-    ])
-    .output()
-    .unwrap();
+    let out = no_ack_slave(&master, &out_file).output().unwrap();
     let elapsed = started.elapsed();
     let s = summary(&out);
     assert_eq!(s["closed_by_master"], true, "{s}");
@@ -213,18 +228,7 @@ fn a_sync_master_whose_slave_never_acknowledges_answers_flush_slave_timeout() {
     ]);
     let tmp = tempfile::tempdir().unwrap();
     let out_file = tmp.path().join("mute");
-    let mute = peer(&[
-        "slave",
-        "--master",
-        &ha_addr(&master),
-        "--out",
-        out_file.to_str().unwrap(),
-        "--no-ack",
-        "--timeout-s",
-        "15",
-    ])
-    .spawn()
-    .unwrap();
+    let mute = no_ack_slave(&master, &out_file).spawn().unwrap();
     wait_connected(&master, 1);
     let mut client = master.client();
     let started = Instant::now();
@@ -253,20 +257,14 @@ fn a_slave_reports_its_offset_every_heartbeat_and_leaves_a_silent_master() {
     let mut mute = peer(&["master", "--port", &port_arg, "--mute"])
         .spawn()
         .unwrap();
-    let mut stdout = BufReader::new(mute.stdout.take().unwrap());
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    assert!(line.contains("listening"), "peer master: {line}");
-    let master_addr = format!("127.0.0.1:{port}");
-    let mut env: Vec<(&str, &str)> = store_env().into_iter().collect();
-    env.extend([
-        ("RINGMQ_BROKER_ROLE", "SLAVE"),
-        ("RINGMQ_BROKER_ID", "1"),
-        ("RINGMQ_HA_MASTER_ADDRESS", master_addr.as_str()),
-        ("RINGMQ_HA_SEND_HEARTBEAT_INTERVAL_MS", "300"),
-        ("RINGMQ_HA_HOUSEKEEPING_INTERVAL_MS", "1500"),
-    ]);
-    let _slave = Broker::start(&env);
+    let (_slave, mut stdout) = slave_of_peer_master(
+        &mut mute,
+        port,
+        &[
+            ("RINGMQ_HA_SEND_HEARTBEAT_INTERVAL_MS", "300"),
+            ("RINGMQ_HA_HOUSEKEEPING_INTERVAL_MS", "1500"),
+        ],
+    );
     let mut rest = String::new();
     stdout.read_to_string(&mut rest).unwrap();
     mute.wait().unwrap();

@@ -9,7 +9,7 @@ mod common;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::{invoke, Broker};
+use common::{invoke, pull_head, Broker};
 use ringmq::net::remoting_client::BlockingClient;
 use ringmq::remoting::codes::{request_code as req, response_code as rc};
 use ringmq::remoting::command::{LanguageCode, RemotingCommand, SerializeType};
@@ -141,20 +141,7 @@ fn search(c: &mut BlockingClient, topic: &str, ts: i64, boundary: Option<&str>) 
 
 /// Store timestamps of queue 0's messages, pulled back.
 fn store_times(c: &mut BlockingClient, topic: &str) -> Vec<i64> {
-    let p = invoke(
-        c,
-        common::pull(
-            req::PULL_MESSAGE,
-            topic,
-            0,
-            0,
-            32,
-            0,
-            "*",
-            0,
-            SerializeType::Json,
-        ),
-    );
+    let p = invoke(c, pull_head(topic));
     assert_eq!(p.code, rc::SUCCESS, "{p:?}");
     records(&p.body).into_iter().map(|(_, ts)| ts).collect()
 }

@@ -12,9 +12,7 @@ use common::{invoke, Broker};
 use ringmq::net::remoting_client::BlockingClient;
 use ringmq::remoting::codes::{request_code as req, response_code as rc};
 use ringmq::remoting::command::{RemotingCommand, SerializeType};
-use ringmq::remoting::headers::{
-    EndTransactionRequestHeader, PullMessageRequestHeader, SendMessageRequestHeader,
-};
+use ringmq::remoting::headers::{EndTransactionRequestHeader, PullMessageRequestHeader};
 use ringmq::store::format;
 
 const TOPIC: &str = "TxT";
@@ -52,25 +50,11 @@ fn send_request(
     sys_flag: i32,
     st: SerializeType,
 ) -> RemotingCommand {
-    let mut cmd = RemotingCommand::request(req::SEND_MESSAGE_V2).with_serialize_type(st);
-    SendMessageRequestHeader {
-        producer_group: GROUP.into(),
-        topic: TOPIC.into(),
-        default_topic: "TBW102".into(),
-        default_topic_queue_nums: 4,
-        queue_id,
-        sys_flag,
-        born_timestamp: now_ms(),
-        flag: 0,
-        properties: Some(properties),
-        reconsume_times: Some(0),
-        unit_mode: false,
-        batch: false,
-        max_reconsume_times: None,
-        broker_name: None,
-    }
-    .encode(&mut cmd);
-    cmd.with_body(Bytes::from(body.to_string()))
+    let mut header = common::send_v2_header(GROUP, TOPIC, queue_id);
+    header.sys_flag = sys_flag;
+    header.born_timestamp = now_ms();
+    header.properties = Some(properties);
+    common::send_v2_request(&header, Bytes::from(body.to_string()), st)
 }
 
 /// What a send of a half message answered: its half queue offset and CommitLog offset.

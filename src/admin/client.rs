@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 
 use super::error::AdminError;
 use crate::net::remoting_client::BlockingClient;
-use crate::remoting::body::json::parse_lenient;
+use crate::remoting::body::json::{parse_lenient, JsonBodyError};
 use crate::remoting::body::{ClusterInfo, TopicRouteData};
 use crate::remoting::codes::{request_code as req, response_code as rc};
 use crate::remoting::command::RemotingCommand;
@@ -98,7 +98,18 @@ impl AdminClient {
         addr: &str,
         what: &'static str,
     ) -> Result<T, AdminError> {
-        parse_lenient(&response.body, what).map_err(|source| AdminError::Body {
+        Self::body_with(response, addr, what, |bytes| parse_lenient(bytes, what))
+    }
+
+    /// Reads `response`'s body with `parse` (a body type's own parser), naming `what` and the
+    /// broker `addr` when it fails.
+    pub fn body_with<T>(
+        response: &RemotingCommand,
+        addr: &str,
+        what: &'static str,
+        parse: impl FnOnce(&[u8]) -> Result<T, JsonBodyError>,
+    ) -> Result<T, AdminError> {
+        parse(&response.body).map_err(|source| AdminError::Body {
             what,
             addr: addr.to_string(),
             source,

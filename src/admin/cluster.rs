@@ -136,12 +136,15 @@ pub struct BrokerOrClusterArgs {
     pub cluster: Option<String>,
 }
 
-fn targets(admin: &AdminClient, a: &BrokerOrClusterArgs) -> Result<Vec<BrokerTarget>, AdminError> {
-    admin.brokers(a.broker_addr.as_deref(), a.cluster.as_deref())
+impl BrokerOrClusterArgs {
+    /// The broker named by `-b`, else the masters of the cluster named by `-c`.
+    pub fn targets(&self, admin: &AdminClient) -> Result<Vec<BrokerTarget>, AdminError> {
+        admin.brokers(self.broker_addr.as_deref(), self.cluster.as_deref())
+    }
 }
 
 pub fn broker_status(admin: &AdminClient, a: &BrokerOrClusterArgs) -> Result<Report, AdminError> {
-    let targets = targets(admin, a)?;
+    let targets = a.targets(admin)?;
     let several = targets.len() > 1;
     let mut text = String::new();
     let mut all = serde_json::Map::new();
@@ -168,7 +171,7 @@ pub fn get_broker_config(
 ) -> Result<Report, AdminError> {
     let mut text = String::new();
     let mut all = serde_json::Map::new();
-    for target in targets(admin, a)? {
+    for target in a.targets(admin)? {
         let r = admin.invoke_ok(
             &target.addr,
             RemotingCommand::request(req::GET_BROKER_CONFIG),
@@ -204,10 +207,8 @@ pub fn get_broker_config(
 
 #[derive(Args, Debug)]
 pub struct UpdateBrokerConfigArgs {
-    #[arg(short = 'b', long = "brokerAddr")]
-    pub broker_addr: Option<String>,
-    #[arg(short = 'c', long = "clusterName")]
-    pub cluster: Option<String>,
+    #[command(flatten)]
+    pub on: BrokerOrClusterArgs,
     #[arg(short = 'k', long = "key")]
     pub key: String,
     #[arg(short = 'v', long = "value")]
@@ -218,7 +219,7 @@ pub fn update_broker_config(
     admin: &AdminClient,
     a: &UpdateBrokerConfigArgs,
 ) -> Result<Report, AdminError> {
-    let targets = admin.brokers(a.broker_addr.as_deref(), a.cluster.as_deref())?;
+    let targets = a.on.targets(admin)?;
     let body = format!("{}={}\n", a.key, a.value);
     let mut text = String::new();
     let mut brokers = Vec::new();

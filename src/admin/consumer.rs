@@ -61,11 +61,7 @@ fn consume_stats(
             request.set_ext("topic", topic);
         }
         let r = admin.invoke_ok(&target.addr, request)?;
-        let stats = ConsumeStats::parse(&r.body).map_err(|source| AdminError::Body {
-            what: "ConsumeStats",
-            addr: target.addr.clone(),
-            source,
-        })?;
+        let stats = AdminClient::body_with(&r, &target.addr, "ConsumeStats", ConsumeStats::parse)?;
         merged.consume_tps += stats.consume_tps;
         merged.offset_table.extend(stats.offset_table);
     }

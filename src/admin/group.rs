@@ -6,6 +6,7 @@ use clap::Args;
 use serde_json::json;
 
 use super::client::AdminClient;
+use super::cluster::BrokerOrClusterArgs;
 use super::error::AdminError;
 use super::output::Report;
 use super::topic::delete_topic_in_cluster;
@@ -17,10 +18,8 @@ use crate::remoting::command::RemotingCommand;
 /// defaults.
 #[derive(Args, Debug)]
 pub struct UpdateSubGroupArgs {
-    #[arg(short = 'b', long = "brokerAddr")]
-    pub broker_addr: Option<String>,
-    #[arg(short = 'c', long = "clusterName")]
-    pub cluster: Option<String>,
+    #[command(flatten)]
+    pub on: BrokerOrClusterArgs,
     #[arg(short = 'g', long = "groupName")]
     pub group: String,
     #[arg(short = 's', long = "consumeEnable", action = clap::ArgAction::Set)]
@@ -66,7 +65,7 @@ fn group_config(a: &UpdateSubGroupArgs) -> serde_json::Value {
 
 pub fn update_sub_group(admin: &AdminClient, a: &UpdateSubGroupArgs) -> Result<Report, AdminError> {
     let config = group_config(a);
-    let targets = admin.brokers(a.broker_addr.as_deref(), a.cluster.as_deref())?;
+    let targets = a.on.targets(admin)?;
     let mut text = String::new();
     let mut brokers = Vec::new();
     for target in targets {
@@ -88,10 +87,8 @@ pub fn update_sub_group(admin: &AdminClient, a: &UpdateSubGroupArgs) -> Result<R
 
 #[derive(Args, Debug)]
 pub struct DeleteSubGroupArgs {
-    #[arg(short = 'b', long = "brokerAddr")]
-    pub broker_addr: Option<String>,
-    #[arg(short = 'c', long = "clusterName")]
-    pub cluster: Option<String>,
+    #[command(flatten)]
+    pub on: BrokerOrClusterArgs,
     #[arg(short = 'g', long = "groupName")]
     pub group: String,
     /// Also drop the group's committed offsets.
@@ -101,7 +98,7 @@ pub struct DeleteSubGroupArgs {
 
 /// With a cluster, the group's retry and dead-letter topics go too, as in Java.
 pub fn delete_sub_group(admin: &AdminClient, a: &DeleteSubGroupArgs) -> Result<Report, AdminError> {
-    let targets = admin.brokers(a.broker_addr.as_deref(), a.cluster.as_deref())?;
+    let targets = a.on.targets(admin)?;
     let mut text = String::new();
     for target in &targets {
         let request = RemotingCommand::request(req::DELETE_SUBSCRIPTIONGROUP)
@@ -113,8 +110,8 @@ pub fn delete_sub_group(admin: &AdminClient, a: &DeleteSubGroupArgs) -> Result<R
             a.group, target.addr
         ));
     }
-    if a.broker_addr.is_none() {
-        if let Some(cluster) = &a.cluster {
+    if a.on.broker_addr.is_none() {
+        if let Some(cluster) = &a.on.cluster {
             for prefix in [RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX] {
                 let topic = format!("{prefix}{}", a.group);
                 delete_topic_in_cluster(admin, &topic, cluster, &mut text)?;

@@ -44,11 +44,7 @@ fn invoke_reset(
         .with_ext("isForce", a.force)
         .with_ext("queueId", -1);
     let r = admin.invoke_ok(&target.addr, request)?;
-    let body = ResetOffsetBody::parse(&r.body).map_err(|source| AdminError::Body {
-        what: "ResetOffsetBody",
-        addr: target.addr.clone(),
-        source,
-    })?;
+    let body = AdminClient::body_with(&r, &target.addr, "ResetOffsetBody", ResetOffsetBody::parse)?;
     Ok(body
         .offset_table
         .into_iter()
@@ -69,11 +65,7 @@ fn reset_old_way(
             .with_ext("consumerGroup", &a.group)
             .with_ext("topic", &a.topic),
     )?;
-    let stats = ConsumeStats::parse(&r.body).map_err(|source| AdminError::Body {
-        what: "ConsumeStats",
-        addr: target.addr.clone(),
-        source,
-    })?;
+    let stats = AdminClient::body_with(&r, &target.addr, "ConsumeStats", ConsumeStats::parse)?;
     let mut rows = Vec::new();
     for (mq, w) in stats.offset_table {
         let r = admin.invoke_ok(

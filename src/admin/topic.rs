@@ -184,11 +184,8 @@ pub fn topic_status(admin: &AdminClient, a: &TopicArg) -> Result<Report, AdminEr
             &target.addr,
             RemotingCommand::request(req::GET_TOPIC_STATS_INFO).with_ext("topic", &a.topic),
         )?;
-        let table = TopicStatsTable::parse(&r.body).map_err(|source| AdminError::Body {
-            what: "TopicStatsTable",
-            addr: target.addr.clone(),
-            source,
-        })?;
+        let table =
+            AdminClient::body_with(&r, &target.addr, "TopicStatsTable", TopicStatsTable::parse)?;
         merged.topic_put_tps += table.topic_put_tps;
         merged.offset_table.extend(table.offset_table);
     }

@@ -18,7 +18,7 @@ use super::consumer_filter_manager::FilterCache;
 use super::consumer_offset_manager::ConsumerOffsetManager;
 use super::ha::ha_service::HaService;
 use super::longpoll::pull_request_hold_service::PullRequestHoldService;
-use super::slave_synchronize::SlaveSynchronize;
+use super::slave_sync_state::SlaveSyncState;
 use super::subscription_group_manager::SubscriptionGroupManager;
 use super::topic_config_manager::TopicConfigManager;
 
@@ -51,7 +51,7 @@ pub struct BrokerController {
     /// Message totals for GET_BROKER_RUNTIME_INFO (Java `BrokerStats`).
     pub stats: BrokerStats,
     /// On a slave: the master's address and the metadata sync (Java `SlaveSynchronize`).
-    pub slave_sync: SlaveSynchronize,
+    pub slave_sync: SlaveSyncState,
     /// Delayed delivery's progress, level → offset in SCHEDULE_TOPIC_XXXX (GET_ALL_DELAY_OFFSET
     /// serves it; the schedule thread or, on a slave, the sync writes it).
     pub schedule_offsets: RwLock<BTreeMap<i32, i64>>,

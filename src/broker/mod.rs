@@ -12,11 +12,12 @@
 //! - [`client`]: the producer and consumer tables filled by heartbeats.
 //! - [`schedule_message_service`]: delay levels.
 //! - [`broker_stats`]: message totals for GET_BROKER_RUNTIME_INFO.
-//! - [`slave_synchronize`]: a slave's copy of its master's metadata.
+//! - [`slave_synchronize`]: a slave's copy of its master's metadata; [`slave_sync_state`]: what the slave knows of its master between syncs.
 //! - [`ha`]: master/slave replication of the CommitLog (Java `DefaultHAService`).
 //! - [`transaction`]: half messages, their end and their check-back.
 
 pub mod broker_metrics_manager;
+pub mod broker_outer_api;
 pub mod broker_stats;
 pub mod client;
 pub mod config_manager;
@@ -30,6 +31,7 @@ pub mod longpoll;
 pub mod msg_id;
 pub mod processor;
 pub mod schedule_message_service;
+pub mod slave_sync_state;
 pub mod slave_synchronize;
 pub mod startup;
 pub mod subscription_group_manager;

@@ -16,16 +16,16 @@
 //! last offset a consumer committed to this slave; a synced offset below it does not replace
 //! it. Once the master's offset has reached the slave's commit (the consumer went back and
 //! committed there), the slave forgets its own commit and follows the master again, resets
-//! included ([`merge_offset`]).
+//! included (`merge_offset` in `slave_sync_state.rs`).
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Mutex, RwLock};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::Bytes;
 
 use crate::broker::config_manager::{self as persist, PersistError};
 use crate::broker::controller::BrokerController;
+use crate::broker::slave_sync_state::{merge_offset, SlaveSyncState};
 use crate::broker::subscription_group_manager::SubscriptionGroupConfig;
 use crate::common::StopFlag;
 use crate::net::remoting_client::{BlockingClient, ClientError};
@@ -68,213 +68,158 @@ pub enum SyncError {
         source: PersistError,
     },
 }
-
-/// The slave's side of the master's metadata.
-pub struct SlaveSynchronize {
-    /// The master's remoting address, as the name server last reported it; `None` while the
-    /// group has no master registered.
-    master_addr: RwLock<Option<String>>,
-    /// (group, topic, queue) → the offset a consumer last committed to this slave, until the
-    /// master's offset reaches it.
-    slave_commits: Mutex<HashMap<(String, String, i32), i64>>,
-    /// The connection to the master, kept between syncs.
-    connection: Mutex<Option<BlockingClient>>,
+/// Java `syncAll`: the four tables, each on its own (one failing does not stop the
+/// others). Returns the failures.
+pub fn sync_all(ctrl: &BrokerController) -> Vec<SyncError> {
+    let Some(master) = ctrl.slave_sync.master_addr() else {
+        return Vec::new();
+    };
+    if master == ctrl.broker_addr {
+        return Vec::new();
+    }
+    [
+        sync_topic_config(ctrl, &master),
+        sync_consumer_offset(ctrl, &master),
+        sync_delay_offset(ctrl, &master),
+        sync_subscription_group_config(ctrl, &master),
+    ]
+    .into_iter()
+    .filter_map(Result::err)
+    .collect()
 }
 
-impl Default for SlaveSynchronize {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl SlaveSynchronize {
-    pub fn new() -> Self {
-        SlaveSynchronize {
-            master_addr: RwLock::new(None),
-            slave_commits: Mutex::new(HashMap::new()),
-            connection: Mutex::new(None),
+/// One request to the master on the kept connection (reconnecting once if it broke).
+fn fetch(
+    state: &SlaveSyncState,
+    master: &str,
+    code: i32,
+    what: &'static str,
+) -> Result<Bytes, SyncError> {
+    let request_error = |source| SyncError::Request {
+        master: master.to_string(),
+        what,
+        source,
+    };
+    let timeout = Duration::from_millis(SYNC_REQUEST_TIMEOUT_MS);
+    let mut connection = state.connection.lock().unwrap_or_else(|p| p.into_inner());
+    let request = RemotingCommand::request(code);
+    let mut answer = None;
+    if let Some(client) = connection.as_mut() {
+        match client.invoke(request.clone()) {
+            Ok(r) => answer = Some(r),
+            Err(_) => *connection = None,
         }
     }
-
-    /// What the name server said of the master (REGISTER_BROKER's `masterAddr`; empty or
-    /// absent: none).
-    pub fn set_master_addr(&self, addr: Option<&str>) {
-        let addr = addr.map(str::trim).filter(|a| !a.is_empty());
-        let mut current = self.master_addr.write().unwrap_or_else(|p| p.into_inner());
-        if current.as_deref() != addr {
-            tracing::info!(master = ?addr, previous = ?*current, "master address changed");
-            *current = addr.map(String::from);
-            *self.connection.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    let response = match answer {
+        Some(r) => r,
+        None => {
+            let mut client = BlockingClient::connect(master, timeout).map_err(request_error)?;
+            let r = client.invoke(request).map_err(request_error)?;
+            *connection = Some(client);
+            r
         }
-    }
-
-    pub fn master_addr(&self) -> Option<String> {
-        self.master_addr
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-    }
-
-    /// Whether the group's master is registered (Java `minBrokerIdInGroup == MASTER_ID`).
-    pub fn master_online(&self) -> bool {
-        self.master_addr
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_some()
-    }
-
-    /// A consumer committed `offset` to this slave.
-    pub fn note_slave_commit(&self, group: &str, topic: &str, queue_id: i32, offset: i64) {
-        self.slave_commits
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert((group.to_string(), topic.to_string(), queue_id), offset);
-    }
-
-    /// The slave-committed offsets still ahead of the master's (tests and the docs' rule).
-    pub fn pending_slave_commits(&self) -> usize {
-        self.slave_commits
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .len()
-    }
-
-    /// Java `syncAll`: the four tables, each on its own (one failing does not stop the
-    /// others). Returns the failures.
-    pub fn sync_all(&self, ctrl: &BrokerController) -> Vec<SyncError> {
-        let Some(master) = self.master_addr() else {
-            return Vec::new();
-        };
-        if master == ctrl.broker_addr {
-            return Vec::new();
-        }
-        [
-            self.sync_topic_config(ctrl, &master),
-            self.sync_consumer_offset(ctrl, &master),
-            self.sync_delay_offset(ctrl, &master),
-            self.sync_subscription_group_config(ctrl, &master),
-        ]
-        .into_iter()
-        .filter_map(Result::err)
-        .collect()
-    }
-
-    /// One request to the master on the kept connection (reconnecting once if it broke).
-    fn fetch(&self, master: &str, code: i32, what: &'static str) -> Result<Bytes, SyncError> {
-        let request_error = |source| SyncError::Request {
+    };
+    if response.code != rc::SUCCESS {
+        return Err(SyncError::Refused {
             master: master.to_string(),
             what,
+            code: response.code,
+            remark: response.remark.unwrap_or_default(),
+        });
+    }
+    Ok(response.body)
+}
+
+/// Java `syncTopicConfig`: the master's table replaces the slave's when its data version
+/// differs.
+fn sync_topic_config(ctrl: &BrokerController, master: &str) -> Result<(), SyncError> {
+    let body = fetch(
+        &ctrl.slave_sync,
+        master,
+        request_code::GET_ALL_TOPIC_CONFIG,
+        "topics",
+    )?;
+    let wrapper: TopicConfigSerializeWrapper =
+        parse_lenient(&body, "TopicConfigSerializeWrapper").map_err(SyncError::Body)?;
+    ctrl.topics
+        .replace_from_master(wrapper)
+        .map_err(|source| SyncError::Persist {
+            what: "topics",
             source,
-        };
-        let timeout = Duration::from_millis(SYNC_REQUEST_TIMEOUT_MS);
-        let mut connection = self.connection.lock().unwrap_or_else(|p| p.into_inner());
-        let request = RemotingCommand::request(code);
-        let mut answer = None;
-        if let Some(client) = connection.as_mut() {
-            match client.invoke(request.clone()) {
-                Ok(r) => answer = Some(r),
-                Err(_) => *connection = None,
-            }
-        }
-        let response = match answer {
-            Some(r) => r,
-            None => {
-                let mut client = BlockingClient::connect(master, timeout).map_err(request_error)?;
-                let r = client.invoke(request).map_err(request_error)?;
-                *connection = Some(client);
-                r
-            }
-        };
-        if response.code != rc::SUCCESS {
-            return Err(SyncError::Refused {
-                master: master.to_string(),
-                what,
-                code: response.code,
-                remark: response.remark.unwrap_or_default(),
-            });
-        }
-        Ok(response.body)
-    }
+        })?;
+    Ok(())
+}
 
-    /// Java `syncTopicConfig`: the master's table replaces the slave's when its data version
-    /// differs.
-    fn sync_topic_config(&self, ctrl: &BrokerController, master: &str) -> Result<(), SyncError> {
-        let body = self.fetch(master, request_code::GET_ALL_TOPIC_CONFIG, "topics")?;
-        let wrapper: TopicConfigSerializeWrapper =
-            parse_lenient(&body, "TopicConfigSerializeWrapper").map_err(SyncError::Body)?;
-        ctrl.topics
-            .replace_from_master(wrapper)
-            .map_err(|source| SyncError::Persist {
-                what: "topics",
-                source,
-            })?;
-        Ok(())
-    }
-
-    /// Java `syncConsumerOffset`, with the rule of [`merge_offset`] per queue.
-    fn sync_consumer_offset(&self, ctrl: &BrokerController, master: &str) -> Result<(), SyncError> {
-        let body = self.fetch(
-            master,
-            request_code::GET_ALL_CONSUMER_OFFSET,
-            "consumer offsets",
-        )?;
-        let text = String::from_utf8_lossy(&body);
-        let table = crate::broker::consumer_offset_manager::parse_offset_file(&text)
-            .map_err(SyncError::ConsumerOffsets)?;
-        let mut commits = self.slave_commits.lock().unwrap_or_else(|p| p.into_inner());
-        for (topic, group, queue_id, master_offset) in table {
-            let key = (group, topic, queue_id);
-            let (offset, keep) = merge_offset(master_offset, commits.get(&key).copied());
-            if !keep {
-                commits.remove(&key);
-            }
-            let (group, topic, queue_id) = key;
-            ctrl.offsets.commit_offset(&group, &topic, queue_id, offset);
+/// Java `syncConsumerOffset`, with the rule of [`merge_offset`] per queue.
+fn sync_consumer_offset(ctrl: &BrokerController, master: &str) -> Result<(), SyncError> {
+    let body = fetch(
+        &ctrl.slave_sync,
+        master,
+        request_code::GET_ALL_CONSUMER_OFFSET,
+        "consumer offsets",
+    )?;
+    let text = String::from_utf8_lossy(&body);
+    let table = crate::broker::consumer_offset_manager::parse_offset_file(&text)
+        .map_err(SyncError::ConsumerOffsets)?;
+    let mut commits = ctrl
+        .slave_sync
+        .slave_commits
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    for (topic, group, queue_id, master_offset) in table {
+        let key = (group, topic, queue_id);
+        let (offset, keep) = merge_offset(master_offset, commits.get(&key).copied());
+        if !keep {
+            commits.remove(&key);
         }
-        drop(commits);
-        ctrl.offsets
-            .persist()
-            .map_err(|source| SyncError::Persist {
-                what: "consumer offsets",
-                source,
-            })?;
-        Ok(())
+        let (group, topic, queue_id) = key;
+        ctrl.offsets.commit_offset(&group, &topic, queue_id, offset);
     }
+    drop(commits);
+    ctrl.offsets
+        .persist()
+        .map_err(|source| SyncError::Persist {
+            what: "consumer offsets",
+            source,
+        })?;
+    Ok(())
+}
 
-    /// Java `syncDelayOffset`: the master's delayOffset.json, written as the slave's.
-    fn sync_delay_offset(&self, ctrl: &BrokerController, master: &str) -> Result<(), SyncError> {
-        let body = self.fetch(master, request_code::GET_ALL_DELAY_OFFSET, "delay offsets")?;
-        let text = String::from_utf8_lossy(&body);
-        let offsets = crate::broker::schedule_message_service::parse_delay_offsets(&text)
-            .map_err(SyncError::DelayOffsets)?;
-        crate::broker::schedule_message_service::install_offsets(ctrl, offsets).map_err(|source| {
-            SyncError::Persist {
-                what: "delay offsets",
-                source,
-            }
+/// Java `syncDelayOffset`: the master's delayOffset.json, written as the slave's.
+fn sync_delay_offset(ctrl: &BrokerController, master: &str) -> Result<(), SyncError> {
+    let body = fetch(
+        &ctrl.slave_sync,
+        master,
+        request_code::GET_ALL_DELAY_OFFSET,
+        "delay offsets",
+    )?;
+    let text = String::from_utf8_lossy(&body);
+    let offsets = crate::broker::schedule_message_service::parse_delay_offsets(&text)
+        .map_err(SyncError::DelayOffsets)?;
+    crate::broker::schedule_message_service::install_offsets(ctrl, offsets).map_err(|source| {
+        SyncError::Persist {
+            what: "delay offsets",
+            source,
+        }
+    })
+}
+
+/// Java `syncSubscriptionGroupConfig`: the master's groups replace the slave's.
+fn sync_subscription_group_config(ctrl: &BrokerController, master: &str) -> Result<(), SyncError> {
+    let body = fetch(
+        &ctrl.slave_sync,
+        master,
+        request_code::GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
+        "subscription groups",
+    )?;
+    let wrapper: SubscriptionGroupWrapper =
+        parse_lenient(&body, "SubscriptionGroupWrapper").map_err(SyncError::Body)?;
+    ctrl.groups
+        .replace_from_master(wrapper.subscription_group_table)
+        .map_err(|source| SyncError::Persist {
+            what: "subscription groups",
+            source,
         })
-    }
-
-    /// Java `syncSubscriptionGroupConfig`: the master's groups replace the slave's.
-    fn sync_subscription_group_config(
-        &self,
-        ctrl: &BrokerController,
-        master: &str,
-    ) -> Result<(), SyncError> {
-        let body = self.fetch(
-            master,
-            request_code::GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
-            "subscription groups",
-        )?;
-        let wrapper: SubscriptionGroupWrapper =
-            parse_lenient(&body, "SubscriptionGroupWrapper").map_err(SyncError::Body)?;
-        ctrl.groups
-            .replace_from_master(wrapper.subscription_group_table)
-            .map_err(|source| SyncError::Persist {
-                what: "subscription groups",
-                source,
-            })
-    }
 }
 
 /// Java `SubscriptionGroupWrapper`, as far as the slave reads it.
@@ -285,55 +230,15 @@ pub struct SubscriptionGroupWrapper {
     pub subscription_group_table: BTreeMap<String, SubscriptionGroupConfig>,
 }
 
-/// The offset a synced queue takes on the slave: the master's, unless a consumer committed a
-/// larger one to this slave that the master has not reached yet. Returns the offset and
-/// whether the slave's own commit is still to be kept.
-pub fn merge_offset(master_offset: i64, slave_committed: Option<i64>) -> (i64, bool) {
-    match slave_committed {
-        Some(slave) if slave > master_offset => (slave, true),
-        _ => (master_offset, false),
-    }
-}
-
-/// The `ringmq-slave-sync` thread: [`SlaveSynchronize::sync_all`] every `interval`, from the
+/// The `ringmq-slave-sync` thread: [`sync_all`] every `interval`, from the
 /// first registration on, until `stop`.
 pub fn run(ctrl: &BrokerController, stop: &StopFlag, interval: Duration) {
     loop {
-        for e in ctrl.slave_sync.sync_all(ctrl) {
+        for e in sync_all(ctrl) {
             tracing::warn!(error = %e, "slave sync");
         }
         if stop.wait_timeout(interval) {
             return;
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_slave_commit_ahead_of_the_master_wins_until_the_master_reaches_it() {
-        // No commit on the slave: the master's offset, resets included.
-        assert_eq!(merge_offset(100, None), (100, false));
-        assert_eq!(merge_offset(5, None), (5, false));
-        // The consumer committed 150 to the slave while the master was away at 100.
-        assert_eq!(merge_offset(100, Some(150)), (150, true));
-        // The master caught up (or passed): it is followed again, and the commit forgotten.
-        assert_eq!(merge_offset(150, Some(150)), (150, false));
-        assert_eq!(merge_offset(170, Some(150)), (170, false));
-    }
-
-    #[test]
-    fn the_master_address_comes_and_goes_with_the_registration_answer() {
-        let s = SlaveSynchronize::new();
-        assert!(!s.master_online());
-        s.set_master_addr(Some("127.0.0.1:10911"));
-        assert!(s.master_online());
-        assert_eq!(s.master_addr().as_deref(), Some("127.0.0.1:10911"));
-        s.set_master_addr(Some(""));
-        assert!(!s.master_online());
-        s.set_master_addr(None);
-        assert_eq!(s.master_addr(), None);
     }
 }

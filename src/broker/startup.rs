@@ -9,6 +9,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::broker::broker_metrics_manager;
+use crate::broker::broker_outer_api::{register_all, unregister_all};
 use crate::broker::broker_stats::BrokerStats;
 use crate::broker::client::{ConsumerManager, ProducerManager, RebalanceLockManager};
 use crate::broker::consumer_filter_manager::FilterCache;
@@ -20,7 +21,7 @@ use crate::broker::longpoll::pull_request_hold_service::{
     ArrivalNotifier, PullRequestHoldService, WakeItem, WakeService,
 };
 use crate::broker::schedule_message_service as schedule;
-use crate::broker::slave_synchronize::SlaveSynchronize;
+use crate::broker::slave_sync_state::SlaveSyncState;
 use crate::broker::subscription_group_manager::SubscriptionGroupManager;
 use crate::broker::topic_config_manager::{TopicConfigManager, TopicDefaults};
 use crate::broker::transaction::transactional_message_check_service as transaction_check;
@@ -31,10 +32,7 @@ use crate::metrics::BrokerMetrics;
 use crate::namesrv::{start_namesrv, NamesrvHandle, NamesrvStartError};
 use crate::net::remoting_client::BlockingClient;
 use crate::net::{self as server, ServerConfig, ServerHandle, ShutdownSignal};
-use crate::remoting::body::register_broker::build_register_broker_request;
-use crate::remoting::body::{perm, DataVersion};
-use crate::remoting::codes::request_code;
-use crate::remoting::command::RemotingCommand;
+use crate::remoting::body::DataVersion;
 use crate::store::fs::{FileSystem, RealFs};
 use crate::store::io::{IoConfig, IoEngine, IoMode};
 use crate::store::{self, MessageStore, StoreConfig};
@@ -263,7 +261,7 @@ pub fn build_controller_on(
         }),
         boot_timestamp_ms: now_ms(),
         stats: BrokerStats::new(now_ms()),
-        slave_sync: SlaveSynchronize::new(),
+        slave_sync: SlaveSyncState::new(),
         schedule_offsets: std::sync::RwLock::new(std::collections::BTreeMap::new()),
         ha: HaService::new(&config),
         metrics: (!config.metrics.listen.trim().is_empty()).then(|| Arc::new(BrokerMetrics::new())),
@@ -729,101 +727,4 @@ fn start_registration(
         }
         register_all(&ctrl, &namesrv_addrs, &mut connections);
     })
-}
-
-/// Sends `request` on the kept connection to `addr`, reconnecting once if it broke.
-fn invoke_namesrv(
-    connections: &mut HashMap<String, BlockingClient>,
-    addr: &str,
-    request: RemotingCommand,
-) -> Result<RemotingCommand, crate::net::remoting_client::ClientError> {
-    if let Some(client) = connections.get_mut(addr) {
-        match client.invoke(request.clone()) {
-            Ok(r) => return Ok(r),
-            Err(e) => {
-                tracing::debug!(namesrv = addr, error = %e, "name server connection broke; reconnecting");
-                connections.remove(addr);
-            }
-        }
-    }
-    let mut client = BlockingClient::connect(addr, Duration::from_secs(3))?;
-    let response = client.invoke(request)?;
-    connections.insert(addr.to_string(), client);
-    Ok(response)
-}
-
-fn register_all(
-    ctrl: &BrokerController,
-    namesrv_addrs: &[String],
-    connections: &mut HashMap<String, BlockingClient>,
-) {
-    let wrapper = ctrl.topics.wrapper();
-    // Java `registerBrokerAll`: a broker without read or write permission registers every
-    // topic with the permission it lacks taken off.
-    let broker_perm = ctrl.broker_permission();
-    let restricted = broker_perm & perm::PERM_READ == 0 || broker_perm & perm::PERM_WRITE == 0;
-    let topics: Vec<_> = wrapper
-        .topic_config_table
-        .values()
-        .cloned()
-        .map(|mut tc| {
-            if restricted {
-                tc.perm &= broker_perm;
-            }
-            tc
-        })
-        .collect();
-    let c = &ctrl.config.broker;
-    let ha_port = ctrl.config.ha.effective_listen_port(c.listen_port);
-    let ha_addr = format!("{}:{ha_port}", c.advertised_ip);
-    for addr in namesrv_addrs {
-        let request = build_register_broker_request(
-            &c.cluster_name,
-            &c.name,
-            &ctrl.broker_addr,
-            c.id as i64,
-            &ha_addr,
-            &topics,
-            &wrapper.data_version,
-        );
-        match invoke_namesrv(connections, addr, request) {
-            Ok(r) if r.code == 0 => {
-                tracing::debug!(namesrv = addr, "registered with name server");
-                // Java `BrokerController.registerBrokerAll`: a slave learns its master here
-                // (the metadata sync and the pull's "master online" follow `masterAddr`, empty
-                // while no master is registered; replication follows `haServerAddr`).
-                if ctrl.is_slave() {
-                    ctrl.slave_sync.set_master_addr(r.ext_opt_str("masterAddr"));
-                }
-                ctrl.ha.update_master(
-                    r.ext_fields.get("haServerAddr").map(String::as_str),
-                    r.ext_fields.get("masterAddr").map(String::as_str),
-                );
-            }
-            Ok(r) => {
-                tracing::warn!(namesrv = addr, code = r.code, remark = ?r.remark, "name server refused registration")
-            }
-            Err(e) => {
-                tracing::warn!(namesrv = addr, error = %e, "registering with name server failed")
-            }
-        }
-    }
-}
-
-fn unregister_all(
-    ctrl: &BrokerController,
-    namesrv_addrs: &[String],
-    connections: &mut HashMap<String, BlockingClient>,
-) {
-    let c = &ctrl.config.broker;
-    for addr in namesrv_addrs {
-        let request = RemotingCommand::request(request_code::UNREGISTER_BROKER)
-            .with_ext("brokerName", &c.name)
-            .with_ext("brokerAddr", &ctrl.broker_addr)
-            .with_ext("clusterName", &c.cluster_name)
-            .with_ext("brokerId", c.id);
-        if let Err(e) = invoke_namesrv(connections, addr, request) {
-            tracing::debug!(namesrv = addr, error = %e, "unregistering from name server failed");
-        }
-    }
 }

@@ -23,6 +23,7 @@
 //! connection ([`NamesrvProcessor::registered_broker_addr`]), and drop responses to oneway
 //! requests.
 
+pub mod broker_registration;
 pub mod kv_config_manager;
 pub mod kv_processor;
 pub mod processor;

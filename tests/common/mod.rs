@@ -333,28 +333,48 @@ pub fn send_v2(
     flag: i32,
     st: ringmq::remoting::command::SerializeType,
 ) -> RemotingCommand {
-    use ringmq::remoting::codes::request_code;
-    use ringmq::remoting::headers::SendMessageRequestHeader;
-    let mut cmd = RemotingCommand::request(request_code::SEND_MESSAGE_V2).with_serialize_type(st);
-    SendMessageRequestHeader {
-        producer_group: "pg".into(),
+    let mut header = send_v2_header("pg", topic, queue_id);
+    header.flag = flag;
+    header.properties = Some(ringmq::store::format::encode_properties(
+        properties.iter().copied(),
+    ));
+    send_v2_request(&header, body, st)
+}
+
+/// The header of a plain SEND_MESSAGE_V2 of `producer_group` to `topic`'s `queue_id`: no
+/// flags, no properties, a fixed born timestamp, auto-creation from TBW102 with 4 queues.
+pub fn send_v2_header(
+    producer_group: &str,
+    topic: &str,
+    queue_id: i32,
+) -> ringmq::remoting::headers::SendMessageRequestHeader {
+    ringmq::remoting::headers::SendMessageRequestHeader {
+        producer_group: producer_group.into(),
         topic: topic.into(),
         default_topic: "TBW102".into(),
         default_topic_queue_nums: 4,
         queue_id,
         sys_flag: 0,
         born_timestamp: 1_700_000_000_000,
-        flag,
-        properties: Some(ringmq::store::format::encode_properties(
-            properties.iter().copied(),
-        )),
+        flag: 0,
+        properties: None,
         reconsume_times: Some(0),
         unit_mode: false,
         batch: false,
         max_reconsume_times: None,
         broker_name: None,
     }
-    .encode(&mut cmd);
+}
+
+/// A SEND_MESSAGE_V2 request with `header` and `body`.
+pub fn send_v2_request(
+    header: &ringmq::remoting::headers::SendMessageRequestHeader,
+    body: bytes::Bytes,
+    st: ringmq::remoting::command::SerializeType,
+) -> RemotingCommand {
+    use ringmq::remoting::codes::request_code;
+    let mut cmd = RemotingCommand::request(request_code::SEND_MESSAGE_V2).with_serialize_type(st);
+    header.encode(&mut cmd);
     cmd.with_body(body)
 }
 
@@ -392,6 +412,22 @@ pub fn pull(
     }
     .encode(&mut cmd);
     cmd
+}
+
+/// A PULL_MESSAGE of up to 32 messages of `topic`'s queue 0 from offset 0, every tag, not
+/// suspended, JSON headers.
+pub fn pull_head(topic: &str) -> RemotingCommand {
+    pull(
+        ringmq::remoting::codes::request_code::PULL_MESSAGE,
+        topic,
+        0,
+        0,
+        32,
+        0,
+        "*",
+        0,
+        ringmq::remoting::command::SerializeType::Json,
+    )
 }
 
 /// `GET path` over HTTP/1.1 from `addr`; the status code and the body.

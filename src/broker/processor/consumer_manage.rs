@@ -128,7 +128,7 @@ pub async fn update_consumer_offset(
     );
     if ctrl.is_slave() {
         // Kept against the master's older offsets when the sync brings them
-        // (`slave_synchronize::merge_offset`).
+        // (`slave_sync_state::merge_offset`).
         ctrl.slave_sync.note_slave_commit(
             &header.consumer_group,
             &header.topic,

@@ -33,6 +33,7 @@ pub mod consumer_manage;
 pub mod end_transaction;
 pub mod lock;
 pub mod pull;
+pub mod pull_wakeup;
 pub mod query;
 pub mod runtime_info;
 pub mod send;

@@ -21,10 +21,7 @@ use bytes::{Bytes, BytesMut};
 use crate::broker::controller::BrokerController;
 use crate::broker::error::{Access, BrokerError};
 use crate::broker::longpoll::pull_request::{ParkedPullRequest, RequestEnvelope};
-use crate::broker::longpoll::pull_request_hold_service::{
-    PullRequestHoldService, PullWakeHost, Suspension,
-};
-use crate::broker::longpoll::shared_response::SharedFrame;
+use crate::broker::longpoll::pull_request_hold_service::Suspension;
 use crate::broker::subscription_group_manager::SubscriptionGroupConfig;
 use crate::broker::topic_config_manager::OFFSET_MOVED_EVENT;
 use crate::common::now_ms;
@@ -212,7 +209,7 @@ fn commit_offset(ctrl: &BrokerController, header: &PullMessageRequestHeader) {
 /// The answer to a looked-up pull: the response as it is, or, with regions, a zero-copy
 /// frame. A head that cannot be encoded goes by copy (the copy path's writer then answers
 /// SYSTEM_ERROR, as for any unencodable frame).
-fn answer(
+pub(super) fn answer(
     store: &MessageStore,
     response: RemotingCommand,
     regions: Option<Vec<FileRegion>>,
@@ -232,7 +229,7 @@ fn answer(
 
 /// The zero-copy frame of a response whose body is `regions`, or None when its head cannot be
 /// encoded.
-fn file_frame(response: &RemotingCommand, regions: &[FileRegion]) -> Option<FileFrame> {
+pub(super) fn file_frame(response: &RemotingCommand, regions: &[FileRegion]) -> Option<FileFrame> {
     let body_len_bytes: usize = regions.iter().map(|r| r.len_bytes).sum();
     let mut head = BytesMut::new();
     if let Err(e) = encode_frame_header(response, body_len_bytes, &mut head) {
@@ -264,67 +261,18 @@ pub fn read_body(
     Ok(response)
 }
 
-/// How the wake threads re-execute a woken pull on this broker.
-impl PullWakeHost for BrokerController {
-    type Shared = WokenShared;
-
-    fn pull_hold(&self) -> &PullRequestHoldService {
-        &self.pull_hold
-    }
-
-    fn execute_woken(
-        &self,
-        header: PullMessageRequestHeader,
-        envelope: RequestEnvelope,
-        shared: &mut WokenShared,
-    ) -> Option<Outbound> {
-        match execute_woken_shared(self, header, envelope, shared) {
-            Ok(outbound) => Some(outbound),
-            Err(e) => {
-                let response = envelope.response(e.response_code(), Some(e.remark()));
-                Some(Outbound::Command(response))
-            }
-        }
-    }
-
-    fn observe_wake_latency(&self, elapsed: std::time::Duration) {
-        if let Some(metrics) = self.metrics() {
-            metrics.observe_wake(elapsed);
-        }
-    }
-}
-
-/// What the re-executions of one drain's woken pulls share. When one arrival wakes many pulls
-/// on one queue (many consumers of one queue), most ask the same thing, and re-executing each
-/// from scratch made the last of 100,000 wait seconds (docs/BENCHMARKS.md):
-/// - `read`: the last store read, reused by a pull that asks the same queue, offset and
-///   number of messages through a filter that agrees (the same compiled filter, or both TAG
-///   `*`), after its own access checks and filter;
-/// - `answer`: the last response, reused (with the pull's own opaque) by a pull whose request
-///   is the same in every field the answer depends on (same group, same header but the offset
-///   it commits and its hold time, same encoding), as if both had been re-executed at once.
-///
-/// Only the last of each is kept (woken pulls of one queue come in runs), so the sharing is
-/// bounded by one read and one response. A PULL_OFFSET_MOVED answer is never shared: each one
-/// stores its own OffsetMovedEvent.
-#[derive(Default)]
-pub struct WokenShared {
-    read: Option<SharedRead>,
-    answer: Option<SharedAnswer>,
-}
-
-struct SharedRead {
-    topic: String,
-    queue_id: i32,
-    queue_offset: i64,
-    max_msg_nums: i32,
-    filter: Arc<ExpressionMessageFilter>,
-    result: GetMessageResult,
-    regions: Option<Vec<FileRegion>>,
+pub(super) struct SharedRead {
+    pub(super) topic: String,
+    pub(super) queue_id: i32,
+    pub(super) queue_offset: i64,
+    pub(super) max_msg_nums: i32,
+    pub(super) filter: Arc<ExpressionMessageFilter>,
+    pub(super) result: GetMessageResult,
+    pub(super) regions: Option<Vec<FileRegion>>,
 }
 
 impl SharedRead {
-    fn serves(
+    pub(super) fn serves(
         &self,
         header: &PullMessageRequestHeader,
         filter: &Arc<ExpressionMessageFilter>,
@@ -338,167 +286,12 @@ impl SharedRead {
 }
 
 /// Two compiled filters that pass the same messages: the same one, or both TAG `*`.
-fn filters_agree(a: &Arc<ExpressionMessageFilter>, b: &Arc<ExpressionMessageFilter>) -> bool {
+pub(super) fn filters_agree(
+    a: &Arc<ExpressionMessageFilter>,
+    b: &Arc<ExpressionMessageFilter>,
+) -> bool {
     let sub_all = |f: &ExpressionMessageFilter| matches!(f.expression(), SubscriptionExpression::Tag(tags) if tags.is_sub_all());
     Arc::ptr_eq(a, b) || (sub_all(a) && sub_all(b))
-}
-
-struct SharedAnswer {
-    header: PullMessageRequestHeader,
-    code: i32,
-    version: i32,
-    serialize_type: crate::remoting::command::SerializeType,
-    form: SharedForm,
-    /// What the pull found, for the metrics of every pull it answers.
-    messages: u64,
-    bytes: u64,
-    /// Messages a SUCCESS answer serves, for the broker's get totals of every pull it answers.
-    served_messages: u64,
-}
-
-/// Bodies up to this size are copied into each woken pull's own encoded frame; larger ones
-/// are shared by reference (a cloned command, or file ranges).
-pub const SHARED_FRAME_BODY_MAX_BYTES: usize = 8 * 1024;
-
-/// How a shared answer is handed to each pull it answers.
-enum SharedForm {
-    /// The whole frame, encoded once; each pull gets a copy with its opaque.
-    Frame(SharedFrame),
-    /// A zero-copy answer: the head encoded once, the body's file ranges shared.
-    File {
-        head: SharedFrame,
-        body: Vec<FileRange>,
-    },
-    /// A command cloned per pull (a body too large to copy per pull, or a head the shared
-    /// frame cannot patch).
-    Command {
-        response: RemotingCommand,
-        regions: Option<Vec<FileRegion>>,
-    },
-}
-
-impl SharedForm {
-    fn new(response: RemotingCommand, regions: Option<Vec<FileRegion>>) -> SharedForm {
-        match &regions {
-            Some(regions) => {
-                let body_len_bytes: usize = regions.iter().map(|r| r.len_bytes).sum();
-                let frame = file_frame(&response, regions);
-                let head = SharedFrame::new(&response, Some(body_len_bytes));
-                if let (Some(frame), Some(head)) = (frame, head) {
-                    return SharedForm::File {
-                        head,
-                        body: frame.body,
-                    };
-                }
-            }
-            None if response.body.len() <= SHARED_FRAME_BODY_MAX_BYTES => {
-                if let Some(frame) = SharedFrame::new(&response, None) {
-                    return SharedForm::Frame(frame);
-                }
-            }
-            None => {}
-        }
-        SharedForm::Command { response, regions }
-    }
-
-    /// The answer for the pull with `opaque`.
-    fn outbound(&self, store: &MessageStore, opaque: i32) -> Result<Outbound, BrokerError> {
-        match self {
-            SharedForm::Frame(frame) => Ok(Outbound::Encoded(frame.for_opaque(opaque))),
-            SharedForm::File { head, body } => Ok(Outbound::File(FileFrame {
-                head: head.for_opaque(opaque),
-                body: body.clone(),
-            })),
-            SharedForm::Command { response, regions } => {
-                let mut response = response.clone();
-                response.opaque = opaque;
-                Ok(match answer(store, response, regions.clone())? {
-                    PullOutcome::RespondFile(file) => Outbound::File(file.frame),
-                    PullOutcome::Respond(response) => Outbound::Command(response),
-                    PullOutcome::Parked => unreachable!("an answer never parks"),
-                })
-            }
-        }
-    }
-}
-
-impl SharedAnswer {
-    /// Whether this answer is the answer to `header` from `envelope`.
-    fn answers(&self, header: &PullMessageRequestHeader, envelope: &RequestEnvelope) -> bool {
-        let h = &self.header;
-        self.code == envelope.code
-            && self.version == envelope.version
-            && self.serialize_type == envelope.serialize_type
-            && h.queue_id == header.queue_id
-            && h.queue_offset == header.queue_offset
-            && h.max_msg_nums == header.max_msg_nums
-            && h.sys_flag == header.sys_flag
-            && h.sub_version == header.sub_version
-            && h.max_msg_bytes == header.max_msg_bytes
-            && h.request_source == header.request_source
-            && h.topic == header.topic
-            && h.consumer_group == header.consumer_group
-            && h.subscription == header.subscription
-            && h.expression_type == header.expression_type
-            && h.proxy_froward_client_id == header.proxy_froward_client_id
-    }
-}
-
-/// A woken pull's re-execution, sharing what it can with the others of its drain
-/// ([`WokenShared`]); otherwise exactly [`execute`] with [`PullExecution::Woken`].
-fn execute_woken_shared(
-    ctrl: &BrokerController,
-    header: PullMessageRequestHeader,
-    envelope: RequestEnvelope,
-    shared: &mut WokenShared,
-) -> Result<Outbound, BrokerError> {
-    if let Some(kept) = shared
-        .answer
-        .as_ref()
-        .filter(|a| a.answers(&header, &envelope))
-    {
-        if let Some(metrics) = ctrl.metrics() {
-            metrics.record_pull(&header.topic, kept.messages, kept.bytes);
-        }
-        if kept.served_messages > 0 {
-            ctrl.stats.inc_get(&header.topic, kept.served_messages);
-        }
-        return kept.form.outbound(&ctrl.store, envelope.opaque);
-    }
-    let looked = look_up_shared(ctrl, &header, &envelope, true, Some(&mut shared.read))?;
-    if looked.response.code == rc::PULL_OFFSET_MOVED {
-        if !ctrl.is_slave() {
-            store_offset_moved_event(ctrl, &header, looked.next_begin_offset);
-        }
-        return SharedForm::new(looked.response, looked.regions)
-            .outbound(&ctrl.store, envelope.opaque);
-    }
-    let served_messages = if looked.response.code == rc::SUCCESS {
-        looked.message_count as u64
-    } else {
-        0
-    };
-    if served_messages > 0 {
-        ctrl.stats.inc_get(&header.topic, served_messages);
-    }
-    let Looked {
-        response,
-        regions,
-        messages,
-        bytes,
-        ..
-    } = looked;
-    let kept = shared.answer.insert(SharedAnswer {
-        header,
-        code: envelope.code,
-        version: envelope.version,
-        serialize_type: envelope.serialize_type,
-        form: SharedForm::new(response, regions),
-        messages,
-        bytes,
-        served_messages,
-    });
-    kept.form.outbound(&ctrl.store, envelope.opaque)
 }
 
 /// Whether a pull of this shape goes zero-copy (the store asks once it planned the records).
@@ -522,18 +315,18 @@ fn filter_reads_records(filter: &ExpressionMessageFilter) -> bool {
 }
 
 /// The result of the checks and the store lookup, before the offset commit and long polling.
-struct Looked {
-    response: RemotingCommand,
-    filter: Arc<ExpressionMessageFilter>,
+pub(super) struct Looked {
+    pub(super) response: RemotingCommand,
+    pub(super) filter: Arc<ExpressionMessageFilter>,
     /// The body as file regions (zero-copy); `None`: the body, if any, is in `response`.
-    regions: Option<Vec<FileRegion>>,
+    pub(super) regions: Option<Vec<FileRegion>>,
     /// Where the consumer goes on from (also in the response header).
-    next_begin_offset: i64,
+    pub(super) next_begin_offset: i64,
     /// Messages the answer carries (when it is SUCCESS).
-    message_count: usize,
+    pub(super) message_count: usize,
     /// Messages and bytes found (0 unless FOUND), as the metrics count them.
-    messages: u64,
-    bytes: u64,
+    pub(super) messages: u64,
+    pub(super) bytes: u64,
 }
 
 /// Java's checks in Java's order, then the store lookup.
@@ -548,7 +341,7 @@ fn look_up(
 
 /// [`look_up`], reusing the store read in `shared_read` when it serves this pull (and keeping
 /// this pull's read there otherwise).
-fn look_up_shared(
+pub(super) fn look_up_shared(
     ctrl: &BrokerController,
     header: &PullMessageRequestHeader,
     envelope: &RequestEnvelope,
@@ -923,7 +716,7 @@ pub fn status_name(status: GetMessageStatus) -> &'static str {
 
 /// Java 4.9 `generateOffsetMovedEvent`: a JSON message in OFFSET_MOVED_EVENT, tags and keys =
 /// the group, so operators see which consumer was moved and from where.
-fn store_offset_moved_event(
+pub(super) fn store_offset_moved_event(
     ctrl: &BrokerController,
     header: &PullMessageRequestHeader,
     offset_new: i64,
@@ -956,7 +749,7 @@ fn store_offset_moved_event(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use GetMessageStatus as S;
 
@@ -1108,7 +901,7 @@ mod tests {
         }
     }
 
-    fn woken_header(group: &str, offset: i64) -> PullMessageRequestHeader {
+    pub(crate) fn woken_header(group: &str, offset: i64) -> PullMessageRequestHeader {
         PullMessageRequestHeader {
             consumer_group: group.to_string(),
             topic: "T".to_string(),
@@ -1127,7 +920,7 @@ mod tests {
         }
     }
 
-    fn woken_envelope(opaque: i32) -> RequestEnvelope {
+    pub(crate) fn woken_envelope(opaque: i32) -> RequestEnvelope {
         let addr = "127.0.0.1:1".parse().unwrap();
         RequestEnvelope {
             code: crate::remoting::codes::request_code::PULL_MESSAGE,
@@ -1187,40 +980,6 @@ mod tests {
             decide(MASTER, S::OffsetTooSmall, false).code,
             rc::PULL_OFFSET_MOVED
         );
-    }
-
-    #[test]
-    fn a_shared_answer_serves_only_the_same_request() {
-        let kept = SharedAnswer {
-            header: woken_header("g", 5),
-            code: crate::remoting::codes::request_code::PULL_MESSAGE,
-            version: 479,
-            serialize_type: crate::remoting::command::SerializeType::Json,
-            form: SharedForm::Command {
-                response: RemotingCommand::request(0),
-                regions: None,
-            },
-            messages: 1,
-            bytes: 10,
-            served_messages: 1,
-        };
-        // Another opaque, another committed offset, another hold time: the same answer.
-        let mut same = woken_header("g", 5);
-        same.commit_offset = 4;
-        same.suspend_timeout_millis = 20_000;
-        assert!(kept.answers(&same, &woken_envelope(99)));
-        // Anything the answer depends on differs: not shared.
-        assert!(!kept.answers(&woken_header("other", 5), &woken_envelope(99)));
-        assert!(!kept.answers(&woken_header("g", 6), &woken_envelope(99)));
-        let mut tagged = woken_header("g", 5);
-        tagged.subscription = Some("TagA".to_string());
-        assert!(!kept.answers(&tagged, &woken_envelope(99)));
-        let mut lite = woken_envelope(99);
-        lite.code = crate::remoting::codes::request_code::LITE_PULL_MESSAGE;
-        assert!(!kept.answers(&same, &lite));
-        let mut binary = woken_envelope(99);
-        binary.serialize_type = crate::remoting::command::SerializeType::RocketMq;
-        assert!(!kept.answers(&same, &binary));
     }
 
     #[test]

@@ -147,7 +147,7 @@ fn next_bare_key(text: &[u8], from: usize, state: &mut ScanState) -> Option<(usi
 
 /// `start` is at an opening quote; returns the index just past the closing quote (or the end of
 /// the text for an unterminated string, which the JSON parser will then reject).
-fn skip_string(text: &[u8], start: usize) -> usize {
+pub(super) fn skip_string(text: &[u8], start: usize) -> usize {
     let mut i = start + 1;
     while i < text.len() {
         match text[i] {

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
 
-use super::json::{parse_lenient, JsonBodyError};
+use super::json::{parse_lenient, skip_string, JsonBodyError};
 
 /// Writes `entries` as a fastjson object-keyed map: each key as its JSON object with members
 /// sorted by name (fastjson's order), each value as its JSON.
@@ -103,19 +103,6 @@ pub fn quote_object_keys(text: &[u8]) -> Cow<'_, [u8]> {
             Cow::Owned(buf)
         }
     }
-}
-
-/// `start` is at an opening quote; the index just past the closing one (or the end).
-fn skip_string(text: &[u8], start: usize) -> usize {
-    let mut i = start + 1;
-    while i < text.len() {
-        match text[i] {
-            b'\\' => i += 2,
-            b'"' => return i + 1,
-            _ => i += 1,
-        }
-    }
-    text.len()
 }
 
 /// `start` is at `{`; the index just past its matching `}` (or the end of the text, which the

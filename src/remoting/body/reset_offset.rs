@@ -18,37 +18,43 @@ pub struct ResetOffsetBody {
 impl ResetOffsetBody {
     /// fastjson's text of `ResetOffsetBody`, queue objects as keys.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = String::from("{\"offsetTable\":{");
-        for (i, (mq, offset)) in self.offset_table.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            out.push_str(&format!(
-                "{{\"brokerName\":{},\"queueId\":{},\"topic\":{}}}:{offset}",
-                json_string(&mq.broker_name),
-                mq.queue_id,
-                json_string(&mq.topic)
-            ));
-        }
-        out.push_str("}}");
-        out.into_bytes()
+        self.encode_table(('{', '}'), |broker_name, queue_id, topic, offset| {
+            format!(
+                "{{\"brokerName\":{broker_name},\"queueId\":{queue_id},\"topic\":{topic}}}:{offset}"
+            )
+        })
     }
 
     /// fastjson's text of `ResetOffsetBodyForC` (a list of `MessageQueueForC`).
     pub fn encode_for_c(&self) -> Vec<u8> {
-        let mut out = String::from("{\"offsetTable\":[");
+        self.encode_table(('[', ']'), |broker_name, queue_id, topic, offset| {
+            format!(
+                "{{\"brokerName\":{broker_name},\"offset\":{offset},\"queueId\":{queue_id},\"topic\":{topic}}}"
+            )
+        })
+    }
+
+    /// `{"offsetTable":<open>entry,entry<close>}`, each entry written by `entry` from the
+    /// queue's JSON-quoted broker name, its queue id, its JSON-quoted topic and the offset.
+    fn encode_table(
+        &self,
+        (open, close): (char, char),
+        entry: impl Fn(&str, i32, &str, i64) -> String,
+    ) -> Vec<u8> {
+        let mut out = format!("{{\"offsetTable\":{open}");
         for (i, (mq, offset)) in self.offset_table.iter().enumerate() {
             if i > 0 {
                 out.push(',');
             }
-            out.push_str(&format!(
-                "{{\"brokerName\":{},\"offset\":{offset},\"queueId\":{},\"topic\":{}}}",
-                json_string(&mq.broker_name),
+            out.push_str(&entry(
+                &json_string(&mq.broker_name),
                 mq.queue_id,
-                json_string(&mq.topic)
+                &json_string(&mq.topic),
+                *offset,
             ));
         }
-        out.push_str("]}");
+        out.push(close);
+        out.push('}');
         out.into_bytes()
     }
 }

@@ -479,17 +479,7 @@ impl BrokerProcess {
             .stdin(Stdio::null())
             .stdout(Stdio::from(log))
             .stderr(Stdio::from(log_err));
-        // SAFETY: the closure runs between fork and exec and only calls prctl(2), which is
-        // async-signal-safe. PR_SET_PDEATHSIG makes the broker die with the thread that
-        // spawned it, so a crashed or killed test run leaves no broker behind.
-        unsafe {
-            command.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        die_with_spawning_thread(&mut command);
         let child = command
             .spawn()
             .map_err(io_err(format!("spawning {}", self.binary.display())))?;
@@ -628,6 +618,21 @@ pub enum TestBroker {
         /// Present when both `RINGMQ_IT_EXTERNAL_KILL_CMD` and `..._RESTART_CMD` are set.
         control: Option<ExternalControl>,
     },
+}
+
+/// Makes the process `command` spawns die with the thread that spawned it
+/// (PR_SET_PDEATHSIG), so a crashed or killed test run leaves no process behind.
+pub(crate) fn die_with_spawning_thread(command: &mut Command) {
+    // SAFETY: the closure runs between fork and exec and only calls prctl(2), which is
+    // async-signal-safe.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
 }
 
 /// `RINGMQ_IT_EXTERNAL_NAMESRV`, when set and not empty.

@@ -6,13 +6,14 @@
 use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
-use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
-use crate::broker::{ringmq_binary, BrokerProcess, HarnessError, POLL_INTERVAL};
+use crate::broker::{
+    die_with_spawning_thread, ringmq_binary, BrokerProcess, HarnessError, POLL_INTERVAL,
+};
 
 /// Text `ringmq namesrv` prints once it listens.
 pub const NAMESRV_READY_MARKER: &str = "ringmq name server listening";
@@ -20,6 +21,20 @@ pub const NAMESRV_READY_MARKER: &str = "ringmq name server listening";
 pub const RAW_CALL_TIMEOUT: Duration = Duration::from_secs(5);
 /// Largest response frame a raw call reads.
 pub const RAW_FRAME_MAX_BYTES: usize = 16 * 1024 * 1024;
+
+/// True (after saying so on stderr) when `RINGMQ_IT_EXTERNAL_NAMESRV` is set: test `test`
+/// starts its own name server, master and slave, and the external name server names one
+/// broker, so it is skipped.
+pub fn skip_with_external_namesrv(test: &str) -> bool {
+    let Some(external) = crate::broker::external_namesrv_addr() else {
+        return false;
+    };
+    eprintln!(
+        "[client-it] SKIPPED {test}: it starts its own name server, master and slave, and \
+         {external} names one broker"
+    );
+    true
+}
 
 /// A standalone name server process on a free loopback port.
 pub struct NamesrvProcess {
@@ -57,16 +72,8 @@ impl NamesrvProcess {
             .stdin(Stdio::null())
             .stdout(Stdio::from(log))
             .stderr(Stdio::from(log_err));
-        // SAFETY: only prctl(2), async-signal-safe, between fork and exec: the name server
-        // dies with the thread that started it.
-        unsafe {
-            command.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        // The name server dies with the thread that started it.
+        die_with_spawning_thread(&mut command);
         let child = command.spawn().map_err(|source| HarnessError::Io {
             context: "spawning ringmq namesrv".into(),
             source,

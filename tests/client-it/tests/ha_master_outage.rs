@@ -11,8 +11,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ringmq_client_it::external_namesrv_addr;
-use ringmq_client_it::ha::{consumer_offset, runtime_number, HaGroup};
+use ringmq_client_it::ha::{consumer_offset, runtime_number, skip_with_external_namesrv, HaGroup};
 use ringmq_client_it::scenarios::{recording_listener, send_range, wait_for_distinct};
 use ringmq_client_it::{
     ensure_topic, run_bounded, shutdown_push_consumer, shutdown_shared_producer, unique_name,
@@ -46,11 +45,7 @@ const PHASE_TIMEOUT: Duration = Duration::from_secs(90);
 
 #[test]
 fn consumption_goes_on_from_the_slave_while_the_master_is_down() {
-    if let Some(external) = external_namesrv_addr() {
-        eprintln!(
-            "[client-it] SKIPPED consumption_goes_on_from_the_slave_while_the_master_is_down: it starts its own name server, master and \
-             slave, and {external} names one broker"
-        );
+    if skip_with_external_namesrv("consumption_goes_on_from_the_slave_while_the_master_is_down") {
         return;
     }
     let common = [("RINGMQ_BROKER_SLAVE_READ_ENABLED", "true")];

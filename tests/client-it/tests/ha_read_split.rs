@@ -10,8 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ringmq_client_it::external_namesrv_addr;
-use ringmq_client_it::ha::{runtime_number, HaGroup};
+use ringmq_client_it::ha::{runtime_number, skip_with_external_namesrv, HaGroup};
 use ringmq_client_it::scenarios::{recording_listener, send_range, wait_for_distinct};
 use ringmq_client_it::{
     run_bounded, shutdown_push_consumer, shutdown_shared_producer, start_producer_with_topic,
@@ -32,11 +31,9 @@ const CONSUME_TIMEOUT: Duration = Duration::from_secs(120);
 
 #[test]
 fn a_consumer_behind_reads_from_the_slave_and_returns_to_the_master() {
-    if let Some(external) = external_namesrv_addr() {
-        eprintln!(
-            "[client-it] SKIPPED a_consumer_behind_reads_from_the_slave_and_returns_to_the_master: it starts its own name server, master and \
-             slave, and {external} names one broker"
-        );
+    if skip_with_external_namesrv(
+        "a_consumer_behind_reads_from_the_slave_and_returns_to_the_master",
+    ) {
         return;
     }
     let common = [
