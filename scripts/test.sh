@@ -31,4 +31,4 @@ cargo clippy --workspace --all-targets -- -D warnings
 echo "== cargo build (binaries used by the integration tests)"
 cargo build --workspace --bins
 echo "== cargo test"
-cargo test --workspace -- --test-threads="${RINGMQ_TEST_THREADS:-2}"
+cargo test --workspace --no-fail-fast -- --test-threads="${RINGMQ_TEST_THREADS:-2}"
