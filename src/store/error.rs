@@ -86,6 +86,11 @@ pub enum StoreError {
     /// Not writable: another process has the store directory open.
     #[error("store directory {path} is locked by another process")]
     Locked { path: PathBuf },
+    /// A flush of this message index file failed, so what was written to it since its last
+    /// durable flush may be lost: it takes no key and no flush until the index thread has set
+    /// it back to that flush and indexes the CommitLog again from there.
+    #[error("index file {path} waits to be indexed again after a failed flush")]
+    IndexFlushFailed { path: PathBuf },
 }
 
 impl StoreError {
@@ -107,6 +112,10 @@ impl StoreError {
             ),
             StoreError::Locked { path } => format!(
                 "store directory {} is locked by another process",
+                file_name(path)
+            ),
+            StoreError::IndexFlushFailed { path } => format!(
+                "index file {} waits to be indexed again after a failed flush",
                 file_name(path)
             ),
             other => other.to_string(),
@@ -145,6 +154,7 @@ mod tests {
                     reason: "bad".into(),
                 },
                 StoreError::Locked { path: path.into() },
+                StoreError::IndexFlushFailed { path: path.into() },
                 StoreError::ShutDown,
             ]
         };

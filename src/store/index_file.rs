@@ -9,16 +9,22 @@
 //!
 //! The file is sparse; the header and the slots get their blocks when the file is created, the
 //! entries [`ENTRY_RESERVE_STEP_BYTES`] ahead of the writes. Reads and writes are positional
-//! (`pread`/`pwrite`): readers copy the header, then follow a slot's chain.
+//! (`pread`/`pwrite`): readers copy the header, then follow a slot's chain. Every operation on
+//! the file (create, allocate, read, write, fsync, remove) goes through the store's
+//! [`FileSystem`].
+//!
+//! A failed flush (header write or fsync) is never retried as such: a failed fsync may have
+//! dropped the dirty pages, and a second one would then report them durable. The file is in
+//! doubt until [`IndexFile::rewind_to_durable`] sets it back to its last durable header; the
+//! keys after it are indexed (written) again, and the next flush fsyncs them.
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::store::error::StoreError;
 use crate::store::format::java_string_hash_code;
-use crate::store::fs::{self, FileSystem, RealFs};
+use crate::store::fs::{self, FileSystem};
 
 /// `IndexHeader.INDEX_HEADER_SIZE`.
 pub const INDEX_HEADER_SIZE_BYTES: usize = 40;
@@ -176,6 +182,10 @@ pub fn is_index_file_name(name: &str) -> bool {
 #[derive(Debug, Default)]
 struct WriteState {
     header: IndexHeader,
+    /// The header of the last flush that succeeded (or as read at open).
+    durable: IndexHeader,
+    /// A flush failed since: see the module docs.
+    in_doubt: bool,
     /// The slot values as written, so a put reads no slot from the file: loaded at the first
     /// put (zeros for a new file), dropped when the file is full. `maxHashSlotNum` × 4 bytes
     /// (20 MB with Java's default, in zeroed pages the OS commits as they are touched), for
@@ -192,6 +202,7 @@ struct WriteState {
 pub struct IndexFile {
     pub path: PathBuf,
     file: File,
+    fs: Arc<dyn FileSystem>,
     hash_slot_num: i32,
     index_num: i32,
     state: Mutex<WriteState>,
@@ -199,19 +210,43 @@ pub struct IndexFile {
 
 impl IndexFile {
     /// Creates a file whose header starts at the previous file's end (Java's constructor with
-    /// `endPhyOffset` / `endTimestamp`), 0 for the first one.
+    /// `endPhyOffset` / `endTimestamp`), 0 for the first one, and flushes it. On a failure the
+    /// file is removed again: a half-made file left in the directory would be loaded as the
+    /// newest one by the next open.
     pub fn create(
+        fs: Arc<dyn FileSystem>,
         path: PathBuf,
-        hash_slot_num: i32,
-        index_num: i32,
+        (hash_slot_num, index_num): (i32, i32),
         prev_end_phy_offset: i64,
         prev_end_timestamp_ms: i64,
     ) -> Result<IndexFile, StoreError> {
         let size = index_file_size_bytes(hash_slot_num, index_num);
-        let file = fs::create_presized(&RealFs, &path, size, fs::Prealloc::Sparse)?;
+        let file = fs::create_presized(fs.as_ref(), &path, size, fs::Prealloc::Sparse)?;
+        let made = IndexFile::init_created(
+            Arc::clone(&fs),
+            file,
+            path.clone(),
+            (hash_slot_num, index_num),
+            (prev_end_phy_offset, prev_end_timestamp_ms),
+        );
+        if made.is_err() {
+            if let Err(e) = fs::remove_file(fs.as_ref(), &path) {
+                tracing::warn!(error = %e, "removing a half-made index file failed");
+            }
+        }
+        made
+    }
+
+    fn init_created(
+        fs: Arc<dyn FileSystem>,
+        file: File,
+        path: PathBuf,
+        (hash_slot_num, index_num): (i32, i32),
+        (prev_end_phy_offset, prev_end_timestamp_ms): (i64, i64),
+    ) -> Result<IndexFile, StoreError> {
         let slots_end =
             INDEX_HEADER_SIZE_BYTES as u64 + hash_slot_num as u64 * HASH_SLOT_SIZE_BYTES as u64;
-        fs::allocate_range(&RealFs, &file, &path, 0, slots_end)?;
+        fs::allocate_range(fs.as_ref(), &file, &path, 0, slots_end)?;
         let mut header = IndexHeader::default();
         if prev_end_phy_offset > 0 {
             header.begin_phy_offset = prev_end_phy_offset;
@@ -224,10 +259,13 @@ impl IndexFile {
         let index_file = IndexFile {
             path,
             file,
+            fs,
             hash_slot_num,
             index_num,
             state: Mutex::new(WriteState {
                 header,
+                durable: header,
+                in_doubt: false,
                 slots: Some(vec![0; hash_slot_num as usize]),
                 reserved_end_bytes: slots_end,
                 dirty: true,
@@ -239,7 +277,12 @@ impl IndexFile {
 
     /// Opens an existing file and reads its header. A file of another size was made with other
     /// dimensions and cannot be read with these: an error naming both.
-    pub fn open(path: &Path, hash_slot_num: i32, index_num: i32) -> Result<IndexFile, StoreError> {
+    pub fn open(
+        fs: Arc<dyn FileSystem>,
+        path: &Path,
+        hash_slot_num: i32,
+        index_num: i32,
+    ) -> Result<IndexFile, StoreError> {
         let file = fs::open_rw(path)?;
         let want = index_file_size_bytes(hash_slot_num, index_num);
         let len = file
@@ -257,7 +300,7 @@ impl IndexFile {
             });
         }
         let mut raw = [0u8; INDEX_HEADER_SIZE_BYTES];
-        read_exact_at(&file, path, &mut raw, 0)?;
+        fs.read_at(&file, path, &mut raw, 0)?;
         let header = decode_index_header(&raw);
         // Entries are written at indexCount: a count outside the file would write outside it.
         let counts = 0..=index_num;
@@ -274,10 +317,13 @@ impl IndexFile {
         Ok(IndexFile {
             path: path.to_path_buf(),
             file,
+            fs,
             hash_slot_num,
             index_num,
             state: Mutex::new(WriteState {
                 header,
+                durable: header,
+                in_doubt: false,
                 slots: None,
                 reserved_end_bytes: 0,
                 dirty: false,
@@ -313,19 +359,21 @@ impl IndexFile {
 
     fn read_slot(&self, key_hash: i32) -> Result<i32, StoreError> {
         let mut raw = [0u8; HASH_SLOT_SIZE_BYTES];
-        read_exact_at(&self.file, &self.path, &mut raw, self.slot_pos(key_hash))?;
+        self.fs
+            .read_at(&self.file, &self.path, &mut raw, self.slot_pos(key_hash))?;
         Ok(i32::from_be_bytes(raw))
     }
 
     fn read_entry(&self, index: i32) -> Result<IndexEntry, StoreError> {
         let mut raw = [0u8; INDEX_ENTRY_SIZE_BYTES];
-        read_exact_at(&self.file, &self.path, &mut raw, self.entry_pos(index))?;
+        self.fs
+            .read_at(&self.file, &self.path, &mut raw, self.entry_pos(index))?;
         Ok(decode_index_entry(&raw))
     }
 
     /// Java `IndexFile.putKey`: `Ok(false)` when the file is full. The entry is written before
     /// the slot that points at it, and the header (in memory; on disk at [`IndexFile::flush`])
-    /// counts it last.
+    /// counts it last. A file in doubt after a failed flush takes no key.
     pub fn put_key(
         &self,
         key: &str,
@@ -333,6 +381,9 @@ impl IndexFile {
         store_timestamp_ms: i64,
     ) -> Result<bool, StoreError> {
         let mut state = self.lock();
+        if state.in_doubt {
+            return Err(self.in_doubt_error());
+        }
         let count = state.header.index_count;
         if count >= self.index_num {
             return Ok(false);
@@ -366,13 +417,14 @@ impl IndexFile {
         };
         let entry_pos = self.entry_pos(count);
         self.reserve_entry_blocks(&mut state, entry_pos + INDEX_ENTRY_SIZE_BYTES as u64)?;
-        RealFs.write_at(
+        self.fs.write_at(
             &self.file,
             &self.path,
             &encode_index_entry(&entry),
             entry_pos,
         )?;
-        RealFs.write_at(&self.file, &self.path, &count.to_be_bytes(), slot_pos)?;
+        self.fs
+            .write_at(&self.file, &self.path, &count.to_be_bytes(), slot_pos)?;
         if let Some(slots) = state.slots.as_mut() {
             slots[slot] = count;
         }
@@ -397,7 +449,7 @@ impl IndexFile {
     /// The whole slot area, in one read.
     fn read_all_slots(&self) -> Result<Vec<i32>, StoreError> {
         let mut raw = vec![0u8; self.hash_slot_num as usize * HASH_SLOT_SIZE_BYTES];
-        read_exact_at(
+        self.fs.read_at(
             &self.file,
             &self.path,
             &mut raw,
@@ -417,28 +469,71 @@ impl IndexFile {
         let to = end.div_ceil(ENTRY_RESERVE_STEP_BYTES) * ENTRY_RESERVE_STEP_BYTES;
         let to = to.min(size);
         let from = state.reserved_end_bytes.min(to);
-        fs::allocate_range(&RealFs, &self.file, &self.path, from, to - from)?;
+        fs::allocate_range(self.fs.as_ref(), &self.file, &self.path, from, to - from)?;
         state.reserved_end_bytes = to;
         Ok(())
     }
 
-    /// Writes the header if it changed and fsyncs the file (Java `IndexFile.flush`).
+    /// Writes the header if it changed and fsyncs the file (Java `IndexFile.flush`). A
+    /// failure leaves the file in doubt (see the module docs): later flushes and puts fail
+    /// until [`IndexFile::rewind_to_durable`]. The caller serializes flushes with puts.
     pub fn flush(&self) -> Result<(), StoreError> {
         let header = {
             let mut state = self.lock();
+            if state.in_doubt {
+                return Err(self.in_doubt_error());
+            }
             if !state.dirty {
                 return Ok(());
             }
             state.dirty = false;
             state.header
         };
-        let written = RealFs
+        let written = self
+            .fs
             .write_at(&self.file, &self.path, &encode_index_header(&header), 0)
-            .and_then(|()| RealFs.sync(&self.file, &self.path, fs::SyncKind::Data));
-        if written.is_err() {
-            self.lock().dirty = true;
+            .and_then(|()| self.fs.sync(&self.file, &self.path, fs::SyncKind::Data));
+        let mut state = self.lock();
+        match written {
+            Ok(()) => state.durable = header,
+            Err(_) => {
+                state.dirty = true;
+                state.in_doubt = true;
+            }
         }
         written
+    }
+
+    /// A flush failed and [`IndexFile::rewind_to_durable`] has not run since.
+    pub fn is_in_doubt(&self) -> bool {
+        self.lock().in_doubt
+    }
+
+    fn in_doubt_error(&self) -> StoreError {
+        StoreError::IndexFlushFailed {
+            path: self.path.clone(),
+        }
+    }
+
+    /// After a failed flush: sets the header back to the last durable one and repairs the
+    /// slots and entries past it as after a crash ([`IndexFile::repair_tail`]), so the keys
+    /// after it are written again when the caller indexes the CommitLog again from the
+    /// header's end; the next flush writes the header again and fsyncs it all. Returns that
+    /// header, or `None` when the file is not in doubt. A failure here leaves it in doubt, and
+    /// the next call starts over.
+    pub fn rewind_to_durable(&self) -> Result<Option<IndexHeader>, StoreError> {
+        {
+            let mut state = self.lock();
+            if !state.in_doubt {
+                return Ok(None);
+            }
+            state.header = state.durable;
+            state.dirty = true;
+        }
+        self.repair_tail()?;
+        let mut state = self.lock();
+        state.in_doubt = false;
+        Ok(Some(state.durable))
     }
 
     /// Java `IndexFile.isTimeMatched`.
@@ -514,7 +609,8 @@ impl IndexFile {
             if slot >= count {
                 let restored = self.oldest_valid_before(slot, count)?;
                 let pos = self.slot_pos(entry.key_hash.max(0));
-                RealFs.write_at(&self.file, &self.path, &restored.to_be_bytes(), pos)?;
+                self.fs
+                    .write_at(&self.file, &self.path, &restored.to_be_bytes(), pos)?;
             }
             index += 1;
         }
@@ -524,7 +620,7 @@ impl IndexFile {
             // The stale entries are rewritten as recovery re-indexes; zero them meanwhile.
             let from = self.entry_pos(count);
             let zeros = vec![0u8; found as usize * INDEX_ENTRY_SIZE_BYTES];
-            RealFs.write_at(&self.file, &self.path, &zeros, from)?;
+            self.fs.write_at(&self.file, &self.path, &zeros, from)?;
         }
         Ok(found)
     }
@@ -548,14 +644,10 @@ impl IndexFile {
     }
 }
 
-fn read_exact_at(file: &File, path: &Path, buf: &mut [u8], pos: u64) -> Result<(), StoreError> {
-    file.read_exact_at(buf, pos)
-        .map_err(|e| StoreError::io("pread", path, e))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::fs::RealFs;
 
     #[test]
     fn open_refuses_a_header_counting_outside_the_file() {
@@ -566,13 +658,13 @@ mod tests {
             image[32..36].copy_from_slice(&hash_slot_count.to_be_bytes());
             image[36..40].copy_from_slice(&index_count.to_be_bytes());
             std::fs::write(&path, &image).unwrap();
-            let err = IndexFile::open(&path, 8, 32).unwrap_err();
+            let err = IndexFile::open(RealFs::shared(), &path, 8, 32).unwrap_err();
             assert!(matches!(err, StoreError::Corrupted { .. }), "{err}");
         }
         let mut image = vec![0u8; index_file_size_bytes(8, 32) as usize];
         image[36..40].copy_from_slice(&32i32.to_be_bytes());
         std::fs::write(&path, &image).unwrap();
-        let file = IndexFile::open(&path, 8, 32).unwrap();
+        let file = IndexFile::open(RealFs::shared(), &path, 8, 32).unwrap();
         assert!(!file.put_key("T#k", 1, 2).unwrap());
     }
 
@@ -613,7 +705,7 @@ mod tests {
     }
 
     fn small(dir: &Path, name: &str) -> IndexFile {
-        IndexFile::create(dir.join(name), 8, 16, 0, 0).unwrap()
+        IndexFile::create(RealFs::shared(), dir.join(name), (8, 16), 0, 0).unwrap()
     }
 
     #[test]
@@ -650,9 +742,118 @@ mod tests {
         assert!(f.is_write_full());
         assert!(!f.put_key("T#x", 99, 1000).unwrap());
         f.flush().unwrap();
-        let again = IndexFile::open(&f.path, 8, 16).unwrap();
+        let again = IndexFile::open(RealFs::shared(), &f.path, 8, 16).unwrap();
         assert_eq!(again.header(), f.header());
-        assert!(IndexFile::open(&f.path, 8, 17).is_err());
+        assert!(IndexFile::open(RealFs::shared(), &f.path, 8, 17).is_err());
+    }
+
+    fn offsets(f: &IndexFile, key: &str) -> Vec<i64> {
+        let mut out = Vec::new();
+        f.select_phy_offsets(&mut out, key, 10, 0, i64::MAX)
+            .unwrap();
+        out
+    }
+
+    /// A failed fsync is never retried as success: the file refuses keys and flushes (no
+    /// second fsync is even tried) until it is set back to its last durable header; the keys
+    /// after it are then written again and only a fresh fsync of them makes them durable.
+    #[test]
+    fn a_failed_flush_is_never_retried_as_success() {
+        use crate::store::fs::fault::{Failpoint, FaultFs};
+        let dir = tempfile::tempdir().unwrap();
+        let fault = Arc::new(FaultFs::new());
+        let path = dir.path().join("20240101000000000");
+        let f = IndexFile::create(Arc::clone(&fault) as _, path.clone(), (8, 16), 0, 0).unwrap();
+        f.put_key("T#a", 100, 1000).unwrap();
+        f.flush().unwrap();
+        let durable = f.header();
+        let rewrite = |f: &IndexFile| {
+            assert!(f.put_key("T#b", 200, 2000).unwrap());
+            assert!(f.put_key("T#a", 300, 3000).unwrap());
+        };
+        rewrite(&f);
+        fault.arm(Failpoint::FsyncError, "2024", 2);
+        for attempt in 0..2 {
+            let err = f.flush().unwrap_err();
+            assert!(matches!(err, StoreError::Io { op: "fsync", .. }), "{err:?}");
+            assert_eq!(fault.fired().len(), attempt + 1);
+            assert!(f.is_in_doubt());
+            let again = f.flush().unwrap_err();
+            assert!(
+                matches!(again, StoreError::IndexFlushFailed { .. }),
+                "{again:?}"
+            );
+            assert!(matches!(
+                f.put_key("T#c", 400, 4000).unwrap_err(),
+                StoreError::IndexFlushFailed { .. }
+            ));
+            assert_eq!(fault.fired().len(), attempt + 1, "no fsync tried in doubt");
+            assert_eq!(f.rewind_to_durable().unwrap(), Some(durable));
+            assert_eq!(f.rewind_to_durable().unwrap(), None);
+            assert_eq!(f.header(), durable);
+            assert_eq!(offsets(&f, "T#a"), vec![100]);
+            assert!(offsets(&f, "T#b").is_empty());
+            rewrite(&f);
+        }
+        f.flush().unwrap();
+        let reopened = IndexFile::open(RealFs::shared(), &path, 8, 16).unwrap();
+        assert_eq!(reopened.header().index_count, 4);
+        assert_eq!(offsets(&reopened, "T#a"), vec![300, 100]);
+        assert_eq!(offsets(&reopened, "T#b"), vec![200]);
+    }
+
+    /// Every operation of the file goes through the file system it was opened on: a failure
+    /// of each is returned, and the next call succeeds.
+    #[test]
+    fn every_file_operation_goes_through_the_file_system() {
+        use crate::store::fs::fault::{Failpoint, FaultFs};
+        let dir = tempfile::tempdir().unwrap();
+        let fault = Arc::new(FaultFs::new());
+        let fs: Arc<dyn FileSystem> = Arc::clone(&fault) as _;
+        let path = dir.path().join("20240101000000000");
+        for (point, op) in [
+            (Failpoint::CreateEnospc, "create"),
+            (Failpoint::AllocateEnospc, "fallocate"),
+            (Failpoint::RenameError, "rename"),
+            (Failpoint::FsyncError, "fsync"),
+        ] {
+            fault.arm(point, "2024", 1);
+            let err = IndexFile::create(Arc::clone(&fs), path.clone(), (8, 16), 0, 0).unwrap_err();
+            assert!(
+                matches!(err, StoreError::Io { op: o, .. } if o == op),
+                "{err:?}"
+            );
+            let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+            assert!(left.is_empty(), "{point:?} left {left:?}");
+        }
+        let f = IndexFile::create(Arc::clone(&fs), path.clone(), (8, 16), 0, 0).unwrap();
+        for point in [Failpoint::ShortWrite, Failpoint::WriteEnospc] {
+            fault.arm(point, "2024", 1);
+            assert!(matches!(
+                f.put_key("T#a", 100, 1000).unwrap_err(),
+                StoreError::Io { op: "pwrite", .. }
+            ));
+            assert_eq!(f.header().index_count, 1, "{point:?}: nothing counted");
+        }
+        assert!(f.put_key("T#a", 100, 1000).unwrap());
+        fault.arm(Failpoint::ReadError, "2024", 1);
+        let mut out = Vec::new();
+        let err = f
+            .select_phy_offsets(&mut out, "T#a", 10, 0, i64::MAX)
+            .unwrap_err();
+        assert!(matches!(err, StoreError::Io { op: "pread", .. }), "{err:?}");
+        assert_eq!(offsets(&f, "T#a"), vec![100]);
+        f.flush().unwrap();
+        fault.arm(Failpoint::ReadError, "2024", 1);
+        assert!(IndexFile::open(Arc::clone(&fs), &path, 8, 16).is_err());
+        let reopened = IndexFile::open(fs, &path, 8, 16).unwrap();
+        fault.arm(Failpoint::ReadError, "2024", 1);
+        assert!(
+            reopened.put_key("T#b", 200, 2000).is_err(),
+            "slots read first"
+        );
+        assert!(reopened.put_key("T#b", 200, 2000).unwrap());
+        assert_eq!(fault.fired().len(), 9);
     }
 
     #[test]
@@ -664,7 +865,7 @@ mod tests {
         // Written after the last header write: lost to a crash.
         f.put_key("T#a", 200, 2000).unwrap();
         f.put_key("T#b", 300, 3000).unwrap();
-        let again = IndexFile::open(&f.path, 8, 16).unwrap();
+        let again = IndexFile::open(RealFs::shared(), &f.path, 8, 16).unwrap();
         assert_eq!(again.header().index_count, 2);
         assert_eq!(again.repair_tail().unwrap(), 2);
         let mut out = Vec::new();

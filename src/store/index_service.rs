@@ -1,15 +1,15 @@
 //! The message index (Java `IndexService`): the index files under `<root>/index/`, oldest
 //! first, the last one being written. Messages are indexed as they are dispatched (the
 //! append path, and recovery for the records after the index's end); queries walk the files
-//! newest first.
+//! newest first. Every file operation goes through the store's [`FileSystem`].
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
 use crate::store::error::StoreError;
 use crate::store::format::{self, sys_flag};
-use crate::store::fs::{self, RealFs};
-use crate::store::index_file::{self, build_index_key, IndexFile};
+use crate::store::fs::{self, FileSystem};
+use crate::store::index_file::{self, build_index_key, IndexFile, IndexHeader};
 
 /// Java `MessageConst.PROPERTY_KEYS`.
 pub const PROPERTY_KEYS: &[u8] = b"KEYS";
@@ -51,6 +51,7 @@ pub struct QueryOffsetResult {
 pub struct IndexService {
     dir: PathBuf,
     dims: IndexDimensions,
+    fs: Arc<dyn FileSystem>,
     files: RwLock<Arc<Vec<Arc<IndexFile>>>>,
     /// Serializes writers (the store's writer and recovery) and file creation.
     write_lock: Mutex<()>,
@@ -58,7 +59,11 @@ pub struct IndexService {
 
 impl IndexService {
     /// Loads the index files of `<root>/index/` in name order (Java `IndexService.load`).
-    pub fn open(root: &Path, dims: IndexDimensions) -> Result<IndexService, StoreError> {
+    pub fn open(
+        root: &Path,
+        dims: IndexDimensions,
+        fs: Arc<dyn FileSystem>,
+    ) -> Result<IndexService, StoreError> {
         let dir = root.join(INDEX_DIR_NAME);
         let mut names = Vec::new();
         match std::fs::read_dir(&dir) {
@@ -79,12 +84,15 @@ impl IndexService {
         let files = names
             .iter()
             .map(|name| {
-                IndexFile::open(&dir.join(name), dims.hash_slot_num, dims.index_num).map(Arc::new)
+                let path = dir.join(name);
+                IndexFile::open(Arc::clone(&fs), &path, dims.hash_slot_num, dims.index_num)
+                    .map(Arc::new)
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(IndexService {
             dir,
             dims,
+            fs,
             files: RwLock::new(Arc::new(files)),
             write_lock: Mutex::new(()),
         })
@@ -111,13 +119,22 @@ impl IndexService {
                 "index entries past the header's count dropped; they are indexed again"
             );
         }
-        let header = last.header();
-        // Only a last file holding entries has indexed the record at its end whole. An empty
-        // one carries the previous file's end, and the message there may have rolled between
-        // two keys (its later keys lost with this file's unwritten header): index it again
-        // (queries drop the duplicate offsets of its earlier keys).
-        let indexed = header.index_count > 1;
-        Ok((header.end_phy_offset, indexed))
+        Ok(resume_point(&last.header()))
+    }
+
+    /// After a failed flush of the last file: sets it back to its last durable header (see
+    /// [`IndexFile::rewind_to_durable`]) and says from where the CommitLog must be indexed
+    /// again, as [`IndexService::recovery_start`] does; `None` when no flush failed. Only the
+    /// last file can be in doubt: a full file is flushed before the next one is created, and
+    /// never written again.
+    pub fn rewind_after_failed_flush(&self) -> Result<Option<(i64, bool)>, StoreError> {
+        let _guard = self.write_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let files = self.files();
+        let Some(last) = files.last() else {
+            return Ok(None);
+        };
+        debug_assert!(files.iter().rev().skip(1).all(|f| !f.is_in_doubt()));
+        Ok(last.rewind_to_durable()?.map(|h| resume_point(&h)))
     }
 
     /// Java `IndexService.buildIndex`: indexes the UNIQ_KEY and each KEYS token of a message as
@@ -177,12 +194,12 @@ impl IndexService {
             }
             None => (0, 0),
         };
-        fs::ensure_dir(&RealFs, &self.dir)?;
+        fs::ensure_dir(self.fs.as_ref(), &self.dir)?;
         let path = self.new_file_path(&files, now_ms.max(crate::common::now_ms()));
         let file = Arc::new(IndexFile::create(
+            Arc::clone(&self.fs),
             path,
-            self.dims.hash_slot_num,
-            self.dims.index_num,
+            (self.dims.hash_slot_num, self.dims.index_num),
             prev_end_phy,
             prev_end_ts,
         )?);
@@ -254,7 +271,7 @@ impl IndexService {
         let kept: Vec<Arc<IndexFile>> = files[expired..].to_vec();
         *self.files.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(kept);
         for file in &files[..expired] {
-            fs::remove_file(&RealFs, &file.path)?;
+            fs::remove_file(self.fs.as_ref(), &file.path)?;
         }
         Ok(expired)
     }
@@ -272,9 +289,19 @@ impl IndexService {
     }
 }
 
+/// Where indexing resumes after a file whose header is `header`: `(from, skip_from)` as in
+/// [`IndexService::recovery_start`]. Only a file holding entries has indexed the record at its
+/// end whole. An empty one carries the previous file's end, and the message there may have
+/// rolled between two keys (its later keys lost with this file's unwritten header): index it
+/// again (queries drop the duplicate offsets of its earlier keys).
+fn resume_point(header: &IndexHeader) -> (i64, bool) {
+    (header.end_phy_offset, header.index_count > 1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::fs::RealFs;
 
     const DIMS: IndexDimensions = IndexDimensions {
         hash_slot_num: 4,
@@ -294,7 +321,7 @@ mod tests {
     #[test]
     fn keys_and_uniq_key_roll_files_and_query_newest_first() {
         let dir = tempfile::tempdir().unwrap();
-        let svc = IndexService::open(dir.path(), DIMS).unwrap();
+        let svc = IndexService::open(dir.path(), DIMS, RealFs::shared()).unwrap();
         let props = format::encode_properties([("KEYS", "k1 k2"), ("UNIQ_KEY", "U1")]);
         svc.build_index(&msg(props.as_bytes(), 0, 1_000)).unwrap();
         let props2 = format::encode_properties([("KEYS", "k1")]);
@@ -320,7 +347,7 @@ mod tests {
     #[test]
     fn rollback_and_keyless_messages_are_not_indexed() {
         let dir = tempfile::tempdir().unwrap();
-        let svc = IndexService::open(dir.path(), DIMS).unwrap();
+        let svc = IndexService::open(dir.path(), DIMS, RealFs::shared()).unwrap();
         let props = format::encode_properties([("KEYS", "k")]);
         let mut m = msg(props.as_bytes(), 0, 1_000);
         m.sys_flag = sys_flag::TRANSACTION_ROLLBACK_TYPE;

@@ -81,6 +81,7 @@ impl StoreError {
             StoreError::Io { .. }
             | StoreError::Corrupted { .. }
             | StoreError::Config { .. }
+            | StoreError::IndexFlushFailed { .. }
             | StoreError::ReplicaOffsetMismatch { .. } => PutMessageStatus::UnknownError,
         }
     }

@@ -2,7 +2,7 @@
 //! operations fail, and a disk usage that can be set instead of measured.
 //!
 //! A failpoint is armed for paths containing a substring (`"commitlog"`, `"consumequeue"`,
-//! `"checkpoint"`, or `""` for every path) and fires for the next `times` matching calls.
+//! `"checkpoint"`, `"index/"`, or `""` for every path) and fires for the next `times` matching calls.
 
 use std::fs::File;
 use std::io;
@@ -25,6 +25,11 @@ pub enum Failpoint {
     AllocateEnospc,
     /// `rename` fails with EIO.
     RenameError,
+    /// `write_at` fails with ENOSPC and writes nothing (a write into a sparse file's hole on a
+    /// full disk).
+    WriteEnospc,
+    /// `read_at` fails with EIO.
+    ReadError,
 }
 
 #[derive(Debug)]
@@ -125,7 +130,23 @@ impl FileSystem for FaultFs {
             RealFs.write_at(file, path, &buf[..buf.len() / 2], offset_bytes)?;
             return Err(failed("pwrite", path, nix::errno::Errno::EIO));
         }
+        if self.fires(Failpoint::WriteEnospc, path) {
+            return Err(failed("pwrite", path, nix::errno::Errno::ENOSPC));
+        }
         RealFs.write_at(file, path, buf, offset_bytes)
+    }
+
+    fn read_at(
+        &self,
+        file: &File,
+        path: &Path,
+        buf: &mut [u8],
+        offset_bytes: u64,
+    ) -> Result<(), StoreError> {
+        if self.fires(Failpoint::ReadError, path) {
+            return Err(failed("pread", path, nix::errno::Errno::EIO));
+        }
+        RealFs.read_at(file, path, buf, offset_bytes)
     }
 
     fn sync(&self, file: &File, path: &Path, kind: SyncKind) -> Result<(), StoreError> {

@@ -6,12 +6,14 @@
 //! [`fault::FaultFs`](crate::store::fs::fault), which fails named operations on demand (short
 //! write, fsync error, ENOSPC on create or allocate, rename error) and reports any disk usage.
 //! Only the operations a failure must be handled for go through the trait: creating,
-//! allocating, writing, fsyncing and renaming files, and measuring the disk. Reads go through
-//! the I/O engine ([`crate::store::io`]) and are untouched: the io_uring read path has no
-//! indirection.
+//! allocating, writing, fsyncing and renaming files, reading the message index files, and
+//! measuring the disk. CommitLog and ConsumeQueue reads go through the I/O engine
+//! ([`crate::store::io`]) and are untouched: the io_uring read path has no indirection.
 //!
-//! A failed fsync is returned as an error and the caller poisons the store when the fsync was
-//! for written data; nothing here retries a sync.
+//! A failed fsync is returned as an error. The caller poisons the store when the fsync was
+//! for written data the store vouches for (CommitLog, ConsumeQueue, checkpoint); the message
+//! index, derived data, writes its bytes again before its next fsync
+//! ([`crate::store::index_file::IndexFile::rewind_to_durable`]). Nothing here retries a sync.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -75,6 +77,15 @@ pub trait FileSystem: Send + Sync + std::fmt::Debug {
         file: &File,
         path: &Path,
         buf: &[u8],
+        offset_bytes: u64,
+    ) -> Result<(), StoreError>;
+    /// Fills all of `buf` from `offset_bytes` (pread; a file ending first is an error). Only
+    /// the message index files read through here.
+    fn read_at(
+        &self,
+        file: &File,
+        path: &Path,
+        buf: &mut [u8],
         offset_bytes: u64,
     ) -> Result<(), StoreError>;
     /// fsyncs a file or a directory handle.
@@ -144,6 +155,17 @@ impl FileSystem for RealFs {
     ) -> Result<(), StoreError> {
         file.write_all_at(buf, offset_bytes)
             .map_err(|e| StoreError::io("pwrite", path, e))
+    }
+
+    fn read_at(
+        &self,
+        file: &File,
+        path: &Path,
+        buf: &mut [u8],
+        offset_bytes: u64,
+    ) -> Result<(), StoreError> {
+        file.read_exact_at(buf, offset_bytes)
+            .map_err(|e| StoreError::io("pread", path, e))
     }
 
     fn sync(&self, file: &File, path: &Path, kind: SyncKind) -> Result<(), StoreError> {

@@ -118,14 +118,18 @@ impl Inner {
     }
 
     /// Writes the index headers and fsyncs the index files. The index is derived data that
-    /// recovery rebuilds from the CommitLog, so a failure does not poison the store: indexing
-    /// stops until the next open, which indexes again from the last durable header (a retried
-    /// fsync could report dirty pages the kernel dropped as durable).
+    /// the CommitLog rebuilds, so a failure does not poison the store. It is not retried as
+    /// such either (a second fsync could report pages the kernel dropped as durable): the
+    /// index thread, woken here, sets the file back to its last durable header and indexes
+    /// again from there, writing those keys again for the next flush.
     fn flush_index(&self) {
         if let Some(index) = &self.index {
             if let Err(e) = index.flush() {
-                self.index_failed.store(true, Ordering::Release);
-                tracing::error!(error = %e, "index flush failed; indexing stops until restart");
+                tracing::error!(
+                    error = %e,
+                    "index flush failed; the index is built again from its last durable flush"
+                );
+                self.wake_index();
             }
         }
     }

@@ -56,7 +56,7 @@ impl MessageStore {
                     hash_slot_num: config.max_hash_slot_num as i32,
                     index_num: config.max_index_num as i32,
                 };
-                IndexService::open(&root, dims)
+                IndexService::open(&root, dims, Arc::clone(&fs))
             })
             .transpose()?;
         let inner = Arc::new(Inner {
@@ -84,7 +84,7 @@ impl MessageStore {
             retention_lock: Mutex::new(()),
             deleted_topics: Mutex::new(deleted_topics),
             index,
-            index_failed: AtomicBool::new(false),
+            index_skip_phy_offset: AtomicI64::new(-1),
             index_phy_offset: AtomicI64::new(0),
             index_thread: std::sync::OnceLock::new(),
             index_stop: AtomicBool::new(false),

@@ -168,8 +168,9 @@ struct Inner {
     deleted_topics: Mutex<DeletedTopics>,
     /// The message index; `None` when `message_index_enable` is off.
     index: Option<IndexService>,
-    /// Set once an index fsync failed: indexing stops until the next open.
-    index_failed: AtomicBool,
+    /// The record at this CommitLog offset is indexed whole already and the index thread
+    /// passes over it (set when indexing resumes after a failed index flush); -1 for none.
+    index_skip_phy_offset: AtomicI64,
     /// CommitLog offset the index thread has indexed up to (Java `reputFromOffset`).
     index_phy_offset: AtomicI64,
     /// The index thread, woken after appends (set once it is spawned).
@@ -573,3 +574,5 @@ mod tests;
 
 #[cfg(test)]
 mod fault_tests;
+#[cfg(test)]
+mod index_fault_tests;

@@ -4,21 +4,23 @@
 //! released); the thread reads the records from the offset it has indexed up to, a bounded
 //! step at a time, and sleeps when it has caught up.
 //!
-//! A failed index write is logged and retried after [`INDEX_RETRY_DELAY_MS`] from the first
-//! record not indexed (a record whose keys were indexed in part may then answer a query once;
-//! queries drop duplicate offsets). A failed index fsync stops indexing until the next open,
-//! whose recovery indexes again from the last durable header. Neither poisons the store: the
-//! index is derived data.
+//! A failed index write (or read, or file creation) is logged and retried after
+//! [`INDEX_RETRY_DELAY_MS`] from the first record not indexed (a record whose keys were indexed
+//! in part may then answer a query once; queries drop duplicate offsets). A failed index flush
+//! (header write or fsync, here at a roll to a new file or in the flush thread) is not retried
+//! as such: the next step sets the file back to its last durable header and indexes again from
+//! there, so every key since is written again before the next fsync, as recovery does after a
+//! crash. Neither poisons the store: the index is derived data, and sends and pulls go on.
 
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::recovery::read_into;
 use super::Inner;
 use crate::store::error::StoreError;
 use crate::store::format::{self, decode_record_head, RecordHead};
-use crate::store::index_service::IndexedMessage;
-use crate::store::segment;
+use crate::store::index_service::{IndexService, IndexedMessage};
+use crate::store::segment::{self, Segment};
 
 /// Most CommitLog bytes the index thread reads in one step (a larger record is read whole).
 const INDEX_STEP_MAX_BYTES: usize = 1024 * 1024;
@@ -72,9 +74,22 @@ impl Inner {
                         retry_in_ms = INDEX_RETRY_DELAY_MS,
                         "building the message index failed; retrying"
                     );
-                    std::thread::park_timeout(Duration::from_millis(INDEX_RETRY_DELAY_MS));
+                    self.index_retry_wait();
                 }
             }
+        }
+    }
+
+    /// Sleeps [`INDEX_RETRY_DELAY_MS`] whole: the wake-ups of appends in the meantime do not
+    /// shorten it (a failing disk is retried once a delay, not once a send); a stop does.
+    fn index_retry_wait(&self) {
+        let deadline = Instant::now() + Duration::from_millis(INDEX_RETRY_DELAY_MS);
+        while !self.index_stop.load(Ordering::Acquire) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            std::thread::park_timeout(left);
         }
     }
 
@@ -100,9 +115,7 @@ impl Inner {
         let Some(index) = &self.index else {
             return Ok(IndexStep::CaughtUp);
         };
-        if self.index_failed.load(Ordering::Acquire) {
-            return Ok(IndexStep::CaughtUp);
-        }
+        self.resume_after_failed_flush(index)?;
         let end = self.commit_log.max_phy_offset();
         let from = self
             .index_phy_offset
@@ -129,6 +142,43 @@ impl Inner {
         }
         let len = (end - from).min(room).min(INDEX_STEP_MAX_BYTES as i64) as usize;
         read_into(self, &seg, in_file as u64, len, buf)?;
+        self.index_records(index, &seg, (from, end), buf)
+    }
+
+    /// Moves the indexed offset back to the end of the last durable index header when an
+    /// index flush failed (see the module docs).
+    fn resume_after_failed_flush(&self, index: &IndexService) -> Result<(), StoreError> {
+        let Some((durable_end, indexed_whole)) = index.rewind_after_failed_flush()? else {
+            return Ok(());
+        };
+        let from = durable_end.max(self.commit_log.min_phy_offset());
+        let skip = if indexed_whole && from == durable_end {
+            durable_end
+        } else {
+            -1
+        };
+        tracing::warn!(
+            root = %self.config.root_dir.display(),
+            phy_offset = from,
+            was_at = self.index_phy_offset.load(Ordering::Acquire),
+            "indexing again from the last durable index flush"
+        );
+        self.index_skip_phy_offset.store(skip, Ordering::Release);
+        self.index_phy_offset.store(from, Ordering::Release);
+        Ok(())
+    }
+
+    /// Indexes the whole records in `buf`, read from `seg` at the CommitLog offset `from`,
+    /// below `end`, and advances the indexed offset past each.
+    fn index_records(
+        &self,
+        index: &IndexService,
+        seg: &Segment,
+        (from, end): (i64, i64),
+        buf: &mut Vec<u8>,
+    ) -> Result<IndexStep, StoreError> {
+        let file_size = self.commit_log.file_size_bytes();
+        let in_file = from - seg.start_offset;
         let mut at = 0usize;
         while at + RECORD_HEAD_BYTES <= buf.len() {
             let size = match decode_record_head(&buf[at..at + RECORD_HEAD_BYTES]) {
@@ -148,7 +198,7 @@ impl Inner {
                 if at > 0 {
                     break;
                 }
-                read_into(self, &seg, in_file as u64, size, buf)?;
+                read_into(self, seg, in_file as u64, size, buf)?;
             }
             let record =
                 format::decode_record(&buf[at..at + size]).map_err(|e| StoreError::Corrupted {
@@ -156,13 +206,17 @@ impl Inner {
                     offset: at_phy,
                     reason: format!("record below the written end: {e}"),
                 })?;
-            index.build_index(&IndexedMessage {
-                topic: record.topic,
-                properties: record.properties,
-                sys_flag: record.sys_flag,
-                phy_offset: record.phy_offset,
-                store_timestamp_ms: record.store_timestamp_ms,
-            })?;
+            if self.index_skip_phy_offset.load(Ordering::Acquire) == at_phy {
+                self.index_skip_phy_offset.store(-1, Ordering::Release);
+            } else {
+                index.build_index(&IndexedMessage {
+                    topic: record.topic,
+                    properties: record.properties,
+                    sys_flag: record.sys_flag,
+                    phy_offset: record.phy_offset,
+                    store_timestamp_ms: record.store_timestamp_ms,
+                })?;
+            }
             at += size;
             self.index_phy_offset
                 .store(at_phy + size as i64, Ordering::Release);

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
+use ringmq::store::fs::RealFs;
 use ringmq::store::index_file::{build_index_key, index_file_size_bytes, IndexFile};
 
 const HASH_SLOT_NUM: i32 = 8;
@@ -33,7 +34,7 @@ fuzz_target!(|data: &[u8]| {
         image.resize(index_file_size_bytes(HASH_SLOT_NUM, INDEX_NUM) as usize, 0);
     }
     std::fs::write(path(), &image).unwrap();
-    let Ok(file) = IndexFile::open(path(), HASH_SLOT_NUM, INDEX_NUM) else {
+    let Ok(file) = IndexFile::open(RealFs::shared(), path(), HASH_SLOT_NUM, INDEX_NUM) else {
         return;
     };
     let _ = file.header();
