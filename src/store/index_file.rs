@@ -221,15 +221,19 @@ impl IndexFile {
         prev_end_timestamp_ms: i64,
     ) -> Result<IndexFile, StoreError> {
         let size = index_file_size_bytes(hash_slot_num, index_num);
-        let file = fs::create_presized(fs.as_ref(), &path, size, fs::Prealloc::Sparse)?;
-        let made = IndexFile::init_created(
-            Arc::clone(&fs),
-            file,
-            path.clone(),
-            (hash_slot_num, index_num),
-            (prev_end_phy_offset, prev_end_timestamp_ms),
-        );
-        if made.is_err() {
+        let made =
+            fs::create_presized(fs.as_ref(), &path, size, fs::Prealloc::Sparse).and_then(|file| {
+                IndexFile::init_created(
+                    Arc::clone(&fs),
+                    file,
+                    path.clone(),
+                    (hash_slot_num, index_num),
+                    (prev_end_phy_offset, prev_end_timestamp_ms),
+                )
+            });
+        // A failure inside create_presized may come after the file got its name (the
+        // directory's fsync).
+        if made.is_err() && path.exists() {
             if let Err(e) = fs::remove_file(fs.as_ref(), &path) {
                 tracing::warn!(error = %e, "removing a half-made index file failed");
             }
