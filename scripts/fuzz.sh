@@ -9,6 +9,9 @@
 # taken from the golden tests and fixtures) plus the corpus earlier runs grew
 # (tests/fuzz/corpus/<target>, not committed). A crash leaves its input in
 # tests/fuzz/artifacts/<target>/ and makes this script exit non-zero.
+#
+# FUZZ_DEV=1 builds the targets without optimizations (cargo fuzz --dev): a build that a
+# loaded machine finishes in minutes, at far fewer executions per second.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
@@ -22,6 +25,10 @@ if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
     exit 2
 fi
 fuzz_dir=tests/fuzz
+profile=()
+if [[ "${FUZZ_DEV:-0}" == 1 ]]; then
+    profile=(--dev)
+fi
 targets=("$@")
 if (( ${#targets[@]} == 0 )); then
     mapfile -t targets < <(cargo +nightly fuzz list --fuzz-dir "$fuzz_dir")
@@ -33,7 +40,8 @@ for target in "${targets[@]}"; do
     corpus="$fuzz_dir/corpus/$target"
     mkdir -p "$corpus"
     set +e
-    cargo +nightly fuzz run --fuzz-dir "$fuzz_dir" "$target" "$corpus" "$fuzz_dir/seeds/$target" \
+    cargo +nightly fuzz run "${profile[@]}" --fuzz-dir "$fuzz_dir" "$target" "$corpus" \
+        "$fuzz_dir/seeds/$target" \
         -- -max_total_time="$seconds" -rss_limit_mb=2048 -print_final_stats=1 \
         >"$logs/$target.log" 2>&1
     status=$?
