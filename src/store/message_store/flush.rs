@@ -30,6 +30,8 @@ impl Inner {
             signal.waiters.push(Waiter { end_phy_offset, tx });
             signal.flush_requested = true;
             if signal.flusher.wakes_on(signal.waiters.len()) {
+                // Once: the waiters after this one need not notify again.
+                signal.flusher = FlusherState::Busy;
                 self.signal_cv.notify_one();
             }
             rx
@@ -63,6 +65,7 @@ impl Inner {
         let mut signal = lock(&self.signal);
         signal.flush_requested = true;
         if signal.flusher == FlusherState::Idle {
+            signal.flusher = FlusherState::Busy;
             self.signal_cv.notify_one();
         }
     }
