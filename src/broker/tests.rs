@@ -202,3 +202,106 @@ fn a_fan_out_shared_by_several_wake_threads_answers_every_pull_once() {
     );
     broker.stop();
 }
+
+/// Parks `pulls` long-polling pulls of their own groups on the fan-out topic of `ctrl`, each
+/// on its own detached connection with a write queue of `write_queue_max` frames.
+fn park_pulls(
+    ctrl: &BrokerController,
+    pulls: usize,
+    write_queue_max: usize,
+) -> Vec<(ConnectionContext, mpsc::Receiver<Outbound>)> {
+    ctrl.topics
+        .create_topic_if_absent(FAN_OUT_TOPIC, 1, 6, 0)
+        .unwrap();
+    let addr: SocketAddr = "127.0.0.1:10911".parse().unwrap();
+    (0..pulls)
+        .map(|c| {
+            let remote = SocketAddr::new(addr.ip(), 20_000 + c as u16);
+            let (ctx, rx) = ConnectionContext::detached(c as u64, remote, addr, write_queue_max);
+            let opaque = c as i32 + 1;
+            let request = suspending_pull(format!("g{opaque}"), opaque);
+            let cx = RequestContext { ctrl, conn: &ctx };
+            let handled = ready(pull::pull_message(&cx, &request));
+            assert!(
+                matches!(handled, Ok(Handled::Parked)),
+                "pull {opaque} must park"
+            );
+            (ctx, rx)
+        })
+        .collect()
+}
+
+/// A queue with few parked pulls: the appending thread answers them itself, before the put
+/// returns, with no wake thread running (the hop to a wake thread is what W3's tail waited on).
+#[test]
+fn an_arrival_on_a_queue_with_few_parked_pulls_is_answered_by_the_appending_thread() {
+    use crate::broker::longpoll::pull_request_hold_service::WAKE_INLINE_PARKED_MAX;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::default();
+    config.store.root_dir = dir.path().join("store");
+    // No wake threads are started: only the appending thread can answer.
+    let parts = build_controller(config).unwrap();
+    let ctrl = &parts.ctrl;
+    let mut receivers = park_pulls(ctrl, WAKE_INLINE_PARKED_MAX, 4);
+    put_hello(ctrl, "127.0.0.1:10911".parse().unwrap());
+    for (i, (_, rx)) in receivers.iter_mut().enumerate() {
+        let outbound = rx.try_recv().expect("answered before the put returned");
+        let response = answer_command(outbound);
+        assert_eq!(response.code, response_code::SUCCESS);
+        assert_eq!(response.opaque, i as i32 + 1);
+    }
+    assert!(
+        parts.wake_rx.is_empty(),
+        "nothing handed to the wake threads"
+    );
+    assert_eq!(ctrl.pull_hold.parked_pulls(), 0);
+    ctrl.store.shutdown().unwrap();
+}
+
+/// A queue with more parked pulls than the appending thread answers: the arrival goes to the
+/// wake threads, and the send's own work stays bounded.
+#[test]
+fn an_arrival_on_a_queue_with_many_parked_pulls_goes_to_the_wake_threads() {
+    use crate::broker::longpoll::pull_request_hold_service::{WakeItem, WAKE_INLINE_PARKED_MAX};
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::default();
+    config.store.root_dir = dir.path().join("store");
+    let parts = build_controller(config).unwrap();
+    let ctrl = &parts.ctrl;
+    let mut receivers = park_pulls(ctrl, WAKE_INLINE_PARKED_MAX + 1, 4);
+    put_hello(ctrl, "127.0.0.1:10911".parse().unwrap());
+    for (_, rx) in receivers.iter_mut() {
+        assert!(
+            rx.try_recv().is_err(),
+            "not answered on the appending thread"
+        );
+    }
+    assert!(matches!(
+        parts.wake_rx.try_recv(),
+        Ok(WakeItem::Arrival { queue_id: 0, .. })
+    ));
+    assert_eq!(ctrl.pull_hold.parked_pulls(), WAKE_INLINE_PARKED_MAX + 1);
+    ctrl.store.shutdown().unwrap();
+}
+
+/// An answer the appending thread cannot queue (the connection's write queue is full) is
+/// handed to a wake thread, which delivers it once the queue has room: never dropped.
+#[test]
+fn an_inline_answer_to_a_full_write_queue_is_retried_by_a_wake_thread() {
+    let broker = WakingBroker::start(1);
+    let ctrl = &broker.ctrl;
+    let mut receivers = park_pulls(ctrl, 1, 1);
+    let (ctx, rx) = &mut receivers[0];
+    let filler = RemotingCommand::request(request_code::HEART_BEAT).with_opaque(-7);
+    ctx.sender().send(Outbound::Command(filler)).unwrap();
+    put_hello(ctrl, "127.0.0.1:10911".parse().unwrap());
+    let first = answer_command(rx.try_recv().expect("the filler"));
+    assert_eq!(first.opaque, -7);
+    let answered = count_answers(&mut receivers, 1);
+    assert_eq!(
+        answered,
+        BTreeMap::from([(1, 1)]),
+        "delivered once, after the filler"
+    );
+    broker.stop();
+}
