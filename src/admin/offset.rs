@@ -10,7 +10,8 @@ use serde_json::json;
 use super::client::{AdminClient, BrokerTarget};
 use super::error::AdminError;
 use super::output::{parse_time_ms, Report, Table};
-use crate::remoting::body::admin::{ConsumeStats, ResetOffsetBody};
+use crate::remoting::body::admin::ConsumeStats;
+use crate::remoting::body::reset_offset::ResetOffsetBody;
 use crate::remoting::codes::{request_code as req, response_code as rc};
 use crate::remoting::command::RemotingCommand;
 

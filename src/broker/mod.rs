@@ -43,4 +43,6 @@ mod disk_full_tests;
 #[cfg(test)]
 mod retry_tests;
 #[cfg(test)]
+pub(crate) mod test_support;
+#[cfg(test)]
 mod tests;

@@ -3,20 +3,17 @@
 //! the largest reconsume count, and delayed messages the store will not take. They live beside
 //! `tests.rs`, above every part, for the same reason.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
 use crate::broker::controller::BrokerController;
-use crate::broker::processor::{client_manage, pull, send, Handled, RequestContext};
+use crate::broker::processor::pull::pull_sys_flag;
 use crate::broker::schedule_message_service as schedule;
-use crate::broker::tests::ready;
+use crate::broker::test_support::{answer, answer_success, broker_with, local_addr, pull_request};
 use crate::broker::topic_config_manager::SCHEDULE_TOPIC;
 use crate::common::StopFlag;
-use crate::config::Config;
-use crate::net::ConnectionContext;
 use crate::remoting::codes::{request_code, response_code};
 use crate::remoting::command::RemotingCommand;
 use crate::store::filter::AcceptAll;
@@ -27,35 +24,9 @@ use crate::store::{GetMessageRequest, GetMessageStatus, MessageToStore};
 /// characters.
 const BAD_GROUP: &str = "../../x\u{1}";
 
-/// A broker without sockets or threads, and its directory.
+/// A broker with `delay_levels` (`messageDelayLevel`), and its directory.
 fn controller(delay_levels: &str) -> (Arc<BrokerController>, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = Config::default();
-    config.store.root_dir = dir.path().join("store");
-    config.broker.message_delay_level = delay_levels.to_string();
-    let parts = crate::broker::startup::build_controller(config).unwrap();
-    (parts.ctrl, dir)
-}
-
-fn addr() -> SocketAddr {
-    "127.0.0.1:10911".parse().unwrap()
-}
-
-/// Runs `handler` on a detached connection and returns its response (or error response).
-fn answer(ctrl: &BrokerController, request: &RemotingCommand) -> RemotingCommand {
-    let (conn, _rx) = ConnectionContext::detached(1, addr(), addr(), 64);
-    let cx = RequestContext { ctrl, conn: &conn };
-    let handled = match request.code {
-        request_code::CONSUMER_SEND_MSG_BACK => ready(send::consumer_send_msg_back(&cx, request)),
-        request_code::HEART_BEAT => ready(client_manage::heart_beat(&cx, request)),
-        request_code::PULL_MESSAGE => ready(pull::pull_message(&cx, request)),
-        code => panic!("no handler for {code} in these tests"),
-    };
-    match handled {
-        Ok(Handled::Response(response)) => response,
-        Ok(_) => panic!("expected an answer at once"),
-        Err(e) => e.into_response(request),
-    }
+    broker_with(|config| config.broker.message_delay_level = delay_levels.to_string())
 }
 
 /// Stores `body` in `topic` queue `queue_id` as a producer would; returns its CommitLog offset.
@@ -75,7 +46,7 @@ fn put(
             properties: encode_properties(properties.iter().copied()),
             sys_flag: 0,
             born_timestamp_ms: 1_700_000_000_000,
-            born_host: addr(),
+            born_host: local_addr(),
             reconsume_times,
             prepared_transaction_offset: 0,
         })
@@ -132,13 +103,7 @@ fn a_send_back_for_a_group_java_refuses_is_answered_group_not_exist() {
     assert!(ctrl.topics.select(&format!("%RETRY%{BAD_GROUP}")).is_none());
     assert!(ctrl.groups.find(BAD_GROUP).is_none());
     // A good group still goes to its retry topic through delay level 3.
-    let response = answer(&ctrl, &send_back(offset, "cg"));
-    assert_eq!(
-        response.code,
-        response_code::SUCCESS,
-        "{:?}",
-        response.remark
-    );
+    answer_success(&ctrl, &send_back(offset, "cg"));
     assert_eq!(ctrl.store.max_offset_in_queue(SCHEDULE_TOPIC, 2), 1);
     ctrl.store.shutdown().unwrap();
 }
@@ -163,21 +128,6 @@ fn heartbeat(groups: &[&str]) -> RemotingCommand {
     RemotingCommand::request(request_code::HEART_BEAT).with_body(Bytes::from(body.to_string()))
 }
 
-fn pull_of(group: &str) -> RemotingCommand {
-    RemotingCommand::request(request_code::PULL_MESSAGE)
-        .with_ext("consumerGroup", group)
-        .with_ext("topic", "Orig")
-        .with_ext("queueId", 0)
-        .with_ext("queueOffset", 0)
-        .with_ext("maxMsgNums", 32)
-        .with_ext("sysFlag", pull::pull_sys_flag::SUBSCRIPTION)
-        .with_ext("commitOffset", 0)
-        .with_ext("suspendTimeoutMillis", 0)
-        .with_ext("subscription", "*")
-        .with_ext("subVersion", 0)
-        .with_ext("expressionType", "TAG")
-}
-
 /// Java's `ClientManageProcessor.heartBeat` skips a consumer whose group it will not create
 /// (no retry topic, no registration) and serves the others; a pull of that group is answered
 /// SUBSCRIPTION_GROUP_NOT_EXIST like any unknown group (`PullMessageProcessor`).
@@ -185,19 +135,16 @@ fn pull_of(group: &str) -> RemotingCommand {
 fn heartbeat_and_pull_of_a_group_java_refuses_create_nothing() {
     let (ctrl, _dir) = controller("1s 5s 10s");
     put(&ctrl, "Orig", 0, &[], 0);
-    let response = answer(&ctrl, &heartbeat(&[BAD_GROUP, "good"]));
-    assert_eq!(
-        response.code,
-        response_code::SUCCESS,
-        "{:?}",
-        response.remark
-    );
+    answer_success(&ctrl, &heartbeat(&[BAD_GROUP, "good"]));
     assert!(ctrl.consumers.group("good").is_some());
     assert!(ctrl.topics.select("%RETRY%good").is_some());
     assert!(ctrl.consumers.group(BAD_GROUP).is_none());
     assert!(ctrl.topics.select(&format!("%RETRY%{BAD_GROUP}")).is_none());
     assert!(ctrl.groups.find(BAD_GROUP).is_none());
-    let response = answer(&ctrl, &pull_of(BAD_GROUP));
+    let response = answer(
+        &ctrl,
+        &pull_request(BAD_GROUP, "Orig", pull_sys_flag::SUBSCRIPTION, 0),
+    );
     assert_eq!(
         response.code,
         response_code::SUBSCRIPTION_GROUP_NOT_EXIST,
@@ -213,13 +160,7 @@ fn heartbeat_and_pull_of_a_group_java_refuses_create_nothing() {
 fn a_send_back_at_the_largest_reconsume_count_goes_to_the_dlq() {
     let (ctrl, _dir) = controller("1s 5s 10s");
     let offset = put(&ctrl, "Orig", 0, &[], i32::MAX);
-    let response = answer(&ctrl, &send_back(offset, "cg"));
-    assert_eq!(
-        response.code,
-        response_code::SUCCESS,
-        "{:?}",
-        response.remark
-    );
+    answer_success(&ctrl, &send_back(offset, "cg"));
     assert_eq!(reconsume_counts(&ctrl, "%DLQ%cg"), [i32::MAX]);
     assert_eq!(ctrl.store.max_offset_in_queue(SCHEDULE_TOPIC, 2), 0);
     ctrl.store.shutdown().unwrap();

@@ -1,40 +1,30 @@
-//! Tests that drive several broker parts together (a controller from `startup`, the pull
-//! processor and the wake threads of `longpoll`). They live here, above every part, so that no
+//! Tests that drive several broker parts together (a controller from `startup`, the dispatch,
+//! the pull processor and the wake threads of `longpoll`). They live here, above every part, so that no
 //! part's file imports one that imports it.
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::task::Poll;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
 use crate::broker::controller::BrokerController;
-use crate::broker::processor::pull::{self, pull_sys_flag};
-use crate::broker::processor::{Handled, RequestContext};
+use crate::broker::processor::pull::pull_sys_flag;
+use crate::broker::processor::Handled;
 use crate::broker::startup::{build_controller, start_pull_wake};
+use crate::broker::test_support::{
+    answer, broker_with, config_in, connection, dispatch_on, local_addr, pull_request, send_request,
+};
 use crate::common::StopFlag;
-use crate::config::Config;
 use crate::net::{ConnectionContext, Outbound};
 use crate::remoting::codes::{request_code, response_code};
 use crate::remoting::command::RemotingCommand;
-use crate::remoting::headers::PullMessageRequestHeader;
 use crate::store::format::encode_properties;
 use crate::store::MessageToStore;
 
 const FAN_OUT_TOPIC: &str = "FanOut";
-
-/// The output of a processor that never waits (its future is ready at the first poll).
-pub(super) fn ready<F: Future>(future: F) -> F::Output {
-    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    match std::pin::pin!(future).poll(&mut cx) {
-        Poll::Ready(output) => output,
-        Poll::Pending => panic!("the processor waited"),
-    }
-}
 
 /// A broker without sockets, with `wake_threads` pull-wake threads running.
 struct WakingBroker {
@@ -47,8 +37,7 @@ struct WakingBroker {
 impl WakingBroker {
     fn start(wake_threads: u64) -> WakingBroker {
         let dir = tempfile::tempdir().unwrap();
-        let mut config = Config::default();
-        config.store.root_dir = dir.path().join("store");
+        let mut config = config_in(dir.path());
         config.longpoll.wake_threads = wake_threads;
         let parts = build_controller(config).unwrap();
         let stop = StopFlag::new();
@@ -72,26 +61,9 @@ impl WakingBroker {
 }
 
 /// A long-polling PULL_MESSAGE of `group` for offset 0 of the fan-out topic.
-fn suspending_pull(group: String, opaque: i32) -> RemotingCommand {
-    let header = PullMessageRequestHeader {
-        consumer_group: group,
-        topic: FAN_OUT_TOPIC.to_string(),
-        queue_id: 0,
-        queue_offset: 0,
-        max_msg_nums: 32,
-        sys_flag: pull_sys_flag::SUSPEND | pull_sys_flag::SUBSCRIPTION,
-        commit_offset: 0,
-        suspend_timeout_millis: 20_000,
-        subscription: Some("*".to_string()),
-        sub_version: 0,
-        expression_type: Some("TAG".to_string()),
-        max_msg_bytes: None,
-        request_source: None,
-        proxy_froward_client_id: None,
-    };
-    let mut request = RemotingCommand::request(request_code::PULL_MESSAGE).with_opaque(opaque);
-    header.encode(&mut request);
-    request
+fn suspending_pull(group: &str, opaque: i32) -> RemotingCommand {
+    let sys_flag = pull_sys_flag::SUSPEND | pull_sys_flag::SUBSCRIPTION;
+    pull_request(group, FAN_OUT_TOPIC, sys_flag, 20_000).with_opaque(opaque)
 }
 
 fn put_hello(ctrl: &BrokerController, born_host: SocketAddr) {
@@ -174,18 +146,17 @@ fn a_fan_out_shared_by_several_wake_threads_answers_every_pull_once() {
     ctrl.topics
         .create_topic_if_absent(FAN_OUT_TOPIC, 1, 6, 0)
         .unwrap();
-    let addr: SocketAddr = "127.0.0.1:10911".parse().unwrap();
+    let addr = local_addr();
     let mut receivers = Vec::new();
     let mut opaque = 0;
     for c in 0..CONNECTIONS {
         let remote = SocketAddr::new(addr.ip(), 20_000 + c as u16);
-        let (ctx, rx) = ConnectionContext::detached(c as u64, remote, addr, 64);
+        let (ctx, rx) = connection(c as u64, remote);
         for _ in 0..PULLS_PER_CONNECTION {
             opaque += 1;
             // Each pull its own group, as many groups reading one queue.
-            let request = suspending_pull(format!("g{opaque}"), opaque);
-            let cx = RequestContext { ctrl, conn: &ctx };
-            let handled = ready(pull::pull_message(&cx, &request));
+            let request = suspending_pull(&format!("g{opaque}"), opaque);
+            let handled = dispatch_on(ctrl, &ctx, &request);
             assert!(
                 matches!(handled, Ok(Handled::Parked)),
                 "pull {opaque} must park"
@@ -203,6 +174,76 @@ fn a_fan_out_shared_by_several_wake_threads_answers_every_pull_once() {
     broker.stop();
 }
 
+/// A request code no RocketMQ broker serves.
+const UNSERVED_CODE: i32 = 9999;
+
+/// The tests' requests go through the broker's dispatch: a code no processor serves is answered
+/// REQUEST_CODE_NOT_SUPPORTED with Java's remark (`NettyRemotingAbstract.processRequestCommand`),
+/// to its opaque, and the metrics count the refusal.
+#[test]
+fn an_unserved_request_code_is_answered_not_supported_like_java() {
+    let (ctrl, _dir) = broker_with(|_| {});
+    let request = RemotingCommand::request(UNSERVED_CODE).with_opaque(7);
+    let response = answer(&ctrl, &request);
+    assert_eq!(response.code, response_code::REQUEST_CODE_NOT_SUPPORTED);
+    assert_eq!(
+        response.remark.as_deref(),
+        Some(" request type 9999 not supported")
+    );
+    assert_eq!(response.opaque, 7);
+    assert!(response.is_response());
+    let metrics = ctrl.metrics().expect("metrics are on by default");
+    assert_eq!(
+        metrics.error_counts(),
+        [(Some(response_code::REQUEST_CODE_NOT_SUPPORTED), 1)]
+    );
+    ctrl.store.shutdown().unwrap();
+}
+
+/// An account that may send to one topic only, and no address on the global whitelist.
+const ONE_TOPIC_ACL: &str = "\
+globalWhiteRemoteAddresses:
+accounts:
+  - accessKey: RocketMQSender
+    secretKey: 12345678
+    defaultTopicPerm: DENY
+    topicPerms:
+      - Allowed=PUB
+";
+
+/// With ACL on, the tests' requests are checked before any processor, as Java's RPC hook
+/// does: an unsigned send and one with an unknown access key are refused NO_PERMISSION with
+/// `PlainPermissionManager`'s words, and nothing is stored.
+#[test]
+fn with_acl_on_an_unsigned_send_is_refused_before_the_processor() {
+    let dir = tempfile::tempdir().unwrap();
+    let acl_file = dir.path().join("plain_acl.yml");
+    std::fs::write(&acl_file, ONE_TOPIC_ACL).unwrap();
+    let mut config = config_in(dir.path());
+    config.acl.enabled = true;
+    config.acl.file_path = acl_file.to_string_lossy().into_owned();
+    let ctrl = build_controller(config).unwrap().ctrl;
+    let unsigned = answer(&ctrl, &send_request("Allowed", b"unsigned"));
+    assert_eq!(unsigned.code, response_code::NO_PERMISSION);
+    assert_eq!(
+        unsigned.remark.as_deref(),
+        Some("No accessKey is configured")
+    );
+    let stranger = send_request("Allowed", b"stranger").with_ext("AccessKey", "stranger");
+    let refused = answer(&ctrl, &stranger);
+    assert_eq!(refused.code, response_code::NO_PERMISSION);
+    assert_eq!(
+        refused.remark.as_deref(),
+        Some("No acl config for stranger")
+    );
+    assert_eq!(ctrl.store.max_offset_in_queue("Allowed", 0), 0);
+    assert!(
+        ctrl.topics.select("Allowed").is_none(),
+        "no topic was created"
+    );
+    ctrl.store.shutdown().unwrap();
+}
+
 /// Parks `pulls` long-polling pulls of their own groups on the fan-out topic of `ctrl`, each
 /// on its own detached connection with a write queue of `write_queue_max` frames.
 fn park_pulls(
@@ -213,15 +254,14 @@ fn park_pulls(
     ctrl.topics
         .create_topic_if_absent(FAN_OUT_TOPIC, 1, 6, 0)
         .unwrap();
-    let addr: SocketAddr = "127.0.0.1:10911".parse().unwrap();
+    let addr = local_addr();
     (0..pulls)
         .map(|c| {
             let remote = SocketAddr::new(addr.ip(), 20_000 + c as u16);
             let (ctx, rx) = ConnectionContext::detached(c as u64, remote, addr, write_queue_max);
             let opaque = c as i32 + 1;
-            let request = suspending_pull(format!("g{opaque}"), opaque);
-            let cx = RequestContext { ctrl, conn: &ctx };
-            let handled = ready(pull::pull_message(&cx, &request));
+            let request = suspending_pull(&format!("g{opaque}"), opaque);
+            let handled = dispatch_on(ctrl, &ctx, &request);
             assert!(
                 matches!(handled, Ok(Handled::Parked)),
                 "pull {opaque} must park"
@@ -237,13 +277,12 @@ fn park_pulls(
 fn an_arrival_on_a_queue_with_few_parked_pulls_is_answered_by_the_appending_thread() {
     use crate::broker::longpoll::pull_request_hold_service::WAKE_INLINE_PARKED_MAX;
     let dir = tempfile::tempdir().unwrap();
-    let mut config = Config::default();
-    config.store.root_dir = dir.path().join("store");
+    let config = config_in(dir.path());
     // No wake threads are started: only the appending thread can answer.
     let parts = build_controller(config).unwrap();
     let ctrl = &parts.ctrl;
     let mut receivers = park_pulls(ctrl, WAKE_INLINE_PARKED_MAX, 4);
-    put_hello(ctrl, "127.0.0.1:10911".parse().unwrap());
+    put_hello(ctrl, local_addr());
     for (i, (_, rx)) in receivers.iter_mut().enumerate() {
         let outbound = rx.try_recv().expect("answered before the put returned");
         let response = answer_command(outbound);
@@ -264,12 +303,11 @@ fn an_arrival_on_a_queue_with_few_parked_pulls_is_answered_by_the_appending_thre
 fn an_arrival_on_a_queue_with_many_parked_pulls_goes_to_the_wake_threads() {
     use crate::broker::longpoll::pull_request_hold_service::{WakeItem, WAKE_INLINE_PARKED_MAX};
     let dir = tempfile::tempdir().unwrap();
-    let mut config = Config::default();
-    config.store.root_dir = dir.path().join("store");
+    let config = config_in(dir.path());
     let parts = build_controller(config).unwrap();
     let ctrl = &parts.ctrl;
     let mut receivers = park_pulls(ctrl, WAKE_INLINE_PARKED_MAX + 1, 4);
-    put_hello(ctrl, "127.0.0.1:10911".parse().unwrap());
+    put_hello(ctrl, local_addr());
     for (_, rx) in receivers.iter_mut() {
         assert!(
             rx.try_recv().is_err(),
@@ -294,7 +332,7 @@ fn an_inline_answer_to_a_full_write_queue_is_retried_by_a_wake_thread() {
     let (ctx, rx) = &mut receivers[0];
     let filler = RemotingCommand::request(request_code::HEART_BEAT).with_opaque(-7);
     ctx.sender().send(Outbound::Command(filler)).unwrap();
-    put_hello(ctrl, "127.0.0.1:10911".parse().unwrap());
+    put_hello(ctrl, local_addr());
     let first = answer_command(rx.try_recv().expect("the filler"));
     assert_eq!(first.opaque, -7);
     let answered = count_answers(&mut receivers, 1);

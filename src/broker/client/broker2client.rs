@@ -62,7 +62,7 @@ pub fn reset_offset(
             broker_name: ctrl.config.broker.name.clone(),
             queue_id,
         };
-        body.offset_table.push((mq, offset));
+        body.offset_table.insert(mq, offset);
     }
     let channels = ctrl
         .consumers

@@ -749,7 +749,7 @@ pub(super) fn store_offset_moved_event(
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+pub(crate) mod tests {
     use super::*;
     use GetMessageStatus as S;
 

@@ -7,9 +7,8 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::broker::controller::BrokerController;
-use crate::broker::startup::build_controller;
+use crate::broker::test_support::broker_with;
 use crate::common::{now_ms, StopFlag};
-use crate::config::Config;
 use crate::store::format::{encode_properties, sys_flag};
 use crate::store::MessageToStore;
 
@@ -26,10 +25,7 @@ const SETTINGS: CheckSettings = CheckSettings {
 };
 
 fn controller() -> (Arc<BrokerController>, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = Config::default();
-    config.store.root_dir = dir.path().join("store");
-    (build_controller(config).unwrap().ctrl, dir)
+    broker_with(|_| {})
 }
 
 /// Stores `count` half messages born a minute ago; returns their half queue offsets.

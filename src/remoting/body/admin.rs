@@ -1,7 +1,7 @@
 //! The bodies of the admin request codes (Java `remoting.protocol.admin` and `.body`):
 //! `TopicStatsTable` (GET_TOPIC_STATS_INFO), `ConsumeStats` (GET_CONSUME_STATS),
-//! `ConsumerConnection` / `ProducerConnection` and their `Connection`s, `ResetOffsetBody`
-//! (INVOKE_BROKER_TO_RESET_OFFSET) and `KVTable`.
+//! `ConsumerConnection` / `ProducerConnection` and their `Connection`s and `KVTable`
+//! (`ResetOffsetBody` is in [`super::reset_offset`]).
 //!
 //! The broker writes them as fastjson does: members sorted by name, enums by constant name,
 //! and the `MessageQueue`-keyed maps with object keys ([`super::object_keys`]). They read back
@@ -154,28 +154,6 @@ impl ConsumeStats {
     }
 }
 
-/// Java `ResetOffsetBody` (INVOKE_BROKER_TO_RESET_OFFSET): the offset each queue was reset to.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct ResetOffsetBody {
-    #[serde(deserialize_with = "object_key_map")]
-    pub offset_table: BTreeMap<MessageQueue, i64>,
-}
-
-impl ResetOffsetBody {
-    /// The body as the Java broker writes it.
-    pub fn encode(&self) -> Result<String, serde_json::Error> {
-        let mut out = String::from("{\"offsetTable\":");
-        write_object_key_map(&mut out, &self.offset_table)?;
-        out.push('}');
-        Ok(out)
-    }
-
-    pub fn parse(bytes: &[u8]) -> Result<Self, JsonBodyError> {
-        parse_with_object_keys(bytes, "ResetOffsetBody")
-    }
-}
-
 /// Java `Connection`: one client connection of a group.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -295,18 +273,6 @@ mod tests {
         let cpp = br#"{"connectionSet":[{"clientAddr":"127.0.0.1:5000","clientId":"127.0.0.1@1","language":0,"version":"479"}],"consumeFromWhere":0,"consumeType":1,"messageModel":1,"subscriptionTable":null,"extra":true}"#;
         let parsed: ConsumerConnection = parse_lenient(cpp, "ConsumerConnection").unwrap();
         assert_eq!(parsed, c);
-    }
-
-    #[test]
-    fn reset_offset_body_round_trips_object_keys() {
-        let mut b = ResetOffsetBody::default();
-        b.offset_table.insert(mq("T", 3), 42);
-        let text = b.encode().unwrap();
-        assert_eq!(
-            text,
-            r#"{"offsetTable":{{"brokerName":"broker-a","queueId":3,"topic":"T"}:42}}"#
-        );
-        assert_eq!(ResetOffsetBody::parse(text.as_bytes()).unwrap(), b);
     }
 
     #[test]

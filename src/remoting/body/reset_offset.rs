@@ -5,17 +5,44 @@
 //! queue object itself as the key (not valid JSON, but what every client parses):
 //! `{"offsetTable":{{"brokerName":"b","queueId":0,"topic":"t"}:5}}`, fields in fastjson's
 //! alphabetical order. The C++ client gets a list instead (`ResetOffsetBodyForC`):
-//! `{"offsetTable":[{"brokerName":"b","offset":5,"queueId":0,"topic":"t"}]}`.
+//! `{"offsetTable":[{"brokerName":"b","offset":5,"queueId":0,"topic":"t"}]}`. The broker writes
+//! both; the admin tool reads the map a broker answers ([`ResetOffsetBody::parse`], as
+//! leniently as every body: numbers as strings, unknown members, object or string keys).
 
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Deserializer};
+
+use super::json::{JsonBodyError, Lenient};
 use super::lock_batch::MessageQueue;
+use super::object_keys::{object_key_map, parse_with_object_keys};
 
 /// Java `ResetOffsetBody` (and the C++ form): each queue with its new offset.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
 pub struct ResetOffsetBody {
-    pub offset_table: Vec<(MessageQueue, i64)>,
+    #[serde(deserialize_with = "offset_table")]
+    pub offset_table: BTreeMap<MessageQueue, i64>,
+}
+
+/// The object-keyed map of offsets, each offset as fastjson reads a `Long`.
+fn offset_table<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<BTreeMap<MessageQueue, i64>, D::Error> {
+    let table: BTreeMap<MessageQueue, Lenient<i64>> = object_key_map(deserializer)?;
+    Ok(table
+        .into_iter()
+        .map(|(mq, offset)| (mq, offset.0))
+        .collect())
 }
 
 impl ResetOffsetBody {
+    /// Java's `ResetOffsetBody` as fastjson writes it (queue objects as keys) or as a string-keyed
+    /// map.
+    pub fn parse(bytes: &[u8]) -> Result<Self, JsonBodyError> {
+        parse_with_object_keys(bytes, "ResetOffsetBody")
+    }
+
     /// fastjson's text of `ResetOffsetBody`, queue objects as keys.
     pub fn encode(&self) -> Vec<u8> {
         self.encode_table(('{', '}'), |broker_name, queue_id, topic, offset| {
@@ -68,14 +95,17 @@ fn json_string(s: &str) -> String {
 mod tests {
     use super::*;
 
-    fn body() -> ResetOffsetBody {
-        let mq = |id| MessageQueue {
+    fn mq(queue_id: i32) -> MessageQueue {
+        MessageQueue {
             topic: "T\"1".into(),
             broker_name: "broker-a".into(),
-            queue_id: id,
-        };
+            queue_id,
+        }
+    }
+
+    fn body() -> ResetOffsetBody {
         ResetOffsetBody {
-            offset_table: vec![(mq(0), 5), (mq(1), -1)],
+            offset_table: BTreeMap::from([(mq(0), 5), (mq(1), -1)]),
         }
     }
 
@@ -101,5 +131,24 @@ mod tests {
         // The C++ form is plain JSON.
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(v["offsetTable"][0]["offset"], 5);
+    }
+
+    #[test]
+    fn the_fastjson_map_reads_back() {
+        let text = body().encode();
+        assert_eq!(ResetOffsetBody::parse(&text).unwrap(), body());
+        assert_eq!(
+            ResetOffsetBody::parse(br#"{"offsetTable":{}}"#).unwrap(),
+            ResetOffsetBody::default()
+        );
+    }
+
+    #[test]
+    fn a_lenient_body_reads_like_java_s() {
+        // Numbers as strings, members in another order, an unknown member, and rocketmq-rust's
+        // string keys holding the queue's JSON.
+        let text = br#"{"extra":1,"offsetTable":{{"topic":"T\"1","queueId":"1","brokerName":"broker-a"}:"-1","{\"brokerName\":\"broker-a\",\"queueId\":0,\"topic\":\"T\\\"1\"}":5}}"#;
+        assert_eq!(ResetOffsetBody::parse(text).unwrap(), body());
+        assert!(ResetOffsetBody::parse(br#"{"offsetTable":{{"queueId":0}:"x"}}"#).is_err());
     }
 }

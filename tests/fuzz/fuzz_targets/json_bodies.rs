@@ -8,7 +8,7 @@ use libfuzzer_sys::fuzz_target;
 use ringmq::broker::slave_synchronize::SubscriptionGroupWrapper;
 use ringmq::broker::subscription_group_manager::SubscriptionGroupConfig;
 use ringmq::remoting::body::admin::{
-    ConsumeStats, ConsumerConnection, KvTable, ProducerConnection, ResetOffsetBody, TopicStatsTable,
+    ConsumeStats, ConsumerConnection, KvTable, ProducerConnection, TopicStatsTable,
 };
 use ringmq::remoting::body::heartbeat::CheckClientRequestBody;
 use ringmq::remoting::body::heartbeat::HeartbeatData;
@@ -16,6 +16,7 @@ use ringmq::remoting::body::json::parse_lenient;
 use ringmq::remoting::body::lock_batch::{LockBatchRequestBody, LockBatchResponseBody};
 use ringmq::remoting::body::object_keys::quote_object_keys;
 use ringmq::remoting::body::register_broker::decode_register_broker_body;
+use ringmq::remoting::body::reset_offset::ResetOffsetBody;
 use ringmq::remoting::body::route::{ClusterInfo, TopicList, TopicRouteData};
 use ringmq::remoting::body::topic_config::{DataVersion, TopicConfig, TopicConfigSerializeWrapper};
 
