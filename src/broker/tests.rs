@@ -18,6 +18,7 @@ use crate::broker::test_support::{
     answer, broker_with, config_in, connection, dispatch_on, local_addr, pull_request, send_request,
 };
 use crate::common::StopFlag;
+use crate::config::Config;
 use crate::net::{ConnectionContext, Outbound};
 use crate::remoting::codes::{request_code, response_code};
 use crate::remoting::command::RemotingCommand;
@@ -275,13 +276,14 @@ fn park_pulls(
 /// returns, with no wake thread running (the hop to a wake thread is what W3's tail waited on).
 #[test]
 fn an_arrival_on_a_queue_with_few_parked_pulls_is_answered_by_the_appending_thread() {
-    use crate::broker::longpoll::pull_request_hold_service::WAKE_INLINE_PARKED_MAX;
     let dir = tempfile::tempdir().unwrap();
     let config = config_in(dir.path());
+    let inline_max = config.longpoll.wake_inline_parked_max as usize;
+    assert_eq!(inline_max, 4, "the default");
     // No wake threads are started: only the appending thread can answer.
     let parts = build_controller(config).unwrap();
     let ctrl = &parts.ctrl;
-    let mut receivers = park_pulls(ctrl, WAKE_INLINE_PARKED_MAX, 4);
+    let mut receivers = park_pulls(ctrl, inline_max, 4);
     put_hello(ctrl, local_addr());
     for (i, (_, rx)) in receivers.iter_mut().enumerate() {
         let outbound = rx.try_recv().expect("answered before the put returned");
@@ -301,12 +303,29 @@ fn an_arrival_on_a_queue_with_few_parked_pulls_is_answered_by_the_appending_thre
 /// wake threads, and the send's own work stays bounded.
 #[test]
 fn an_arrival_on_a_queue_with_many_parked_pulls_goes_to_the_wake_threads() {
-    use crate::broker::longpoll::pull_request_hold_service::{WakeItem, WAKE_INLINE_PARKED_MAX};
     let dir = tempfile::tempdir().unwrap();
     let config = config_in(dir.path());
+    let inline_max = config.longpoll.wake_inline_parked_max as usize;
+    arrival_goes_to_the_wake_threads(config, inline_max + 1);
+}
+
+/// `RINGMQ_LONGPOLL_WAKE_INLINE_PARKED_MAX=0`: every arrival goes to the wake threads (Java's
+/// way), even with one pull parked.
+#[test]
+fn with_inline_answers_off_one_parked_pull_is_woken_by_the_wake_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config_in(dir.path());
+    config.longpoll.wake_inline_parked_max = 0;
+    arrival_goes_to_the_wake_threads(config, 1);
+}
+
+/// Parks `pulls` pulls, appends, and checks that the append answered none of them and handed
+/// the arrival to the wake channel.
+fn arrival_goes_to_the_wake_threads(config: Config, pulls: usize) {
+    use crate::broker::longpoll::pull_request_hold_service::WakeItem;
     let parts = build_controller(config).unwrap();
     let ctrl = &parts.ctrl;
-    let mut receivers = park_pulls(ctrl, WAKE_INLINE_PARKED_MAX + 1, 4);
+    let mut receivers = park_pulls(ctrl, pulls, 4);
     put_hello(ctrl, local_addr());
     for (_, rx) in receivers.iter_mut() {
         assert!(
@@ -318,7 +337,7 @@ fn an_arrival_on_a_queue_with_many_parked_pulls_goes_to_the_wake_threads() {
         parts.wake_rx.try_recv(),
         Ok(WakeItem::Arrival { queue_id: 0, .. })
     ));
-    assert_eq!(ctrl.pull_hold.parked_pulls(), WAKE_INLINE_PARKED_MAX + 1);
+    assert_eq!(ctrl.pull_hold.parked_pulls(), pulls);
     ctrl.store.shutdown().unwrap();
 }
 

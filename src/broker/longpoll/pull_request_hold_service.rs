@@ -11,7 +11,8 @@
 //!
 //! The store calls [`ArrivalNotifier::arriving`] on the appending thread. That asks the hold
 //! table how many pulls are parked on the queue (an atomic load after a shard lookup). None:
-//! nothing to do. At most [`WAKE_INLINE_PARKED_MAX`]: the appending thread drains them and
+//! nothing to do. At most `wake_inline_parked_max` (`RINGMQ_LONGPOLL_WAKE_INLINE_PARKED_MAX`,
+//! default 4): the appending thread drains them and
 //! answers the woken pulls itself, so the answer reaches the consumer's connection without
 //! first waiting for a wake thread to be scheduled (on a loaded machine that wait was most of
 //! the end-to-end tail, docs/BENCHMARKS.md "W3: the e2e tail"). More: the arrival goes to the
@@ -81,6 +82,9 @@ pub struct PullRequestHoldService {
     /// Pulls woken by arrivals or the periodic check, executed by the wake threads.
     wake_tx: Sender<WakeItem>,
     store: Arc<MessageStore>,
+    /// Arrivals on a queue with 1 to this many parked pulls are answered by the appending
+    /// thread (`RINGMQ_LONGPOLL_WAKE_INLINE_PARKED_MAX`).
+    wake_inline_parked_max: usize,
 }
 
 impl PullRequestHoldService {
@@ -90,6 +94,7 @@ impl PullRequestHoldService {
         store: Arc<MessageStore>,
         parked_pulls_max: usize,
         parked_pulls_max_per_connection: usize,
+        wake_inline_parked_max: usize,
     ) -> (Self, Receiver<WakeItem>) {
         let (wake_tx, wake_rx) = crossbeam::channel::unbounded();
         let service = PullRequestHoldService {
@@ -97,6 +102,7 @@ impl PullRequestHoldService {
             connection_parks: ConnectionParks::new(parked_pulls_max_per_connection),
             wake_tx,
             store,
+            wake_inline_parked_max,
         };
         (service, wake_rx)
     }
@@ -226,7 +232,7 @@ impl<H: PullWakeHost> ArrivalListener for ArrivalNotifier<H> {
         if parked == 0 {
             return;
         }
-        if parked <= WAKE_INLINE_PARKED_MAX {
+        if parked <= service.wake_inline_parked_max {
             wake_inline(&*host, topic, queue_id, max_offset, tags_code, properties);
             return;
         }
@@ -241,14 +247,8 @@ impl<H: PullWakeHost> ArrivalListener for ArrivalNotifier<H> {
     }
 }
 
-/// Parked pulls on a queue up to which an arrival is answered on the appending thread itself
-/// ([`ArrivalNotifier::arriving`]); a queue with more hands its arrivals to the wake threads,
-/// so a send never re-executes more than this many pulls. W3's consumers park one pull per
-/// queue, several consumer groups on one queue park one each.
-pub const WAKE_INLINE_PARKED_MAX: usize = 4;
-
 /// Drains the pulls an arrival satisfies and answers them on this (the appending) thread: at
-/// most [`WAKE_INLINE_PARKED_MAX`] of them; more (pulls parked since the count was read) go to
+/// most `wake_inline_parked_max` of them; more (pulls parked since the count was read) go to
 /// the wake threads, as do responses whose write queue is full, to be retried there.
 fn wake_inline<H: PullWakeHost>(
     host: &H,
@@ -266,8 +266,8 @@ fn wake_inline<H: PullWakeHost>(
     if woken.is_empty() {
         return;
     }
-    if woken.len() > WAKE_INLINE_PARKED_MAX {
-        let rest = woken.split_off(WAKE_INLINE_PARKED_MAX);
+    if woken.len() > service.wake_inline_parked_max {
+        let rest = woken.split_off(service.wake_inline_parked_max);
         service.send_wake_item(WakeItem::Pulls(rest));
     }
     let mut shared = H::Shared::default();
