@@ -37,9 +37,15 @@ struct WakingBroker {
 
 impl WakingBroker {
     fn start(wake_threads: u64) -> WakingBroker {
+        WakingBroker::start_with(wake_threads, 0)
+    }
+
+    /// With `wake_inline_parked_max` (`RINGMQ_LONGPOLL_WAKE_INLINE_PARKED_MAX`) set.
+    fn start_with(wake_threads: u64, wake_inline_parked_max: u64) -> WakingBroker {
         let dir = tempfile::tempdir().unwrap();
         let mut config = config_in(dir.path());
         config.longpoll.wake_threads = wake_threads;
+        config.longpoll.wake_inline_parked_max = wake_inline_parked_max;
         let parts = build_controller(config).unwrap();
         let stop = StopFlag::new();
         let threads = start_pull_wake(&parts.ctrl, parts.wake_rx, &stop).unwrap();
@@ -272,14 +278,15 @@ fn park_pulls(
         .collect()
 }
 
-/// A queue with few parked pulls: the appending thread answers them itself, before the put
-/// returns, with no wake thread running (the hop to a wake thread is what W3's tail waited on).
+/// With `RINGMQ_LONGPOLL_WAKE_INLINE_PARKED_MAX=4`, a queue with few parked pulls: the
+/// appending thread answers them itself, before the put returns, with no wake thread running (the hop to a wake thread is what W3's tail waited on).
 #[test]
 fn an_arrival_on_a_queue_with_few_parked_pulls_is_answered_by_the_appending_thread() {
     let dir = tempfile::tempdir().unwrap();
-    let config = config_in(dir.path());
-    let inline_max = config.longpoll.wake_inline_parked_max as usize;
-    assert_eq!(inline_max, 4, "the default");
+    let mut config = config_in(dir.path());
+    assert_eq!(config.longpoll.wake_inline_parked_max, 0, "off by default");
+    config.longpoll.wake_inline_parked_max = 4;
+    let inline_max = 4;
     // No wake threads are started: only the appending thread can answer.
     let parts = build_controller(config).unwrap();
     let ctrl = &parts.ctrl;
@@ -304,19 +311,17 @@ fn an_arrival_on_a_queue_with_few_parked_pulls_is_answered_by_the_appending_thre
 #[test]
 fn an_arrival_on_a_queue_with_many_parked_pulls_goes_to_the_wake_threads() {
     let dir = tempfile::tempdir().unwrap();
-    let config = config_in(dir.path());
-    let inline_max = config.longpoll.wake_inline_parked_max as usize;
-    arrival_goes_to_the_wake_threads(config, inline_max + 1);
+    let mut config = config_in(dir.path());
+    config.longpoll.wake_inline_parked_max = 4;
+    arrival_goes_to_the_wake_threads(config, 5);
 }
 
-/// `RINGMQ_LONGPOLL_WAKE_INLINE_PARKED_MAX=0`: every arrival goes to the wake threads (Java's
-/// way), even with one pull parked.
+/// By default (`RINGMQ_LONGPOLL_WAKE_INLINE_PARKED_MAX=0`) every arrival goes to the wake
+/// threads (Java's way), even with one pull parked.
 #[test]
-fn with_inline_answers_off_one_parked_pull_is_woken_by_the_wake_threads() {
+fn by_default_one_parked_pull_is_woken_by_the_wake_threads() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = config_in(dir.path());
-    config.longpoll.wake_inline_parked_max = 0;
-    arrival_goes_to_the_wake_threads(config, 1);
+    arrival_goes_to_the_wake_threads(config_in(dir.path()), 1);
 }
 
 /// Parks `pulls` pulls, appends, and checks that the append answered none of them and handed
@@ -345,7 +350,7 @@ fn arrival_goes_to_the_wake_threads(config: Config, pulls: usize) {
 /// handed to a wake thread, which delivers it once the queue has room: never dropped.
 #[test]
 fn an_inline_answer_to_a_full_write_queue_is_retried_by_a_wake_thread() {
-    let broker = WakingBroker::start(1);
+    let broker = WakingBroker::start_with(1, 4);
     let ctrl = &broker.ctrl;
     let mut receivers = park_pulls(ctrl, 1, 1);
     let (ctx, rx) = &mut receivers[0];

@@ -172,8 +172,9 @@ pub struct LongpollSection {
     /// Threads re-executing woken pulls; 0 = one per core. Default 1 (measured).
     pub wake_threads: u64,
     /// A queue with at most this many parked pulls has its arrivals answered by the appending
-    /// thread; more go to the wake threads; 0 = always the wake threads (Java's way). Default
-    /// 4 (measured, docs/BENCHMARKS.md "W3: the e2e tail").
+    /// thread; more go to the wake threads. Default 0 = always the wake threads, as Java hands
+    /// every woken pull to its executor (measured, docs/BENCHMARKS.md "W3: the e2e tail": 4
+    /// took the wake step from 0.5 ms to 30 µs but did not shorten the e2e tail).
     pub wake_inline_parked_max: u64,
 }
 
@@ -374,7 +375,7 @@ impl Default for LongpollSection {
             // Measured (docs/BENCHMARKS.md): on 2 cores a second wake thread made the
             // common one-waiter wake-up slower and did not speed up wide fan-outs.
             wake_threads: 1,
-            wake_inline_parked_max: 4,
+            wake_inline_parked_max: 0,
         }
     }
 }

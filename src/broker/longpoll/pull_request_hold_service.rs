@@ -12,11 +12,10 @@
 //! The store calls [`ArrivalNotifier::arriving`] on the appending thread. That asks the hold
 //! table how many pulls are parked on the queue (an atomic load after a shard lookup). None:
 //! nothing to do. At most `wake_inline_parked_max` (`RINGMQ_LONGPOLL_WAKE_INLINE_PARKED_MAX`,
-//! default 4): the appending thread drains them and
-//! answers the woken pulls itself, so the answer reaches the consumer's connection without
-//! first waiting for a wake thread to be scheduled (on a loaded machine that wait was most of
-//! the end-to-end tail, docs/BENCHMARKS.md "W3: the e2e tail"). More: the arrival goes to the
-//! wake threads, which run the filters, the drain and the re-executed pulls. So a send does a
+//! default 0, i.e. never): the appending thread drains them and answers the woken pulls
+//! itself, so the answer reaches the consumer's connection without first waiting for a wake
+//! thread to be scheduled (docs/BENCHMARKS.md "W3: the e2e tail"). Otherwise the arrival goes
+//! to the wake threads, which run the filters, the drain and the re-executed pulls. So a send does a
 //! bounded amount of long-polling work whether 0 or 100,000 pulls wait on its queue.
 
 use std::sync::{Arc, Weak};
