@@ -446,6 +446,18 @@ mod tests {
     fn store_errors_keep_their_kind_up_to_the_response_code() {
         let code = |e: StoreError| BrokerError::PutMessage(e).response_code();
         assert_eq!(code(StoreError::FlushTimeout), rc::FLUSH_DISK_TIMEOUT);
+        // A failed group-commit fsync: FLUSH_DISK_TIMEOUT, as Java's unflushed offset.
+        let fsync = StoreError::Io {
+            op: "fsync",
+            path: "commitlog/0".into(),
+            source: std::io::Error::from_raw_os_error(5),
+        };
+        assert_eq!(
+            code(StoreError::FlushFailed {
+                source: std::sync::Arc::new(fsync)
+            }),
+            rc::FLUSH_DISK_TIMEOUT
+        );
         assert_eq!(code(StoreError::ShutDown), rc::SERVICE_NOT_AVAILABLE);
         assert_eq!(
             code(StoreError::Poisoned {

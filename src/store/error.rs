@@ -58,6 +58,15 @@ pub enum StoreError {
     /// known durable.
     #[error("flush did not complete within the sync flush timeout")]
     FlushTimeout,
+    /// The group-commit fsync that was to cover this record failed: the record is written, not
+    /// durable, and the store turned read-only. The fsync is never retried as if it had
+    /// succeeded. Java answers such a send FLUSH_DISK_TIMEOUT (its flush never reaches the
+    /// record's offset); `source` is the fsync's error, shared by every waiter of the batch.
+    #[error("group commit fsync failed: {source}")]
+    FlushFailed {
+        #[source]
+        source: std::sync::Arc<StoreError>,
+    },
     /// Not writable: the disk holding the CommitLog or the ConsumeQueues is fuller than
     /// `disk_space_warning_level_ratio_percent` (Java `RunningFlags.DISK_FULL_BIT`). Writes
     /// come back by themselves once a retention pass measures less than

@@ -72,7 +72,9 @@ impl StoreError {
             | StoreError::MessageIllegal { .. }
             | StoreError::BatchMalformed { .. } => PutMessageStatus::MessageIllegal,
             StoreError::PropertiesTooLarge { .. } => PutMessageStatus::PropertiesSizeExceeded,
-            StoreError::FlushTimeout => PutMessageStatus::FlushDiskTimeout,
+            StoreError::FlushTimeout | StoreError::FlushFailed { .. } => {
+                PutMessageStatus::FlushDiskTimeout
+            }
             StoreError::Poisoned { .. }
             | StoreError::DiskFull { .. }
             | StoreError::ShutDown

@@ -421,7 +421,9 @@ pub fn remove_property(properties: &str, name: &str) -> String {
 }
 
 /// With `sync` flush, a send is acknowledged only after the fsync covering it (unless the
-/// message says WAIT=false). A timeout answers FLUSH_DISK_TIMEOUT; the message is stored.
+/// message says WAIT=false). A timeout answers FLUSH_DISK_TIMEOUT; the message is stored. So
+/// does a failed fsync of the group commit covering it, as in Java (its flush never reaches the
+/// record's offset); the store is read-only from then on.
 async fn wait_for_flush(
     ctrl: &BrokerController,
     mut put: PutMessageResult,
@@ -435,10 +437,11 @@ async fn wait_for_flush(
     }
     match ctrl.store.wait_flushed(put.end_phy_offset()).await {
         Ok(()) => {}
-        Err(StoreError::FlushTimeout) => put.status = PutMessageStatus::FlushDiskTimeout,
         Err(e) => {
-            tracing::error!(error = %e, "sync flush failed");
-            put.status = PutMessageStatus::ServiceNotAvailable;
+            if !matches!(e, StoreError::FlushTimeout) {
+                tracing::error!(error = %e, "sync flush failed");
+            }
+            put.status = e.put_status();
         }
     }
     put

@@ -19,6 +19,9 @@ pub enum Failpoint {
     ShortWrite,
     /// `sync` fails with EIO.
     FsyncError,
+    /// `sync` takes [`SLOW_FSYNC`], then fails with EIO (lets waiters gather on a failing
+    /// fsync).
+    SlowFsyncError,
     /// `create` fails with ENOSPC.
     CreateEnospc,
     /// `allocate` fails with ENOSPC (and allocates nothing).
@@ -41,6 +44,9 @@ pub struct FaultFs {
     fired: Mutex<Vec<(Failpoint, String)>>,
     disk_used_percent: Mutex<Option<f64>>,
 }
+
+/// How long a [`Failpoint::SlowFsyncError`] fsync takes before it fails.
+pub const SLOW_FSYNC: std::time::Duration = std::time::Duration::from_millis(300);
 
 /// Size of the disk [`FaultFs::set_disk_used_percent`] reports.
 const SIMULATED_DISK_BYTES: u64 = 100 * 1024 * 1024 * 1024;
@@ -130,6 +136,10 @@ impl FileSystem for FaultFs {
 
     fn sync(&self, file: &File, path: &Path, kind: SyncKind) -> Result<(), StoreError> {
         if self.fires(Failpoint::FsyncError, path) {
+            return Err(failed("fsync", path, nix::errno::Errno::EIO));
+        }
+        if self.fires(Failpoint::SlowFsyncError, path) {
+            std::thread::sleep(SLOW_FSYNC);
             return Err(failed("fsync", path, nix::errno::Errno::EIO));
         }
         RealFs.sync(file, path, kind)

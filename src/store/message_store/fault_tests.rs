@@ -100,7 +100,12 @@ fn a_failed_fsync_of_written_data_makes_the_store_read_only_until_reopened() {
     let err = rt
         .block_on(store.wait_flushed(second.end_phy_offset()))
         .unwrap_err();
-    assert!(matches!(err, StoreError::Poisoned { .. }), "{err:?}");
+    // The fsync the append asked for may fail before the wait begins: then read-only.
+    if !matches!(err, StoreError::Poisoned { .. }) {
+        assert_flush_failed(&err);
+    }
+    // Never retried as if it had succeeded: the flushed offset stays below the record.
+    assert!(store.flushed_phy_offset() < second.end_phy_offset());
     let reason = store
         .is_read_only()
         .expect("read-only after a failed fsync");
@@ -115,6 +120,79 @@ fn a_failed_fsync_of_written_data_makes_the_store_read_only_until_reopened() {
     drop(store);
     // The failed fsync was injected, the bytes are in the page cache: the reopen finds both.
     reopen_recovers(dir.path(), &[b"first", b"second"]);
+}
+
+/// The fsync's own error reaches the waiter, typed (the broker answers FLUSH_DISK_TIMEOUT).
+fn assert_flush_failed(err: &StoreError) {
+    match err {
+        StoreError::FlushFailed { source } => assert_eq!(op_of(source), "fsync"),
+        other => panic!("expected FlushFailed, got {other:?}"),
+    }
+    assert_eq!(
+        err.put_status(),
+        crate::store::types::PutMessageStatus::FlushDiskTimeout
+    );
+}
+
+/// Many producers wait on one group commit whose fsync fails: every one of them hears the
+/// failure (none waits for its timeout), later appends and waits say read-only, and no later
+/// flush vouches for the bytes.
+#[test]
+fn a_failed_group_commit_fsync_fails_every_waiter_of_its_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(FaultFs::new());
+    let store = open_on(dir.path(), &fs, FlushPolicy::Sync);
+    let rt = runtime();
+    let first = store.put_message(&msg("T", 0, b"first", "A")).unwrap();
+    rt.block_on(store.wait_flushed(first.end_phy_offset()))
+        .unwrap();
+    let durable = store.flushed_phy_offset();
+    // The next CommitLog fsync takes SLOW_FSYNC and fails: the producers below append and
+    // wait during it.
+    fs.arm(Failpoint::SlowFsyncError, "commitlog", 1);
+    let started = std::time::Instant::now();
+    let outcomes = std::thread::scope(|s| {
+        let producers: Vec<_> = (0..8)
+            .map(|k| {
+                let store = &store;
+                s.spawn(move || {
+                    let body = format!("m{k}");
+                    let put = store.put_message(&msg("T", 0, body.as_bytes(), "A"))?;
+                    runtime().block_on(store.wait_flushed(put.end_phy_offset()))
+                })
+            })
+            .collect();
+        producers
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .collect::<Vec<_>>()
+    });
+    // Well inside the sync flush timeout: the failure is told, not waited out.
+    let timeout = std::time::Duration::from_millis(store.config().sync_flush_timeout_ms);
+    assert!(started.elapsed() < timeout, "{:?}", started.elapsed());
+    let mut failed = 0;
+    for outcome in &outcomes {
+        match outcome {
+            Err(e @ StoreError::FlushFailed { .. }) => {
+                assert_flush_failed(e);
+                failed += 1;
+            }
+            // Appended (or waiting) only after the failure: refused as read-only.
+            Err(StoreError::Poisoned { .. }) => {}
+            other => panic!("a producer got {other:?}"),
+        }
+    }
+    assert!(failed >= 1, "{outcomes:?}");
+    assert!(store.is_read_only().is_some());
+    assert_eq!(store.flushed_phy_offset(), durable);
+    assert!(matches!(
+        store.flush().unwrap_err(),
+        StoreError::Poisoned { .. }
+    ));
+    assert!(matches!(
+        rt.block_on(store.wait_flushed(first.end_phy_offset() + 1)),
+        Err(StoreError::Poisoned { .. })
+    ));
 }
 
 /// ENOSPC when creating or allocating the next CommitLog file, or a rename error while

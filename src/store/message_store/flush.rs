@@ -6,6 +6,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tokio::sync::oneshot;
+
+use super::group_commit::{self, FlusherState, GroupCommitBatcher, Waiter};
 use super::{lock, Inner};
 use crate::store::config::FlushPolicy;
 use crate::store::error::StoreError;
@@ -13,29 +16,64 @@ use crate::store::format;
 use crate::store::fs;
 
 impl Inner {
+    /// Group commit: resolves once the fsync covering `end_phy_offset` is done. The waiter is
+    /// woken by the flush thread right after that fsync, through its own channel.
     pub(super) async fn wait_flushed(&self, end_phy_offset: i64) -> Result<(), StoreError> {
-        let mut rx = self.flush_tx.subscribe();
-        self.request_flush();
-        let timeout = Duration::from_millis(self.config.sync_flush_timeout_ms);
-        let wait = async {
-            rx.wait_for(|s| s.flushed_phy_offset >= end_phy_offset || s.poisoned.is_some())
-                .await
-                .map(|s| (s.flushed_phy_offset, s.poisoned.clone()))
+        let rx = {
+            let mut signal = lock(&self.signal);
+            // Under the signal lock: the flush thread publishes a new offset before it takes
+            // this lock to wake the waiters below it, so a waiter added after that sees it.
+            if let Some(done) = self.durable_or_failed(end_phy_offset) {
+                return done;
+            }
+            let (tx, rx) = oneshot::channel();
+            signal.waiters.push(Waiter { end_phy_offset, tx });
+            signal.flush_requested = true;
+            if signal.flusher.wakes_on(signal.waiters.len()) {
+                // Once: the waiters after this one need not notify again.
+                signal.flusher = FlusherState::Busy;
+                self.signal_cv.notify_one();
+            }
+            rx
         };
-        match tokio::time::timeout(timeout, wait).await {
+        let timeout = Duration::from_millis(self.config.sync_flush_timeout_ms);
+        match tokio::time::timeout(timeout, rx).await {
             Err(_) => Err(StoreError::FlushTimeout),
+            // The store dropped the waiter without an answer: it was closed.
             Ok(Err(_)) => Err(StoreError::ShutDown),
-            Ok(Ok((flushed, _))) if flushed >= end_phy_offset => Ok(()),
-            Ok(Ok((_, poisoned))) => Err(StoreError::Poisoned {
-                reason: poisoned.as_deref().unwrap_or("poisoned").to_owned(),
-            }),
+            Ok(Ok(outcome)) => outcome,
         }
     }
 
-    /// Wakes the flush thread for a group commit.
+    /// `Some` when nothing is left to wait for: the bytes below `end_phy_offset` are durable,
+    /// or the store is read-only and never will make them so.
+    fn durable_or_failed(&self, end_phy_offset: i64) -> Option<Result<(), StoreError>> {
+        let state = self.flush_tx.borrow();
+        if state.flushed_phy_offset >= end_phy_offset {
+            return Some(Ok(()));
+        }
+        state.poisoned.as_deref().map(|reason| {
+            Err(StoreError::Poisoned {
+                reason: reason.to_owned(),
+            })
+        })
+    }
+
+    /// Wakes the flush thread for a group commit (if it sleeps; a busy one looks at
+    /// `flush_requested` before it sleeps again).
     pub(super) fn request_flush(&self) {
-        lock(&self.signal).flush_requested = true;
-        self.signal_cv.notify_all();
+        let mut signal = lock(&self.signal);
+        signal.flush_requested = true;
+        if signal.flusher == FlusherState::Idle {
+            signal.flusher = FlusherState::Busy;
+            self.signal_cv.notify_one();
+        }
+    }
+
+    /// Fails every waiter: the store closes without flushing (a drop).
+    pub(super) fn drop_waiters(&self) {
+        let waiters = std::mem::take(&mut lock(&self.signal).waiters);
+        drop(waiters);
     }
 
     pub(super) fn poison(&self, reason: String) {
@@ -45,7 +83,12 @@ impl Inner {
         tracing::error!(%reason, "store turns read-only");
         let reason: Arc<str> = Arc::from(reason);
         self.flush_tx.send_modify(|s| {
-            s.poisoned.get_or_insert(reason);
+            s.poisoned.get_or_insert(Arc::clone(&reason));
+        });
+        // Waiters added from now on see the poisoned state; those before it never get a flush.
+        let waiters = std::mem::take(&mut lock(&self.signal).waiters);
+        group_commit::fail(waiters, || StoreError::Poisoned {
+            reason: reason.to_string(),
         });
     }
 
@@ -54,12 +97,14 @@ impl Inner {
     }
 
     /// fsyncs every dirty CommitLog file and publishes the new flushed offset.
-    fn flush_commit_log(&self) -> Result<(), StoreError> {
+    fn flush_commit_log(&self) -> Result<CommitLogFlush, StoreError> {
         let _guard = lock(&self.flush_lock);
         self.flush_commit_log_locked()
     }
 
-    fn flush_commit_log_locked(&self) -> Result<(), StoreError> {
+    /// fsyncs every dirty CommitLog file, publishes the new flushed offset and wakes the
+    /// waiters it covers. A failed fsync poisons the store and fails every waiter.
+    fn flush_commit_log_locked(&self) -> Result<CommitLogFlush, StoreError> {
         if let Some(reason) = self.flush_tx.borrow().poisoned.as_deref() {
             return Err(StoreError::Poisoned {
                 reason: reason.to_owned(),
@@ -67,21 +112,35 @@ impl Inner {
         }
         let max_phy_offset = self.commit_log.max_phy_offset();
         if max_phy_offset <= self.flush_tx.borrow().flushed_phy_offset {
-            return Ok(());
+            return Ok(CommitLogFlush::default());
         }
         let started = Instant::now();
         for seg in self.commit_log.segments().snapshot().iter() {
             if seg.take_dirty() {
                 if let Err(e) = self.fs.sync(&seg.file, &seg.path, fs::SyncKind::Data) {
-                    self.poison(format!("commit log fsync failed: {e}"));
-                    return Err(e);
+                    let source = Arc::new(e);
+                    // Every waiter, those beyond this fsync's bytes too: the store turns
+                    // read-only, no flush will come for them.
+                    let waiters = std::mem::take(&mut lock(&self.signal).waiters);
+                    group_commit::fail(waiters, || StoreError::FlushFailed {
+                        source: Arc::clone(&source),
+                    });
+                    self.poison(format!("commit log fsync failed: {source}"));
+                    return Err(StoreError::FlushFailed { source });
                 }
             }
         }
-        self.commit_log_flush_latency.observe(started.elapsed());
+        let fsync_time = started.elapsed();
+        self.commit_log_flush_latency.observe(fsync_time);
         self.flush_tx
             .send_modify(|s| s.flushed_phy_offset = s.flushed_phy_offset.max(max_phy_offset));
-        Ok(())
+        let covered = group_commit::take_covered(&mut lock(&self.signal).waiters, max_phy_offset);
+        let woken = covered.len();
+        group_commit::complete(covered);
+        Ok(CommitLogFlush {
+            fsync_time: Some(fsync_time),
+            woken,
+        })
     }
 
     /// fsyncs the CommitLog, every dirty ConsumeQueue file, then writes the checkpoint.
@@ -170,26 +229,16 @@ impl Inner {
         let cl_interval = Duration::from_millis(self.config.flush_interval_ms);
         let mut last_cq_flush = Instant::now();
         let mut last_cl_flush = Instant::now();
+        let mut batcher = GroupCommitBatcher::default();
         loop {
-            let requested = {
-                let mut signal = lock(&self.signal);
-                if !signal.flush_requested && !signal.stop {
-                    let wait = match self.config.flush_policy {
-                        FlushPolicy::Sync => cq_interval.saturating_sub(last_cq_flush.elapsed()),
-                        FlushPolicy::Async => cl_interval
-                            .saturating_sub(last_cl_flush.elapsed())
-                            .min(cq_interval.saturating_sub(last_cq_flush.elapsed())),
-                    };
-                    signal = self
-                        .signal_cv
-                        .wait_timeout(signal, wait)
-                        .unwrap_or_else(|e| e.into_inner())
-                        .0;
-                }
-                if signal.stop {
-                    return;
-                }
-                std::mem::take(&mut signal.flush_requested)
+            let wait = match self.config.flush_policy {
+                FlushPolicy::Sync => cq_interval.saturating_sub(last_cq_flush.elapsed()),
+                FlushPolicy::Async => cl_interval
+                    .saturating_sub(last_cl_flush.elapsed())
+                    .min(cq_interval.saturating_sub(last_cq_flush.elapsed())),
+            };
+            let Some(requested) = self.wait_for_request(wait, &batcher) else {
+                return;
             };
             self.flush_loop_wakeups.fetch_add(1, Ordering::Relaxed);
             if self.is_poisoned() {
@@ -203,8 +252,13 @@ impl Inner {
             let cl_due = last_cl_flush.elapsed() >= cl_interval;
             if requested || cl_due {
                 last_cl_flush = Instant::now();
-                if let Err(e) = self.flush_commit_log() {
-                    tracing::error!(error = %e, "commit log flush failed");
+                match self.flush_commit_log() {
+                    Ok(CommitLogFlush {
+                        fsync_time: Some(t),
+                        woken,
+                    }) => batcher.observe(t, woken),
+                    Ok(_) => {}
+                    Err(e) => tracing::error!(error = %e, "commit log flush failed"),
                 }
             }
             if last_cq_flush.elapsed() >= cq_interval {
@@ -215,4 +269,50 @@ impl Inner {
             }
         }
     }
+
+    /// Sleeps until a flush is requested or `wait` passes; then, when producers wait but fewer
+    /// than an fsync usually covers, gathers more for a moment ([`GroupCommitBatcher::plan`]).
+    /// Returns whether a flush was requested, `None` on stop. A request that came in during the
+    /// last fsync is seen here at once: the next fsync starts as soon as the previous one ends.
+    fn wait_for_request(&self, wait: Duration, batcher: &GroupCommitBatcher) -> Option<bool> {
+        let mut signal = lock(&self.signal);
+        if !signal.flush_requested && !signal.stop {
+            signal.flusher = FlusherState::Idle;
+            signal = self
+                .signal_cv
+                .wait_timeout(signal, wait)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        if let Some(gather) = batcher.plan(signal.waiters.len()) {
+            let deadline = Instant::now() + gather.max_wait;
+            signal.flusher = FlusherState::Gathering {
+                target: gather.target,
+            };
+            while signal.waiters.len() < gather.target && !signal.stop {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                signal = self
+                    .signal_cv
+                    .wait_timeout(signal, left)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+        }
+        signal.flusher = FlusherState::Busy;
+        if signal.stop {
+            return None;
+        }
+        Some(std::mem::take(&mut signal.flush_requested))
+    }
+}
+
+/// What one CommitLog flush did: the fsync time (`None` when nothing was dirty) and the
+/// waiters it woke.
+#[derive(Debug, Default)]
+struct CommitLogFlush {
+    fsync_time: Option<Duration>,
+    woken: usize,
 }

@@ -158,6 +158,8 @@ impl Drop for MessageStore {
     /// abort file stays, so the next open runs crash recovery.
     fn drop(&mut self) {
         self.stop_threads();
+        // No flush comes any more: the waiters hear that the store closed.
+        self.inner.drop_waiters();
     }
 }
 

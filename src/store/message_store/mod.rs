@@ -30,6 +30,7 @@ mod append;
 mod deleted_topics;
 mod flush;
 mod get;
+mod group_commit;
 mod index;
 mod lifecycle;
 mod lookup;
@@ -99,6 +100,11 @@ struct FlushState {
 struct Signal {
     flush_requested: bool,
     stop: bool,
+    /// What the flush thread is doing (whether a new waiter must wake it).
+    flusher: group_commit::FlusherState,
+    /// Producers waiting for a group commit (`sync` flush), in no particular order. At most
+    /// one per send in flight, which the network layer bounds.
+    waiters: Vec<group_commit::Waiter>,
 }
 
 /// Scratch buffers of the single writer, reused across appends.
