@@ -85,6 +85,8 @@ pub struct Args {
     pub serialize: SerializeType,
     pub listen: String,
     pub echo_queues: i32,
+    /// `echo-server` worker threads.
+    pub echo_threads: usize,
     pub progress: bool,
     pub label: Option<String>,
     /// `summary` output: Markdown table (false) or tab-separated values (true).
@@ -245,6 +247,9 @@ impl Parts {
             serialize: client.serialize.into(),
             listen: echo.listen,
             echo_queues: echo.echo_queues,
+            echo_threads: echo
+                .echo_threads
+                .unwrap_or_else(crate::echo::echo_threads_default),
             progress: client.progress,
             label: client.label,
             tsv: summary.format == Format::Tsv,
@@ -454,6 +459,8 @@ mod tests {
         assert_eq!(echo.echo_queues, ECHO_QUEUES_DEFAULT);
         assert_eq!(echo.listen, "127.0.0.1:0");
         assert_eq!(run(&["echo-server", "-d", "3"]).duration_s, 3);
+        assert_eq!(echo.echo_threads, crate::echo::echo_threads_default());
+        assert_eq!(run(&["echo-server", "--echo-threads", "3"]).echo_threads, 3);
         let summary = run(&["summary", "a.json", "--format", "tsv", "b.json"]);
         assert!(summary.tsv);
         assert_eq!(

@@ -254,6 +254,10 @@ pub struct EchoCmd {
     #[arg(long, value_name = "N", default_value_t = ECHO_QUEUES_DEFAULT,
           value_parser = bounded::<i32>(1, QUEUES_PER_TOPIC_MAX as u64))]
     pub echo_queues: i32,
+    /// Worker threads serving every connection [default: one per core, at most 64]
+    #[arg(long, value_name = "N",
+          value_parser = bounded::<usize>(1, crate::echo_workers::ECHO_THREADS_MAX as u64))]
+    pub echo_threads: Option<usize>,
     /// Seconds to serve, at most 600
     #[arg(short = 'd', long, value_name = "SECONDS", default_value_t = DURATION_MAX_S,
           value_parser = bounded::<u64>(1, DURATION_MAX_S))]

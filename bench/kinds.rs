@@ -556,15 +556,16 @@ fn add_broker_cpu(
 
 /// `echo-server`: serves until the duration ends (600 s unless `-d` says otherwise).
 pub fn run_echo(args: &Args) -> Result<(), BenchError> {
-    let server = EchoServer::start(&args.listen, args.echo_queues)?;
+    let server = EchoServer::start_with_threads(&args.listen, args.echo_queues, args.echo_threads)?;
     // Scripts wait for this line to learn the port.
     println!(
         "ringmq-bench echo-server listening on {}",
         server.local_addr()
     );
     eprintln!(
-        "ringmq-bench echo-server listening on {}",
-        server.local_addr()
+        "ringmq-bench echo-server listening on {} ({} worker threads)",
+        server.local_addr(),
+        args.echo_threads
     );
     std::thread::sleep(duration(args));
     server.shutdown();

@@ -11,6 +11,8 @@ mod cli;
 mod client;
 mod consumer;
 mod echo;
+mod echo_clients;
+mod echo_workers;
 mod error;
 mod kinds;
 mod procstat;

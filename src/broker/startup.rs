@@ -232,6 +232,7 @@ pub fn build_controller_on(
         store.clone(),
         config.longpoll.parked_pulls_max as usize,
         config.longpoll.parked_pulls_max_per_connection as usize,
+        config.longpoll.wake_inline_parked_max as usize,
     );
     let (topic_changes_tx, topic_changes_rx) = crossbeam::channel::bounded(1);
     let broker_addr = format!(

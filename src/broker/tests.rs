@@ -18,8 +18,9 @@ use crate::broker::test_support::{
     answer, broker_with, config_in, connection, dispatch_on, local_addr, pull_request, send_request,
 };
 use crate::common::StopFlag;
+use crate::config::Config;
 use crate::net::{ConnectionContext, Outbound};
-use crate::remoting::codes::response_code;
+use crate::remoting::codes::{request_code, response_code};
 use crate::remoting::command::RemotingCommand;
 use crate::store::format::encode_properties;
 use crate::store::MessageToStore;
@@ -36,9 +37,15 @@ struct WakingBroker {
 
 impl WakingBroker {
     fn start(wake_threads: u64) -> WakingBroker {
+        WakingBroker::start_with(wake_threads, 0)
+    }
+
+    /// With `wake_inline_parked_max` (`RINGMQ_LONGPOLL_WAKE_INLINE_PARKED_MAX`) set.
+    fn start_with(wake_threads: u64, wake_inline_parked_max: u64) -> WakingBroker {
         let dir = tempfile::tempdir().unwrap();
         let mut config = config_in(dir.path());
         config.longpoll.wake_threads = wake_threads;
+        config.longpoll.wake_inline_parked_max = wake_inline_parked_max;
         let parts = build_controller(config).unwrap();
         let stop = StopFlag::new();
         let threads = start_pull_wake(&parts.ctrl, parts.wake_rx, &stop).unwrap();
@@ -242,4 +249,121 @@ fn with_acl_on_an_unsigned_send_is_refused_before_the_processor() {
         "no topic was created"
     );
     ctrl.store.shutdown().unwrap();
+}
+
+/// Parks `pulls` long-polling pulls of their own groups on the fan-out topic of `ctrl`, each
+/// on its own detached connection with a write queue of `write_queue_max` frames.
+fn park_pulls(
+    ctrl: &BrokerController,
+    pulls: usize,
+    write_queue_max: usize,
+) -> Vec<(ConnectionContext, mpsc::Receiver<Outbound>)> {
+    ctrl.topics
+        .create_topic_if_absent(FAN_OUT_TOPIC, 1, 6, 0)
+        .unwrap();
+    let addr = local_addr();
+    (0..pulls)
+        .map(|c| {
+            let remote = SocketAddr::new(addr.ip(), 20_000 + c as u16);
+            let (ctx, rx) = ConnectionContext::detached(c as u64, remote, addr, write_queue_max);
+            let opaque = c as i32 + 1;
+            let request = suspending_pull(&format!("g{opaque}"), opaque);
+            let handled = dispatch_on(ctrl, &ctx, &request);
+            assert!(
+                matches!(handled, Ok(Handled::Parked)),
+                "pull {opaque} must park"
+            );
+            (ctx, rx)
+        })
+        .collect()
+}
+
+/// With `RINGMQ_LONGPOLL_WAKE_INLINE_PARKED_MAX=4`, a queue with few parked pulls: the
+/// appending thread answers them itself, before the put returns, with no wake thread running (the hop to a wake thread is what W3's tail waited on).
+#[test]
+fn an_arrival_on_a_queue_with_few_parked_pulls_is_answered_by_the_appending_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config_in(dir.path());
+    assert_eq!(config.longpoll.wake_inline_parked_max, 0, "off by default");
+    config.longpoll.wake_inline_parked_max = 4;
+    let inline_max = 4;
+    // No wake threads are started: only the appending thread can answer.
+    let parts = build_controller(config).unwrap();
+    let ctrl = &parts.ctrl;
+    let mut receivers = park_pulls(ctrl, inline_max, 4);
+    put_hello(ctrl, local_addr());
+    for (i, (_, rx)) in receivers.iter_mut().enumerate() {
+        let outbound = rx.try_recv().expect("answered before the put returned");
+        let response = answer_command(outbound);
+        assert_eq!(response.code, response_code::SUCCESS);
+        assert_eq!(response.opaque, i as i32 + 1);
+    }
+    assert!(
+        parts.wake_rx.is_empty(),
+        "nothing handed to the wake threads"
+    );
+    assert_eq!(ctrl.pull_hold.parked_pulls(), 0);
+    ctrl.store.shutdown().unwrap();
+}
+
+/// A queue with more parked pulls than the appending thread answers: the arrival goes to the
+/// wake threads, and the send's own work stays bounded.
+#[test]
+fn an_arrival_on_a_queue_with_many_parked_pulls_goes_to_the_wake_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config_in(dir.path());
+    config.longpoll.wake_inline_parked_max = 4;
+    arrival_goes_to_the_wake_threads(config, 5);
+}
+
+/// By default (`RINGMQ_LONGPOLL_WAKE_INLINE_PARKED_MAX=0`) every arrival goes to the wake
+/// threads (Java's way), even with one pull parked.
+#[test]
+fn by_default_one_parked_pull_is_woken_by_the_wake_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    arrival_goes_to_the_wake_threads(config_in(dir.path()), 1);
+}
+
+/// Parks `pulls` pulls, appends, and checks that the append answered none of them and handed
+/// the arrival to the wake channel.
+fn arrival_goes_to_the_wake_threads(config: Config, pulls: usize) {
+    use crate::broker::longpoll::pull_request_hold_service::WakeItem;
+    let parts = build_controller(config).unwrap();
+    let ctrl = &parts.ctrl;
+    let mut receivers = park_pulls(ctrl, pulls, 4);
+    put_hello(ctrl, local_addr());
+    for (_, rx) in receivers.iter_mut() {
+        assert!(
+            rx.try_recv().is_err(),
+            "not answered on the appending thread"
+        );
+    }
+    assert!(matches!(
+        parts.wake_rx.try_recv(),
+        Ok(WakeItem::Arrival { queue_id: 0, .. })
+    ));
+    assert_eq!(ctrl.pull_hold.parked_pulls(), pulls);
+    ctrl.store.shutdown().unwrap();
+}
+
+/// An answer the appending thread cannot queue (the connection's write queue is full) is
+/// handed to a wake thread, which delivers it once the queue has room: never dropped.
+#[test]
+fn an_inline_answer_to_a_full_write_queue_is_retried_by_a_wake_thread() {
+    let broker = WakingBroker::start_with(1, 4);
+    let ctrl = &broker.ctrl;
+    let mut receivers = park_pulls(ctrl, 1, 1);
+    let (ctx, rx) = &mut receivers[0];
+    let filler = RemotingCommand::request(request_code::HEART_BEAT).with_opaque(-7);
+    ctx.sender().send(Outbound::Command(filler)).unwrap();
+    put_hello(ctrl, local_addr());
+    let first = answer_command(rx.try_recv().expect("the filler"));
+    assert_eq!(first.opaque, -7);
+    let answered = count_answers(&mut receivers, 1);
+    assert_eq!(
+        answered,
+        BTreeMap::from([(1, 1)]),
+        "delivered once, after the filler"
+    );
+    broker.stop();
 }

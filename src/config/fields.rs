@@ -458,6 +458,12 @@ static FIELDS: &[FieldSpec] = &[
         "Threads re-executing woken pulls and sharing wide fan-outs; 0 = one per core."
     ),
     field!(
+        "RINGMQ_LONGPOLL_WAKE_INLINE_PARKED_MAX",
+        "",
+        longpoll.wake_inline_parked_max,
+        "Arrivals on a queue with at most this many parked pulls are answered by the appending thread; 0 = always by the wake threads."
+    ),
+    field!(
         "RINGMQ_SERVER_WORKER_THREADS",
         "",
         server.worker_threads,

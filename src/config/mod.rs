@@ -39,7 +39,7 @@ pub use provenance::{ConfWarning, ConfigInputs, LoadedConfig, Process, Source, W
 pub use sections::{
     AclSection, BrokerRole, BrokerSection, Config, FlushPolicy, HaSection, LogSection,
     LongpollSection, MetricsSection, NamesrvSection, ServerSection, StoreIoMode, StoreSection,
-    TransferMode, TransferSection, ACL_FILE_NAME, WAKE_THREADS_MAX,
+    TransferMode, TransferSection, ACL_FILE_NAME, WAKE_INLINE_PARKED_MAX_LIMIT, WAKE_THREADS_MAX,
 };
 pub use source::LoadError;
 pub use validate::HA_TRANSFER_BATCH_MAX_BYTES;

@@ -157,6 +157,10 @@ impl Default for StoreSection {
 /// Most pull-wake threads (`RINGMQ_LONGPOLL_WAKE_THREADS`).
 pub const WAKE_THREADS_MAX: u64 = 64;
 
+/// Most parked pulls an append may answer itself
+/// (`RINGMQ_LONGPOLL_WAKE_INLINE_PARKED_MAX`), so a send's long-polling work stays small.
+pub const WAKE_INLINE_PARKED_MAX_LIMIT: u64 = 64;
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct LongpollSection {
     pub enabled: bool,
@@ -167,6 +171,11 @@ pub struct LongpollSection {
     pub parked_pulls_max_per_connection: u64,
     /// Threads re-executing woken pulls; 0 = one per core. Default 1 (measured).
     pub wake_threads: u64,
+    /// A queue with at most this many parked pulls has its arrivals answered by the appending
+    /// thread; more go to the wake threads. Default 0 = always the wake threads, as Java hands
+    /// every woken pull to its executor (measured, docs/BENCHMARKS.md "W3: the e2e tail": 4
+    /// took the wake step from 0.5 ms to 30 µs but did not shorten the e2e tail).
+    pub wake_inline_parked_max: u64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -366,6 +375,7 @@ impl Default for LongpollSection {
             // Measured (docs/BENCHMARKS.md): on 2 cores a second wake thread made the
             // common one-waiter wake-up slower and did not speed up wide fan-outs.
             wake_threads: 1,
+            wake_inline_parked_max: 0,
         }
     }
 }

@@ -5,7 +5,8 @@ use std::net::IpAddr;
 use super::error::ConfigError;
 use super::sections::{
     BrokerRole, BrokerSection, Config, HaSection, LongpollSection, NamesrvSection, ServerSection,
-    StoreIoMode, StoreSection, TransferMode, TransferSection, WAKE_THREADS_MAX,
+    StoreIoMode, StoreSection, TransferMode, TransferSection, WAKE_INLINE_PARKED_MAX_LIMIT,
+    WAKE_THREADS_MAX,
 };
 use super::value::ConfigValue;
 use super::MetricsSection;
@@ -322,6 +323,12 @@ fn check_longpoll(l: &LongpollSection, checks: &mut Checks) {
         "RINGMQ_LONGPOLL_WAKE_THREADS",
         l.wake_threads.to_string(),
         "must be at most 64 (0 = one per core)",
+    );
+    checks.check(
+        l.wake_inline_parked_max <= WAKE_INLINE_PARKED_MAX_LIMIT,
+        "RINGMQ_LONGPOLL_WAKE_INLINE_PARKED_MAX",
+        l.wake_inline_parked_max.to_string(),
+        "must be at most 64: the appending thread answers that many pulls per send",
     );
 }
 

@@ -71,6 +71,10 @@ pub struct TableFull<P>(pub P);
 /// A lock-free stack of parked pulls (a Treiber stack without single pops).
 struct ParkedStack<P> {
     head: AtomicPtr<Node<P>>,
+    /// Nodes pushed and not yet taken, counted up before a push publishes its node and down
+    /// as a chain yields it, so it is never below the nodes on the stack (an upper bound
+    /// while pushes are in flight).
+    len: AtomicUsize,
     /// Owns `P`s and hands them between threads like a `Mutex<P>` would: `Send + Sync` exactly
     /// when `P: Send`.
     _owns: PhantomData<Mutex<P>>,
@@ -85,6 +89,7 @@ impl<P> ParkedStack<P> {
     fn new() -> Self {
         ParkedStack {
             head: AtomicPtr::new(ptr::null_mut()),
+            len: AtomicUsize::new(0),
             _owns: PhantomData,
         }
     }
@@ -94,6 +99,7 @@ impl<P> ParkedStack<P> {
             pull,
             next: ptr::null_mut(),
         }));
+        self.len.fetch_add(1, Ordering::AcqRel);
         let mut head = self.head.load(Ordering::Acquire);
         loop {
             // SAFETY: `node` is ours until the CAS below publishes it.
@@ -116,11 +122,17 @@ impl<P> ParkedStack<P> {
 
     /// Takes every parked pull (newest first) as a chain that frees its nodes as it yields
     /// them, so a drain of 100,000 pulls builds no second list of them.
-    fn take_chain(&self) -> Chain<P> {
+    fn take_chain(&self) -> Chain<'_, P> {
         Chain {
             node: self.head.swap(ptr::null_mut(), Ordering::AcqRel),
+            len: &self.len,
             _owns: PhantomData,
         }
+    }
+
+    /// At least the pulls on the stack now (see `len`).
+    fn len_bound(&self) -> usize {
+        self.len.load(Ordering::Acquire)
     }
 
     fn is_empty(&self) -> bool {
@@ -135,12 +147,14 @@ impl<P> Drop for ParkedStack<P> {
 }
 
 /// Pulls taken out of a [`ParkedStack`] by one swap, owned exclusively.
-struct Chain<P> {
+struct Chain<'a, P> {
     node: *mut Node<P>,
+    /// The stack's count, lowered per pull yielded.
+    len: &'a AtomicUsize,
     _owns: PhantomData<P>,
 }
 
-impl<P> Iterator for Chain<P> {
+impl<P> Iterator for Chain<'_, P> {
     type Item = P;
 
     fn next(&mut self) -> Option<P> {
@@ -151,11 +165,12 @@ impl<P> Iterator for Chain<P> {
         // from `Box::into_raw` in `push` and is freed exactly once, here.
         let boxed = unsafe { Box::from_raw(self.node) };
         self.node = boxed.next;
+        self.len.fetch_sub(1, Ordering::AcqRel);
         Some(boxed.pull)
     }
 }
 
-impl<P> Drop for Chain<P> {
+impl<P> Drop for Chain<'_, P> {
     fn drop(&mut self) {
         for pull in self.by_ref() {
             drop(pull);
@@ -311,6 +326,16 @@ impl<P: ParkedPull> HoldTable<P> {
         self.slot(topic, queue_id).is_some_and(|s| !s.is_empty())
     }
 
+    /// At least the pulls parked on (topic, queue_id) now (0 when none is): what the append
+    /// path weighs before it answers woken pulls itself. Read after the store published the
+    /// queue's new max offset, like [`HoldTable::has_parked`].
+    pub fn parked_on(&self, topic: &str, queue_id: i32) -> usize {
+        std::sync::atomic::fence(Ordering::SeqCst);
+        self.slot(topic, queue_id)
+            .filter(|s| !s.is_empty())
+            .map_or(0, |s| s.parked.len_bound().max(1))
+    }
+
     /// The periodic check: returns pulls whose time is up, and pulls whose offset became
     /// readable (a missed wake-up); silently drops cancelled ones. `max_offset_of` gives the
     /// queue's current max offset from the store.
@@ -455,6 +480,31 @@ mod tests {
         let mut out: Vec<_> = v.iter().map(|(p, r)| (p.id, *r)).collect();
         out.sort_by_key(|(id, _)| *id);
         out
+    }
+
+    #[test]
+    fn parked_on_counts_the_pulls_of_one_queue_as_they_park_and_leave() {
+        let t = HoldTable::new(10);
+        assert_eq!(t.parked_on("T", 0), 0, "no slot yet");
+        for id in 0..3 {
+            assert!(t
+                .park("T", 0, pull(id, 5, 15_000, &[7]), || -1)
+                .unwrap()
+                .is_empty());
+        }
+        assert!(t
+            .park("T", 1, pull(9, 5, 15_000, &[]), || -1)
+            .unwrap()
+            .is_empty());
+        assert_eq!(t.parked_on("T", 0), 3);
+        assert_eq!(t.parked_on("T", 1), 1);
+        // A message the filters refuse: every pull is taken out and put back.
+        assert!(t.notify_message_arriving("T", 0, 6, 8, b"").is_empty());
+        assert_eq!(t.parked_on("T", 0), 3);
+        let woken = t.notify_message_arriving("T", 0, 6, 7, b"");
+        assert_eq!(woken.len(), 3);
+        assert_eq!(t.parked_on("T", 0), 0, "an emptied slot counts none");
+        assert_eq!(t.parked_on("T", 1), 1);
     }
 
     #[test]

@@ -9,10 +9,14 @@
 //! groups on one queue), the thread that drained them runs the first itself and puts the rest
 //! back on the channel, so every wake thread re-executes a share of them.
 //!
-//! The store calls [`ArrivalNotifier::arriving`] on the appending thread. That only asks the
-//! hold table whether anything is parked on the queue (an atomic load after a shard lookup)
-//! and, if so, hands the arrival to this thread; the filters, the drain and the re-executed
-//! pulls all run here. So a send costs the same whether 0 or 100,000 pulls wait on its queue.
+//! The store calls [`ArrivalNotifier::arriving`] on the appending thread. That asks the hold
+//! table how many pulls are parked on the queue (an atomic load after a shard lookup). None:
+//! nothing to do. At most `wake_inline_parked_max` (`RINGMQ_LONGPOLL_WAKE_INLINE_PARKED_MAX`,
+//! default 0, i.e. never): the appending thread drains them and answers the woken pulls
+//! itself, so the answer reaches the consumer's connection without first waiting for a wake
+//! thread to be scheduled (docs/BENCHMARKS.md "W3: the e2e tail"). Otherwise the arrival goes
+//! to the wake threads, which run the filters, the drain and the re-executed pulls. So a send does a
+//! bounded amount of long-polling work whether 0 or 100,000 pulls wait on its queue.
 
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -41,6 +45,9 @@ pub enum WakeItem {
     },
     /// A share of the pulls one arrival woke, for another wake thread to re-execute.
     Pulls(Vec<(ParkedPullRequest, WakeReason)>),
+    /// Responses an appending thread could not queue (a full write queue), for a wake thread
+    /// to retry.
+    Unsent(Unsent),
     /// A message arrived on a queue with parked pulls: wake those it satisfies.
     Arrival {
         topic: String,
@@ -74,6 +81,9 @@ pub struct PullRequestHoldService {
     /// Pulls woken by arrivals or the periodic check, executed by the wake threads.
     wake_tx: Sender<WakeItem>,
     store: Arc<MessageStore>,
+    /// Arrivals on a queue with 1 to this many parked pulls are answered by the appending
+    /// thread (`RINGMQ_LONGPOLL_WAKE_INLINE_PARKED_MAX`).
+    wake_inline_parked_max: usize,
 }
 
 impl PullRequestHoldService {
@@ -83,6 +93,7 @@ impl PullRequestHoldService {
         store: Arc<MessageStore>,
         parked_pulls_max: usize,
         parked_pulls_max_per_connection: usize,
+        wake_inline_parked_max: usize,
     ) -> (Self, Receiver<WakeItem>) {
         let (wake_tx, wake_rx) = crossbeam::channel::unbounded();
         let service = PullRequestHoldService {
@@ -90,6 +101,7 @@ impl PullRequestHoldService {
             connection_parks: ConnectionParks::new(parked_pulls_max_per_connection),
             wake_tx,
             store,
+            wake_inline_parked_max,
         };
         (service, wake_rx)
     }
@@ -212,7 +224,15 @@ impl<H: PullWakeHost> ArrivalListener for ArrivalNotifier<H> {
         };
         let service = host.pull_hold();
         let table = &service.hold_table;
-        if table.is_empty() || !table.has_parked(topic, queue_id) {
+        if table.is_empty() {
+            return;
+        }
+        let parked = table.parked_on(topic, queue_id);
+        if parked == 0 {
+            return;
+        }
+        if parked <= service.wake_inline_parked_max {
+            wake_inline(&*host, topic, queue_id, max_offset, tags_code, properties);
             return;
         }
         service.send_wake_item(WakeItem::Arrival {
@@ -224,6 +244,40 @@ impl<H: PullWakeHost> ArrivalListener for ArrivalNotifier<H> {
             arrived_at: Instant::now(),
         });
     }
+}
+
+/// Drains the pulls an arrival satisfies and answers them on this (the appending) thread: at
+/// most `wake_inline_parked_max` of them; more (pulls parked since the count was read) go to
+/// the wake threads, as do responses whose write queue is full, to be retried there.
+fn wake_inline<H: PullWakeHost>(
+    host: &H,
+    topic: &str,
+    queue_id: i32,
+    max_offset: i64,
+    tags_code: i64,
+    properties: &[u8],
+) {
+    let arrived_at = Instant::now();
+    let service = host.pull_hold();
+    let mut woken = service
+        .hold_table
+        .notify_message_arriving(topic, queue_id, max_offset, tags_code, properties);
+    if woken.is_empty() {
+        return;
+    }
+    if woken.len() > service.wake_inline_parked_max {
+        let rest = woken.split_off(service.wake_inline_parked_max);
+        service.send_wake_item(WakeItem::Pulls(rest));
+    }
+    let mut shared = H::Shared::default();
+    let mut unsent = Unsent::default();
+    for (pull, reason) in woken {
+        execute_when_wakeup(host, pull, reason, &mut shared, &mut unsent);
+    }
+    if !unsent.is_empty() {
+        service.send_wake_item(WakeItem::Unsent(unsent));
+    }
+    host.observe_wake_latency(arrived_at.elapsed());
 }
 
 /// Runs one wake item on a wake thread.
@@ -238,6 +292,7 @@ fn handle<H: PullWakeHost>(host: &H, item: WakeItem, share_fan_out: bool, unsent
                 execute_when_wakeup(host, pull, reason, &mut shared, unsent);
             }
         }
+        WakeItem::Unsent(kept) => unsent.responses.extend(kept.responses),
         WakeItem::Arrival {
             topic,
             queue_id,

@@ -121,11 +121,13 @@ impl Inner {
                     let source = Arc::new(e);
                     // Every waiter, those beyond this fsync's bytes too: the store turns
                     // read-only, no flush will come for them.
+                    // They hear of it only once the store is read-only, so a waiter that
+                    // sees the failure also sees the state it left behind.
                     let waiters = std::mem::take(&mut lock(&self.signal).waiters);
+                    self.poison(format!("commit log fsync failed: {source}"));
                     group_commit::fail(waiters, || StoreError::FlushFailed {
                         source: Arc::clone(&source),
                     });
-                    self.poison(format!("commit log fsync failed: {source}"));
                     return Err(StoreError::FlushFailed { source });
                 }
             }

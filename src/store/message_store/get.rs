@@ -1,12 +1,16 @@
 //! Pulls, answered with the records' bytes or with file regions.
 //!
 //! A pull (`get_message`) first answers the cases where the requested queue offset is outside
-//! the queue's live units. Otherwise it reads the ConsumeQueue units it may scan with one
-//! `read_batch`, then runs rounds: [`QueueScan::plan_round`] walks the units with Java's rules
-//! (scan budget, layer-one filter, batch-full limits) and collects candidate records, and
-//! [`Inner::answer_round`] reads them (one more `read_batch`, layer-two filter in the callback)
-//! or locates them as file regions. A round is planned again only when the record filter
-//! rejected a candidate of a batch that had filled up.
+//! the queue's live units. Otherwise it reads the first ConsumeQueue units (what a full batch
+//! of `maxMsgNums` records needs, plus the unit that shows the batch is full), then runs
+//! rounds: [`QueueScan::plan_round`] walks the units with Java's rules (scan budget, layer-one
+//! filter, batch-full limits) and collects candidate records, and [`Inner::answer_round`] reads
+//! them (one more `read_batch`, layer-two filter in the callback) or locates them as file
+//! regions. A round is planned again when the record filter rejected a candidate of a batch
+//! that had filled up, and goes on over the rest of the scan budget (read then, with one more
+//! `read_batch`) when the first units ran out before the batch filled: filtered or missing
+//! records. The common unfiltered pull thus reads 33 units (660 bytes) of ConsumeQueue instead
+//! of the whole 800-unit scan budget (16,000 bytes), which it would never look at.
 
 use std::sync::Arc;
 
@@ -54,6 +58,14 @@ impl PullSpec<'_> {
         budget_units
             .min(left_in_file)
             .min(self.max_offset_in_queue - self.queue_offset) as usize
+    }
+
+    /// Units the pull reads first, out of `wanted` ([`Self::units_wanted`]): `maxMsgNums`
+    /// records and the unit after them, at which an unfiltered pull finds its batch full.
+    /// The rest is read only if the plan runs past these (see [`Inner::scan_queue`]).
+    fn units_first_read(&self, wanted: usize) -> usize {
+        let batch_and_next = self.max_msg_nums.saturating_add(1).max(1);
+        usize::try_from(batch_and_next).map_or(wanted, |n| n.min(wanted))
     }
 }
 
@@ -240,27 +252,28 @@ impl PullState {
     }
 }
 
-/// The planning side of one pull: the units it read and the CommitLog they point into.
+/// The planning side of one pull: the units it read so far and the CommitLog they point into.
 struct QueueScan<'a> {
     inner: &'a Inner,
     pull: &'a PullSpec<'a>,
     view: CommitLogView,
-    units: &'a [CqUnit],
+    units: Vec<CqUnit>,
 }
 
 impl QueueScan<'_> {
     /// Walks the units from `cursor` as Java does, assuming every candidate passes the record
-    /// filter, and collects the candidates of this round.
+    /// filter, and collects the candidates of this round. `skip_below` is Java's
+    /// `nextPhyFileStartOffset`: after a missing record, units pointing into the rest of its
+    /// file are skipped; it carries over when a round goes on over units read later.
     fn plan_round(
         &self,
         cursor: usize,
+        skip_below: &mut Option<i64>,
         state: &mut PullState,
         candidates: &mut Vec<Candidate>,
     ) -> RoundEnd {
         candidates.clear();
         let mut tentative = state.found;
-        // After a missing record, units pointing into the rest of its file are skipped.
-        let mut skip_below: Option<i64> = None;
         for (i, unit) in self.units.iter().enumerate().skip(cursor) {
             let size = unit.size.max(0) as usize;
             if self.is_batch_full(size, tentative, self.view.is_in_memory(unit.phy_offset)) {
@@ -278,7 +291,7 @@ impl QueueScan<'_> {
             let Some(segment_index) = self.view.segment_of(unit) else {
                 state.miss(i, GetMessageStatus::MessageWasRemoving);
                 let next_file_start = self.inner.commit_log.roll_next_file(unit.phy_offset.max(0));
-                skip_below = Some(next_file_start);
+                *skip_below = Some(next_file_start);
                 continue;
             };
             candidates.push(Candidate {
@@ -290,9 +303,34 @@ impl QueueScan<'_> {
             });
             tentative.bytes += size;
             tentative.count += 1;
-            skip_below = None;
+            *skip_below = None;
         }
         RoundEnd::Exhausted
+    }
+
+    /// Reads the units of the scan budget past those read so far (up to `wanted` in all).
+    /// Returns false when there were none left, or their file is gone (retention deleted it
+    /// meanwhile): the pull then ends where its units end.
+    fn read_rest(
+        &mut self,
+        cq: &ConsumeQueue,
+        wanted: usize,
+        more: &mut Vec<CqUnit>,
+    ) -> Result<bool, StoreError> {
+        let read = self.units.len();
+        if read >= wanted {
+            return Ok(false);
+        }
+        let from = self.pull.queue_offset + read as i64;
+        if cq
+            .read_units(&self.inner.io, from, wanted - read, more)?
+            .is_none()
+            || more.is_empty()
+        {
+            return Ok(false);
+        }
+        self.units.append(more);
+        Ok(true)
     }
 
     /// Java's batch-full rule (5.x `isTheBatchFull`; never full before the first message),
@@ -402,10 +440,11 @@ impl Inner {
         pull: &PullSpec<'_>,
         mut regions: Option<&mut RegionsWanted<'_>>,
     ) -> Result<GetMessageResult, StoreError> {
-        let want = pull.units_wanted(&self.config);
-        let mut units = Vec::with_capacity(want);
+        let wanted = pull.units_wanted(&self.config);
+        let first = pull.units_first_read(wanted);
+        let mut units = Vec::with_capacity(first);
         if cq
-            .read_units(&self.io, pull.queue_offset, want, &mut units)?
+            .read_units(&self.io, pull.queue_offset, first, &mut units)?
             .is_none()
         {
             let next = cq.roll_next_file(pull.queue_offset);
@@ -414,17 +453,21 @@ impl Inner {
                 self.correct_offset(pull.queue_offset, next),
             ));
         }
-        let scan = QueueScan {
+        // Every unit of the scan budget lies below the queue max read at the pull's start, so
+        // its record is below this head too, whether it is read now or later.
+        let mut scan = QueueScan {
             inner: self,
             pull,
             view: self.commit_log_view(),
-            units: &units,
+            units,
         };
         let mut state = PullState::new(pull.queue_offset);
         let mut candidates = Vec::new();
+        let mut more = Vec::new();
         let mut cursor = 0usize;
+        let mut skip_below = None;
         loop {
-            let end = scan.plan_round(cursor, &mut state, &mut candidates);
+            let end = scan.plan_round(cursor, &mut skip_below, &mut state, &mut candidates);
             let rejected = self.answer_round(
                 &scan.view,
                 &candidates,
@@ -432,11 +475,24 @@ impl Inner {
                 regions.as_deref_mut(),
                 &mut state,
             )?;
-            // A rejected candidate made the tentative totals too high: re-plan from the unit
-            // where the round stopped, with the real totals.
             match end {
-                RoundEnd::BatchFull { at_unit } if rejected => cursor = at_unit,
-                _ => break,
+                // A rejected candidate made the tentative totals too high: re-plan from the
+                // unit where the round stopped, with the real totals.
+                RoundEnd::BatchFull { at_unit } if rejected => {
+                    cursor = at_unit;
+                    skip_below = None;
+                }
+                RoundEnd::BatchFull { .. } => break,
+                // The units read so far ran out before the batch filled: go on over the rest
+                // of the budget with the real totals, exactly where one plan over every unit
+                // would have gone (its tentative totals are never lower than these).
+                RoundEnd::Exhausted => {
+                    let read = scan.units.len();
+                    if !scan.read_rest(cq, wanted, &mut more)? {
+                        break;
+                    }
+                    cursor = read;
+                }
             }
         }
         Ok(state.into_result(&scan.view))
@@ -668,5 +724,17 @@ mod tests {
         // The ordinary budget: maxFilterMessageSize bytes of units, at least maxMsgNums.
         assert_eq!(spec(0, 32).units_wanted(&config), 800);
         assert_eq!(spec(third_file, 5_000).units_wanted(&config), 5_000);
+    }
+
+    /// A pull first reads a full batch and the unit after it, never more than it may scan.
+    #[test]
+    fn a_pull_first_reads_its_batch_and_one_more_unit() {
+        assert_eq!(spec(0, 32).units_first_read(800), 33);
+        assert_eq!(spec(0, 1).units_first_read(800), 2);
+        assert_eq!(spec(0, 32).units_first_read(10), 10);
+        assert_eq!(spec(0, 5_000).units_first_read(5_000), 5_000);
+        assert_eq!(spec(0, i32::MAX).units_first_read(7_000), 7_000);
+        // A maxMsgNums below one is treated as one by the caller; here it still reads a unit.
+        assert_eq!(spec(0, 0).units_first_read(800), 1);
     }
 }

@@ -698,3 +698,145 @@ fn queues_left_by_a_stop_between_tombstone_and_file_removal_are_dropped_at_open(
     assert_eq!(store.max_offset_in_queue("Gone", 0), 0);
     assert!(!dir.path().join("consumequeue/Gone").exists());
 }
+
+/// Rejects (layer two) every record whose bytes hold `REJECT_MARK`.
+struct TagAndMark(i64);
+const REJECT_MARK: &[u8] = b"#reject#";
+impl MessageFilter for TagAndMark {
+    fn is_matched_by_consume_queue(&self, tags_code: i64) -> bool {
+        tags_code == self.0
+    }
+    fn is_matched_by_commit_log(&self, record: &[u8]) -> bool {
+        !record.windows(REJECT_MARK.len()).any(|w| w == REJECT_MARK)
+    }
+}
+
+/// One queue record as the oracle sees it.
+struct OracleRecord {
+    size: usize,
+    tag_a: bool,
+    rejected: bool,
+}
+
+/// Java's `getMessage` loop, unit by unit, over the whole scan budget at once: which queue
+/// offsets a pull finds and its nextBeginOffset.
+fn oracle_pull(
+    cfg: &StoreConfig,
+    records: &[OracleRecord],
+    offset: usize,
+    max_nums: usize,
+) -> (Vec<i64>, i64) {
+    let budget = (cfg.max_filter_message_size_bytes.max(max_nums * 20)).div_ceil(20);
+    let units_per_file = cfg.consume_queue_file_units as usize;
+    let end = (offset + budget)
+        .min(offset - offset % units_per_file + units_per_file)
+        .min(records.len());
+    let (bytes_max, count_max) = (
+        cfg.max_transfer_bytes_on_message_in_memory,
+        cfg.max_transfer_count_on_message_in_memory,
+    );
+    let (mut found, mut bytes, mut next) = (Vec::new(), 0usize, offset as i64);
+    for (i, r) in records.iter().enumerate().take(end).skip(offset) {
+        let count = found.len();
+        let full = bytes >= PULL_MSG_SIZE_MAX_BYTES
+            || (bytes > 0
+                && count > 0
+                && (count + 1 > max_nums
+                    || bytes + r.size > PULL_MSG_SIZE_MAX_BYTES
+                    || bytes + r.size > bytes_max
+                    || count + 1 > count_max));
+        if full {
+            break;
+        }
+        next = i as i64 + 1;
+        if r.tag_a && !r.rejected {
+            found.push(i as i64);
+            bytes += r.size;
+        }
+    }
+    (found, next)
+}
+
+/// A pull reads the ConsumeQueue units of a full batch first and the rest of its scan budget
+/// only when it runs past them; found records, byte and count limits and nextBeginOffset
+/// stay exactly those of Java's one loop over the whole budget, for tag filters that skip
+/// long runs (past the first read, across ConsumeQueue files) and record filters that reject
+/// candidates of full and of unfilled batches.
+#[test]
+fn a_pull_that_runs_past_its_first_units_finds_what_one_loop_over_the_budget_finds() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path());
+    cfg.commit_log_file_size_bytes = 256 * 1024;
+    cfg.consume_queue_file_units = 1000;
+    // Equal limits in memory and on disk: the oracle need not know which applies.
+    cfg.max_transfer_bytes_on_message_in_memory = 6 * 1024;
+    cfg.max_transfer_bytes_on_message_in_disk = 6 * 1024;
+    cfg.max_transfer_count_on_message_in_memory = 32;
+    cfg.max_transfer_count_on_message_in_disk = 32;
+    let store = open(cfg.clone());
+    let tag_a = i64::from(format::java_string_hash_code("A"));
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next_rand = |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    let mut records = Vec::new();
+    let mut i = 0;
+    while i < 2600 {
+        // Runs of A (some rejected by the record filter) between runs of B up to 1,200 long.
+        let (run, tag_a_run) = if next_rand(2) == 0 {
+            (1 + next_rand(60), true)
+        } else {
+            (1 + next_rand(1200), false)
+        };
+        for _ in 0..run {
+            let rejected = tag_a_run && next_rand(4) == 0;
+            let mut body = vec![b'b'; 20 + next_rand(400) as usize];
+            if rejected {
+                body[..REJECT_MARK.len()].copy_from_slice(REJECT_MARK);
+            }
+            let tags = if tag_a_run { "A" } else { "B" };
+            store.put_message(&msg("T", 0, &body, tags)).unwrap();
+            let one = store.get_message(&pull("T", 0, i, 1, &AcceptAll)).unwrap();
+            records.push(OracleRecord {
+                size: one.message_locations[0].1 as usize,
+                tag_a: tag_a_run,
+                rejected,
+            });
+            i += 1;
+        }
+    }
+    let filter = TagAndMark(tag_a);
+    let mut checked = 0;
+    for offset in (0..records.len()).step_by(7) {
+        for max_nums in [1, 4, 32] {
+            let got = store
+                .get_message(&pull("T", 0, offset as i64, max_nums, &filter))
+                .unwrap();
+            let (found, next) = oracle_pull(&cfg, &records, offset, max_nums as usize);
+            assert_eq!(
+                got.queue_offsets, found,
+                "offset {offset}, maxMsgNums {max_nums}"
+            );
+            assert_eq!(
+                got.next_begin_offset, next,
+                "offset {offset}, maxMsgNums {max_nums}"
+            );
+            let expected_bytes: usize = found.iter().map(|&o| records[o as usize].size).sum();
+            assert_eq!(got.buffer_total_size, expected_bytes);
+            let status = if found.is_empty() {
+                GetMessageStatus::NoMatchedMessage
+            } else {
+                GetMessageStatus::Found
+            };
+            assert_eq!(got.status, status, "offset {offset}, maxMsgNums {max_nums}");
+            checked += usize::from(next - offset as i64 > i64::from(max_nums) + 1);
+        }
+    }
+    assert!(
+        checked > 100,
+        "many pulls ran past their first units: {checked}"
+    );
+}
