@@ -249,7 +249,7 @@ impl Parts {
             echo_queues: echo.echo_queues,
             echo_threads: echo
                 .echo_threads
-                .unwrap_or_else(crate::echo::echo_threads_default),
+                .unwrap_or_else(crate::echo_workers::echo_threads_default),
             progress: client.progress,
             label: client.label,
             tsv: summary.format == Format::Tsv,
@@ -459,7 +459,10 @@ mod tests {
         assert_eq!(echo.echo_queues, ECHO_QUEUES_DEFAULT);
         assert_eq!(echo.listen, "127.0.0.1:0");
         assert_eq!(run(&["echo-server", "-d", "3"]).duration_s, 3);
-        assert_eq!(echo.echo_threads, crate::echo::echo_threads_default());
+        assert_eq!(
+            echo.echo_threads,
+            crate::echo_workers::echo_threads_default()
+        );
         assert_eq!(run(&["echo-server", "--echo-threads", "3"]).echo_threads, 3);
         let summary = run(&["summary", "a.json", "--format", "tsv", "b.json"]);
         assert!(summary.tsv);

@@ -45,7 +45,7 @@ use crate::error::BenchError;
 use crate::record::{encode_record, read_stamp, RecordFields};
 use crate::stats::epoch_us;
 
-use crate::echo_workers::ECHO_THREADS_MAX;
+use crate::echo_workers::echo_threads_default;
 
 /// Messages whose head and born time are kept per queue (32 bytes each).
 pub const RECENT_STAMPS_PER_QUEUE: usize = 4096;
@@ -69,13 +69,6 @@ pub const OFFSETS_MAX: usize = 1 << 20;
 const SHARDS: usize = 64;
 /// The broker name the echo route announces.
 pub const ECHO_BROKER_NAME: &str = "echo-broker";
-
-/// The default `--echo-threads`: one worker per core.
-pub fn echo_threads_default() -> usize {
-    std::thread::available_parallelism()
-        .map_or(1, std::num::NonZeroUsize::get)
-        .min(ECHO_THREADS_MAX)
-}
 
 struct HeldPull {
     reply: ReplyTo,

@@ -32,6 +32,13 @@ use crate::error::BenchError;
 pub const ECHO_CONNECTIONS_MAX: usize = 1024;
 /// Most worker threads (`--echo-threads`).
 pub const ECHO_THREADS_MAX: usize = 64;
+
+/// The default `--echo-threads`: one worker per core.
+pub fn echo_threads_default() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, std::num::NonZeroUsize::get)
+        .min(ECHO_THREADS_MAX)
+}
 /// Bytes waiting to be written to one connection above which the worker stops reading it
 /// (answers to its own requests; answers posted by other workers are bounded by the held
 /// pulls, one answer each).
