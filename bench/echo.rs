@@ -45,8 +45,6 @@ use crate::error::BenchError;
 use crate::record::{encode_record, read_stamp, RecordFields};
 use crate::stats::epoch_us;
 
-use crate::echo_workers::echo_threads_default;
-
 /// Messages whose head and born time are kept per queue (32 bytes each).
 pub const RECENT_STAMPS_PER_QUEUE: usize = 4096;
 /// Bytes kept from the start of each recent message's body: the bench tool's send stamp
@@ -137,7 +135,11 @@ impl EchoServer {
     /// Binds a loopback `listen` address and starts serving with one worker per core.
     #[cfg(test)]
     pub fn start(listen: &str, queues_per_topic: i32) -> Result<Self, BenchError> {
-        Self::start_with_threads(listen, queues_per_topic, echo_threads_default())
+        Self::start_with_threads(
+            listen,
+            queues_per_topic,
+            crate::echo_workers::echo_threads_default(),
+        )
     }
 
     /// Binds a loopback `listen` address and starts serving with `threads` workers.
