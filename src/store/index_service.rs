@@ -39,6 +39,19 @@ pub struct IndexedMessage<'a> {
     pub store_timestamp_ms: i64,
 }
 
+impl<'a> IndexedMessage<'a> {
+    /// What the index takes of a decoded CommitLog record.
+    pub fn of_record(record: &'a format::DecodedRecord<'a>) -> Self {
+        IndexedMessage {
+            topic: record.topic,
+            properties: record.properties,
+            sys_flag: record.sys_flag,
+            phy_offset: record.phy_offset,
+            store_timestamp_ms: record.store_timestamp_ms,
+        }
+    }
+}
+
 /// Java `QueryOffsetResult`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct QueryOffsetResult {

@@ -42,6 +42,23 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
+/// A sync-flush store on `fs` whose first record, "first" in T/0, is durable.
+fn sync_store_with_one_flushed(
+    dir: &Path,
+    fs: &Arc<FaultFs>,
+) -> (
+    Arc<MessageStore>,
+    tokio::runtime::Runtime,
+    crate::store::types::PutMessageResult,
+) {
+    let store = open_on(dir, fs, FlushPolicy::Sync);
+    let rt = runtime();
+    let first = store.put_message(&msg("T", 0, b"first", "A")).unwrap();
+    rt.block_on(store.wait_flushed(first.end_phy_offset()))
+        .unwrap();
+    (store, rt, first)
+}
+
 /// Reopens on the real file system after a crash (drop without shutdown) and checks that the
 /// queue holds exactly `expected` and takes appends.
 fn reopen_recovers(dir: &Path, expected: &[&[u8]]) {
@@ -90,11 +107,7 @@ fn a_short_write_fails_that_append_only_for_the_commit_log_and_the_consume_queue
 fn a_failed_fsync_of_written_data_makes_the_store_read_only_until_reopened() {
     let dir = tempfile::tempdir().unwrap();
     let fs = Arc::new(FaultFs::new());
-    let store = open_on(dir.path(), &fs, FlushPolicy::Sync);
-    let rt = runtime();
-    let first = store.put_message(&msg("T", 0, b"first", "A")).unwrap();
-    rt.block_on(store.wait_flushed(first.end_phy_offset()))
-        .unwrap();
+    let (store, rt, _first) = sync_store_with_one_flushed(dir.path(), &fs);
     fs.arm(Failpoint::FsyncError, "commitlog", 1);
     let second = store.put_message(&msg("T", 0, b"second", "A")).unwrap();
     let err = rt
@@ -141,11 +154,7 @@ fn assert_flush_failed(err: &StoreError) {
 fn a_failed_group_commit_fsync_fails_every_waiter_of_its_batch() {
     let dir = tempfile::tempdir().unwrap();
     let fs = Arc::new(FaultFs::new());
-    let store = open_on(dir.path(), &fs, FlushPolicy::Sync);
-    let rt = runtime();
-    let first = store.put_message(&msg("T", 0, b"first", "A")).unwrap();
-    rt.block_on(store.wait_flushed(first.end_phy_offset()))
-        .unwrap();
+    let (store, rt, first) = sync_store_with_one_flushed(dir.path(), &fs);
     let durable = store.flushed_phy_offset();
     // The next CommitLog fsync takes SLOW_FSYNC and fails: the producers below append and
     // wait during it.

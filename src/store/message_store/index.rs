@@ -46,13 +46,7 @@ impl Inner {
         let mut indexed = 0u64;
         self.scan_records(&segs, from, end_phy_offset, &mut |record| {
             if Some(record.phy_offset) != skip_at {
-                index.build_index(&IndexedMessage {
-                    topic: record.topic,
-                    properties: record.properties,
-                    sys_flag: record.sys_flag,
-                    phy_offset: record.phy_offset,
-                    store_timestamp_ms: record.store_timestamp_ms,
-                })?;
+                index.build_index(&IndexedMessage::of_record(record))?;
                 indexed += 1;
             }
             Ok(())

@@ -209,13 +209,7 @@ impl Inner {
             if self.index_skip_phy_offset.load(Ordering::Acquire) == at_phy {
                 self.index_skip_phy_offset.store(-1, Ordering::Release);
             } else {
-                index.build_index(&IndexedMessage {
-                    topic: record.topic,
-                    properties: record.properties,
-                    sys_flag: record.sys_flag,
-                    phy_offset: record.phy_offset,
-                    store_timestamp_ms: record.store_timestamp_ms,
-                })?;
+                index.build_index(&IndexedMessage::of_record(&record))?;
             }
             at += size;
             self.index_phy_offset
