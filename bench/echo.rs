@@ -182,9 +182,9 @@ impl EchoServer {
 impl Service for EchoState {
     fn handle(
         &self,
-        from: ReplyTo,
+        from: &ReplyTo,
         request: RemotingCommand,
-        replies: &mut Replies<'_>,
+        replies: &mut Replies,
     ) -> Option<RemotingCommand> {
         let response = match request.code {
             request_code::GET_ROUTEINFO_BY_TOPIC => route(self, &request),
@@ -218,7 +218,7 @@ impl Service for EchoState {
         Some(response)
     }
 
-    fn tick(&self, worker: usize, workers: usize, replies: &mut Replies<'_>) {
+    fn tick(&self, worker: usize, workers: usize, replies: &mut Replies) {
         let now = Instant::now();
         for shard in self.shards.iter().skip(worker).step_by(workers.max(1)) {
             let mut queues = shard.lock().unwrap_or_else(|e| e.into_inner());
@@ -230,7 +230,7 @@ impl Service for EchoState {
                     self.held_count.fetch_sub(gone.len(), Ordering::Relaxed);
                     for held in gone {
                         let response = pull_response(self, queue, &held.request, &held.header);
-                        replies.send(held.reply, &response);
+                        replies.send(&held.reply, &response);
                     }
                 }
             }
@@ -245,7 +245,7 @@ impl Service for EchoState {
     }
 }
 
-fn heartbeat(state: &EchoState, from: ReplyTo, request: &RemotingCommand) -> RemotingCommand {
+fn heartbeat(state: &EchoState, from: &ReplyTo, request: &RemotingCommand) -> RemotingCommand {
     let data: HeartbeatData = match parse_lenient(&request.body, "HeartbeatData") {
         Ok(data) => data,
         Err(e) => return bad_header(request, e),
@@ -264,7 +264,7 @@ fn heartbeat(state: &EchoState, from: ReplyTo, request: &RemotingCommand) -> Rem
     response
 }
 
-fn unregister(state: &EchoState, from: ReplyTo, request: &RemotingCommand) -> RemotingCommand {
+fn unregister(state: &EchoState, from: &ReplyTo, request: &RemotingCommand) -> RemotingCommand {
     let header = match UnregisterClientRequestHeader::decode(request) {
         Ok(header) => header,
         Err(e) => return bad_header(request, e),
@@ -344,11 +344,7 @@ fn route(state: &EchoState, request: &RemotingCommand) -> RemotingCommand {
         .with_body(Bytes::from(body.to_string()))
 }
 
-fn send(
-    state: &EchoState,
-    request: &RemotingCommand,
-    replies: &mut Replies<'_>,
-) -> RemotingCommand {
+fn send(state: &EchoState, request: &RemotingCommand, replies: &mut Replies) -> RemotingCommand {
     let header = match SendMessageRequestHeader::decode(request) {
         Ok(header) => header,
         Err(e) => return bad_header(request, e),
@@ -389,7 +385,7 @@ fn send(
         state.held_count.fetch_sub(held.len(), Ordering::Relaxed);
         for h in held {
             let response = pull_response(state, queue, &h.request, &h.header);
-            replies.send(h.reply, &response);
+            replies.send(&h.reply, &response);
         }
         offset
     };
@@ -406,7 +402,7 @@ fn send(
     response
 }
 
-fn pull(state: &EchoState, from: ReplyTo, request: RemotingCommand) -> Option<RemotingCommand> {
+fn pull(state: &EchoState, from: &ReplyTo, request: RemotingCommand) -> Option<RemotingCommand> {
     let header = match PullMessageRequestHeader::decode(&request) {
         Ok(header) => header,
         Err(e) => return Some(bad_header(&request, e)),
@@ -438,7 +434,7 @@ fn pull(state: &EchoState, from: ReplyTo, request: RemotingCommand) -> Option<Re
         let hold_ms = u64::try_from(header.suspend_timeout_millis).unwrap_or(0);
         state.held_count.fetch_add(1, Ordering::Relaxed);
         queue.held.push(HeldPull {
-            reply: from,
+            reply: from.clone(),
             deadline: Instant::now() + Duration::from_millis(hold_ms).min(HOLD_MAX),
             request,
             header,
@@ -710,6 +706,78 @@ mod tests {
         assert!(held_for < Duration::from_secs(3), "{held_for:?}");
         consumer.close();
         producer.close();
+        server.shutdown();
+    }
+
+    /// Pulls held for one connection and woken at once by sends from two other workers get
+    /// every answer, each the whole frame of its own pull (the right opaque, its queue's
+    /// record): two workers writing large answers to one socket do not interleave them.
+    #[test]
+    fn answers_written_by_two_workers_to_one_connection_do_not_interleave() {
+        const QUEUES: i32 = 128;
+        const BODY_BYTES: usize = 64 * 1024;
+        let server = EchoServer::start_with_threads("127.0.0.1:0", 8, 3).expect("starts");
+        let addr = server.local_addr().to_string();
+        // Connections go to the workers in turn: one each.
+        let consumer = Connection::connect(&addr, SerializeType::RocketMq).expect("connects");
+        let producers = [
+            Connection::connect(&addr, SerializeType::RocketMq).expect("connects"),
+            Connection::connect(&addr, SerializeType::RocketMq).expect("connects"),
+        ];
+        let (done, answered) = std::sync::mpsc::channel();
+        for queue_id in 0..QUEUES {
+            let done = done.clone();
+            consumer.send_async(
+                pull_command("Fan", queue_id, 0, 20_000),
+                30_000,
+                Box::new(move |r| {
+                    let _ = done.send((queue_id, r));
+                }),
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(answered.try_recv().is_err(), "held until a send arrives");
+        let sending: Vec<_> = producers
+            .iter()
+            .enumerate()
+            .map(|(p, producer)| {
+                let producer = Arc::clone(producer);
+                std::thread::spawn(move || {
+                    for queue_id in (0..QUEUES).filter(|q| q % 2 == p as i32) {
+                        let mut body = vec![b'x'; BODY_BYTES];
+                        body[..4].copy_from_slice(&queue_id.to_be_bytes());
+                        let sent = producer
+                            .call(send_command("Fan", queue_id, &body), 5000)
+                            .expect("sent");
+                        assert_eq!(sent.code, response_code::SUCCESS);
+                    }
+                })
+            })
+            .collect();
+        for thread in sending {
+            thread.join().expect("sends");
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..QUEUES {
+            let (queue_id, pulled) = answered
+                .recv_timeout(Duration::from_secs(20))
+                .expect("answered");
+            let pulled = pulled.expect("a well-formed answer");
+            assert_eq!(pulled.code, response_code::SUCCESS);
+            assert_eq!(next_begin_offset(&pulled), 1);
+            let records: Vec<_> = crate::record::records(&pulled.body)
+                .map(|r| r.expect("record"))
+                .collect();
+            assert_eq!(records.len(), 1);
+            assert_eq!(records[0].queue_id, queue_id);
+            assert_eq!(records[0].body.len(), BODY_BYTES);
+            assert_eq!(records[0].body[..4], queue_id.to_be_bytes());
+            assert!(seen.insert(queue_id), "queue {queue_id} answered twice");
+        }
+        consumer.close();
+        for producer in producers {
+            producer.close();
+        }
         server.shutdown();
     }
 

@@ -2,10 +2,14 @@
 //! serving every connection as a broker does (no thread per connection).
 //!
 //! Worker 0 also owns the listener and hands each accepted connection to the next worker in
-//! turn. A connection belongs to one worker for its life: only that worker reads it and writes
-//! it. An answer computed on another worker (a send on worker A waking a pull held for a
-//! connection of worker B) is posted to B's inbox and B is woken through its eventfd. Answers
-//! to one connection are gathered in its output buffer and written with one `write` per turn.
+//! turn. A connection belongs to one worker for its life: only that worker reads it, and
+//! answers to its own requests are gathered and written with one `write` per turn. Its write
+//! side, an [`Outlet`], is shared: an answer computed on another worker (a send on worker A
+//! waking a pull held for a connection of worker B) is encoded on A and written by A straight
+//! to the socket, under the outlet's lock, with no hop through B. Whole frames only are
+//! appended and written under that lock, so frames from several workers never interleave; the
+//! bytes a full socket did not take wait in the outlet and the owning worker writes them when
+//! the socket's edge-triggered writable event comes.
 //!
 //! Sockets are nonblocking and registered edge-triggered for reading and writing, so a worker
 //! does not ask epoll again for a connection it knows to be ready: a connection is read until
@@ -20,7 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, BytesMut};
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
 use nix::sys::eventfd::{EfdFlags, EventFd};
 use ringmq::remoting::command::RemotingCommand;
@@ -40,7 +44,7 @@ pub fn echo_threads_default() -> usize {
         .min(ECHO_THREADS_MAX)
 }
 /// Bytes waiting to be written to one connection above which the worker stops reading it
-/// (answers to its own requests; answers posted by other workers are bounded by the held
+/// (answers to its own requests; answers written by other workers are bounded by the held
 /// pulls, one answer each).
 pub const OUT_PENDING_MAX_BYTES: usize = 4 * 1024 * 1024;
 /// Most bytes read from one connection in one turn before the worker serves the others.
@@ -57,11 +61,98 @@ const KEY_LISTENER: u64 = 1;
 /// The first connection key.
 const KEY_FIRST_CONNECTION: u64 = 2;
 
-/// Where an answer goes: a connection of a worker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Where an answer goes: a connection (its key, and its write side, which any worker may
+/// write).
+#[derive(Clone)]
 pub struct ReplyTo {
-    pub worker: usize,
     pub connection: u64,
+    outlet: Arc<Outlet>,
+}
+
+/// A connection's write side. Every write happens under `out`'s lock and writes whole frames
+/// from the front of what waits, so `out` is non-empty only after a write that would block,
+/// and the socket's next writable edge (delivered to the owning worker) drains it.
+pub struct Outlet {
+    stream: TcpStream,
+    out: Mutex<Outgoing>,
+}
+
+#[derive(Default)]
+struct Outgoing {
+    /// Bytes of whole frames, of which the socket took none or the first few.
+    waiting: BytesMut,
+    /// A write failed or the connection was closed: later answers are dropped.
+    failed: bool,
+}
+
+impl Outlet {
+    fn new(stream: TcpStream) -> Self {
+        Outlet {
+            stream,
+            out: Mutex::new(Outgoing::default()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Outgoing> {
+        self.out.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Writes `frames` (whole frames) after what waits, until done or the socket is full;
+    /// what the socket did not take waits. `false` if the connection has failed.
+    fn write_frames(&self, frames: &mut BytesMut) -> bool {
+        let mut out = self.lock();
+        if out.failed {
+            frames.clear();
+            return false;
+        }
+        if out.waiting.is_empty() {
+            // Nothing before them: write from the caller's buffer, keep only the rest.
+            let ok = write_some(&self.stream, frames);
+            if !ok {
+                out.failed = true;
+                frames.clear();
+            } else if !frames.is_empty() {
+                out.waiting = frames.split();
+            }
+            return ok;
+        }
+        out.waiting.extend_from_slice(frames);
+        frames.clear();
+        let ok = write_some(&self.stream, &mut out.waiting);
+        if !ok {
+            out.failed = true;
+            out.waiting.clear();
+        }
+        ok
+    }
+
+    /// Writes what waits; `false` if the connection has failed.
+    fn flush(&self) -> bool {
+        let mut out = self.lock();
+        if out.failed {
+            return false;
+        }
+        let ok = write_some(&self.stream, &mut out.waiting);
+        if !ok {
+            out.failed = true;
+            out.waiting.clear();
+        }
+        ok
+    }
+
+    /// Bytes waiting to be written.
+    fn waiting_bytes(&self) -> usize {
+        self.lock().waiting.len()
+    }
+
+    /// The owner closed the connection: answers still held for it are dropped, and the
+    /// socket is shut down now (its descriptor closes with the last held answer's handle).
+    fn close(&self) {
+        let mut out = self.lock();
+        out.failed = true;
+        out.waiting = BytesMut::new();
+        let _ = self.stream.shutdown(std::net::Shutdown::Both);
+    }
 }
 
 /// What the workers serve.
@@ -70,24 +161,23 @@ pub trait Service: Send + Sync + 'static {
     /// held pull answered later through [`Replies::send`]).
     fn handle(
         &self,
-        from: ReplyTo,
+        from: &ReplyTo,
         request: RemotingCommand,
-        replies: &mut Replies<'_>,
+        replies: &mut Replies,
     ) -> Option<RemotingCommand>;
     /// Called by every worker about every `tick` (held pulls expire here): worker `worker` of
     /// `workers` does its share.
-    fn tick(&self, worker: usize, workers: usize, replies: &mut Replies<'_>);
+    fn tick(&self, worker: usize, workers: usize, replies: &mut Replies);
     /// The connection is gone.
     fn closed(&self, connection: u64);
 }
 
 enum Message {
-    Frame(u64, Bytes),
     Connection(TcpStream),
 }
 
 struct Inbox {
-    /// Bounded by the held pulls (one answer each) plus the connections being handed over.
+    /// Bounded by the connections being handed over ([`ECHO_CONNECTIONS_MAX`]).
     messages: Mutex<Vec<Message>>,
     /// Set while a wake-up is on its way, so posters write the eventfd once per turn.
     notified: AtomicBool,
@@ -123,37 +213,32 @@ impl Shared {
     }
 }
 
-/// Answers computed on a worker for connections anywhere: the worker's own are applied after
-/// the current connection's turn, the others are posted once per turn.
-pub struct Replies<'a> {
-    shared: &'a Shared,
-    worker: usize,
-    local: Vec<(u64, Bytes)>,
-    remote: Vec<Vec<(u64, Bytes)>>,
+/// Answers computed on a worker for connections anywhere (held pulls another request woke or
+/// the tick expired), encoded at once and written by this worker after the request that
+/// produced them (no lock of the service is held then).
+pub struct Replies {
+    frames: Vec<(Arc<Outlet>, BytesMut)>,
 }
 
-impl Replies<'_> {
+impl Replies {
+    fn new() -> Self {
+        Replies { frames: Vec::new() }
+    }
+
     /// Queues `response` for `to` (dropped if its connection is gone by then).
-    pub fn send(&mut self, to: ReplyTo, response: &RemotingCommand) {
+    pub fn send(&mut self, to: &ReplyTo, response: &RemotingCommand) {
         let mut frame = BytesMut::with_capacity(256 + response.body.len());
         if encode_frame(response, &mut frame).is_err() {
             return;
         }
-        if to.worker == self.worker {
-            self.local.push((to.connection, frame.freeze()));
-        } else if let Some(queue) = self.remote.get_mut(to.worker) {
-            queue.push((to.connection, frame.freeze()));
-        }
+        self.frames.push((Arc::clone(&to.outlet), frame));
     }
 
-    fn post_remote(&mut self) {
-        for (worker, queue) in self.remote.iter_mut().enumerate() {
-            if !queue.is_empty() {
-                self.shared.post(
-                    worker,
-                    queue.drain(..).map(|(id, frame)| Message::Frame(id, frame)),
-                );
-            }
+    /// Writes every queued answer to its connection's socket.
+    fn deliver(&mut self) {
+        for (outlet, mut frame) in self.frames.drain(..) {
+            // A failed connection's owner sees the failure on its next event and closes it.
+            let _ = outlet.write_frames(&mut frame);
         }
     }
 }
@@ -263,14 +348,26 @@ impl Workers {
 }
 
 struct Conn {
-    stream: TcpStream,
+    outlet: Arc<Outlet>,
     input: BytesMut,
+    /// Answers to this connection's own requests, written at the end of its turn.
     out: BytesMut,
     /// The socket may hold bytes not read yet (edge-triggered: set by every read event and
     /// cleared when a read would block).
     readable: bool,
     /// In the worker's list of connections to serve this turn.
     queued: bool,
+}
+
+impl Conn {
+    /// Writes this turn's answers after what waits; `false` if the connection failed.
+    fn flush(&mut self) -> bool {
+        if self.out.is_empty() {
+            self.outlet.flush()
+        } else {
+            self.outlet.write_frames(&mut self.out)
+        }
+    }
 }
 
 struct Worker {
@@ -291,13 +388,7 @@ impl Worker {
         let mut chunk = vec![0u8; READ_CHUNK_BYTES];
         let mut next_tick = Instant::now() + self.tick;
         let workers = self.shared.inboxes.len();
-        let shared = Arc::clone(&self.shared);
-        let mut replies = Replies {
-            shared: &shared,
-            worker: self.index,
-            local: Vec::new(),
-            remote: vec![Vec::new(); workers],
-        };
+        let mut replies = Replies::new();
         while !self.shared.stop.load(Ordering::Relaxed) {
             let timeout = if self.turns.is_empty() {
                 let ms = next_tick
@@ -327,9 +418,8 @@ impl Worker {
             if Instant::now() >= next_tick {
                 next_tick = Instant::now() + self.tick;
                 self.service.tick(self.index, workers, &mut replies);
-                self.apply_local(&mut replies);
+                replies.deliver();
             }
-            replies.post_remote();
         }
     }
 
@@ -364,12 +454,6 @@ impl Worker {
             std::mem::take(&mut *inbox.messages.lock().unwrap_or_else(|e| e.into_inner()));
         for message in messages {
             match message {
-                Message::Frame(key, frame) => {
-                    if let Some(conn) = self.connections.get_mut(&key) {
-                        conn.out.extend_from_slice(&frame);
-                        self.queue_turn(key);
-                    }
-                }
                 Message::Connection(stream) => self.adopt(stream),
             }
         }
@@ -425,7 +509,7 @@ impl Worker {
         self.connections.insert(
             key,
             Conn {
-                stream,
+                outlet: Arc::new(Outlet::new(stream)),
                 input: BytesMut::with_capacity(64 * 1024),
                 out: BytesMut::new(),
                 readable: true,
@@ -436,28 +520,33 @@ impl Worker {
     }
 
     /// One turn of a connection: write what waits, read and answer up to a turn's bytes,
-    /// write the answers; then the answers this produced for the worker's other connections.
-    fn serve(&mut self, key: u64, chunk: &mut [u8], replies: &mut Replies<'_>) {
+    /// write the answers; the answers this produced for other connections are written after
+    /// each read.
+    fn serve(&mut self, key: u64, chunk: &mut [u8], replies: &mut Replies) {
         let Some(conn) = self.connections.get_mut(&key) else {
             return;
         };
         conn.queued = false;
-        let mut open = flush(conn);
+        let mut open = conn.flush();
         let mut read_bytes = 0;
-        while open && conn.readable && conn.out.len() < OUT_PENDING_MAX_BYTES {
+        let from = ReplyTo {
+            connection: key,
+            outlet: Arc::clone(&conn.outlet),
+        };
+        while open
+            && conn.readable
+            && conn.out.len() + conn.outlet.waiting_bytes() < OUT_PENDING_MAX_BYTES
+        {
             if read_bytes >= READ_TURN_MAX_BYTES {
                 break;
             }
-            match conn.stream.read(chunk) {
+            match (&conn.outlet.stream).read(chunk) {
                 Ok(0) => open = false,
                 Ok(n) => {
                     read_bytes += n;
                     conn.input.extend_from_slice(&chunk[..n]);
-                    let from = ReplyTo {
-                        worker: self.index,
-                        connection: key,
-                    };
-                    open = answer(self.service.as_ref(), from, conn, replies);
+                    open = answer(self.service.as_ref(), &from, conn, replies);
+                    replies.deliver();
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => conn.readable = false,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
@@ -465,30 +554,21 @@ impl Worker {
             }
         }
         if open {
-            open = flush(conn);
+            open = conn.flush();
         }
-        let more = conn.readable && conn.out.len() < OUT_PENDING_MAX_BYTES;
+        let more = conn.readable && conn.outlet.waiting_bytes() < OUT_PENDING_MAX_BYTES;
         if !open {
             self.close(key);
         } else if more {
             // Bytes left after a full turn: serve it again next turn, after the others.
             self.queue_turn(key);
         }
-        self.apply_local(replies);
-    }
-
-    fn apply_local(&mut self, replies: &mut Replies<'_>) {
-        for (key, frame) in std::mem::take(&mut replies.local) {
-            if let Some(conn) = self.connections.get_mut(&key) {
-                conn.out.extend_from_slice(&frame);
-                self.queue_turn(key);
-            }
-        }
     }
 
     fn close(&mut self, key: u64) {
         if let Some(conn) = self.connections.remove(&key) {
-            let _ = self.epoll.delete(&conn.stream);
+            let _ = self.epoll.delete(&conn.outlet.stream);
+            conn.outlet.close();
             self.shared.connection_count.fetch_sub(1, Ordering::Relaxed);
             self.service.closed(key);
         }
@@ -497,7 +577,7 @@ impl Worker {
 
 /// Decodes and answers every whole request in the connection's input; `false` once the
 /// stream is not a remoting stream (the connection is then closed).
-fn answer(service: &dyn Service, from: ReplyTo, conn: &mut Conn, replies: &mut Replies) -> bool {
+fn answer(service: &dyn Service, from: &ReplyTo, conn: &mut Conn, replies: &mut Replies) -> bool {
     loop {
         match decode_frame(&mut conn.input, FRAME_SIZE_MAX_BYTES) {
             Ok(Some(request)) => {
@@ -516,17 +596,148 @@ fn answer(service: &dyn Service, from: ReplyTo, conn: &mut Conn, replies: &mut R
     }
 }
 
-/// Writes what waits until done or the socket is full; `false` if the connection failed.
-fn flush(conn: &mut Conn) -> bool {
-    while !conn.out.is_empty() {
-        match conn.stream.write(&conn.out) {
+/// Writes from the front of `buf` until it is empty or the socket is full; `false` if the
+/// connection failed.
+fn write_some(stream: &TcpStream, buf: &mut BytesMut) -> bool {
+    let mut stream = stream;
+    while !buf.is_empty() {
+        match stream.write(buf) {
             Ok(0) => return false,
-            Ok(n) => conn.out.advance(n),
+            Ok(n) => buf.advance(n),
             Err(e) if e.kind() == ErrorKind::WouldBlock => return true,
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(_) => return false,
         }
     }
-    conn.out.clear();
+    buf.clear();
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::Connection;
+    use ringmq::remoting::codes::response_code;
+    use ringmq::remoting::command::SerializeType;
+
+    /// Request codes of the test service.
+    const PARK: i32 = 1;
+    const WAKE: i32 = 2;
+    const SLEEP: i32 = 3;
+    const SLEEP_FOR: Duration = Duration::from_millis(1500);
+
+    /// Parks PARK requests; a WAKE answers the parked ones (on whatever connection and
+    /// worker they came from); a SLEEP blocks its worker for [`SLEEP_FOR`].
+    #[derive(Default)]
+    struct Parking {
+        parked: Mutex<Vec<(ReplyTo, RemotingCommand)>>,
+    }
+
+    impl Service for Parking {
+        fn handle(
+            &self,
+            from: &ReplyTo,
+            request: RemotingCommand,
+            replies: &mut Replies,
+        ) -> Option<RemotingCommand> {
+            match request.code {
+                PARK => {
+                    self.parked.lock().unwrap().push((from.clone(), request));
+                    return None;
+                }
+                WAKE => {
+                    for (to, parked) in self.parked.lock().unwrap().drain(..) {
+                        let mut answer =
+                            RemotingCommand::response_to(&parked, response_code::SUCCESS, None);
+                        if let Some(tag) = parked.ext_fields.get("tag") {
+                            answer.set_ext("tag", tag.clone());
+                        }
+                        replies.send(&to, &answer);
+                    }
+                }
+                SLEEP => std::thread::sleep(SLEEP_FOR),
+                _ => {}
+            }
+            Some(RemotingCommand::response_to(
+                &request,
+                response_code::SUCCESS,
+                None,
+            ))
+        }
+
+        fn tick(&self, _worker: usize, _workers: usize, _replies: &mut Replies) {}
+
+        fn closed(&self, _connection: u64) {}
+    }
+
+    /// The answer to a parked request, computed on another worker, reaches the parked
+    /// connection while its own worker is busy: the waking worker writes it to the socket
+    /// (through the owner's inbox it would wait until the owner is free).
+    #[test]
+    fn a_woken_answer_is_written_by_the_waking_worker() {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("binds");
+        let addr = listener.local_addr().expect("addr").to_string();
+        let workers = Workers::start(
+            listener,
+            2,
+            Duration::from_millis(50),
+            Arc::new(Parking::default()),
+        )
+        .expect("starts");
+        // Connections go to the workers in turn: parked and sleeper on worker 0, waker on 1.
+        let parked = Connection::connect(&addr, SerializeType::Json).expect("connects");
+        let waker = Connection::connect(&addr, SerializeType::Json).expect("connects");
+        let sleeper = Connection::connect(&addr, SerializeType::Json).expect("connects");
+        for conn in [&parked, &waker, &sleeper] {
+            let answer = conn
+                .call(RemotingCommand::request(99), 3000)
+                .expect("answer");
+            assert_eq!(answer.code, response_code::SUCCESS);
+        }
+        let (done, woken) = std::sync::mpsc::channel();
+        // The client matches the answer to this request by its opaque; the tag shows it is
+        // the answer to this request.
+        let mut park = RemotingCommand::request(PARK);
+        park.set_ext("tag", "parked-1");
+        parked.send_async(
+            park,
+            10_000,
+            Box::new(move |r| {
+                let _ = done.send(r.map(|r| (r.code, r.ext_fields.get("tag").cloned())));
+            }),
+        );
+        std::thread::sleep(Duration::from_millis(100));
+        let (slept_tx, slept) = std::sync::mpsc::channel();
+        let asleep = Arc::clone(&sleeper);
+        let sleeping = std::thread::spawn(move || {
+            let r = asleep.call(RemotingCommand::request(SLEEP), 10_000);
+            let _ = slept_tx.send(r.map(|r| r.code));
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        let started = Instant::now();
+        let answer = waker
+            .call(RemotingCommand::request(WAKE), 3000)
+            .expect("answer");
+        assert_eq!(answer.code, response_code::SUCCESS);
+        let (code, tag) = woken
+            .recv_timeout(SLEEP_FOR)
+            .expect("answered while worker 0 sleeps")
+            .expect("answer");
+        assert!(started.elapsed() < SLEEP_FOR / 2, "{:?}", started.elapsed());
+        assert_eq!(code, response_code::SUCCESS);
+        assert_eq!(tag.as_deref(), Some("parked-1"));
+        assert!(
+            slept.try_recv().is_err(),
+            "worker 0 was still asleep when the answer came"
+        );
+        assert_eq!(
+            slept.recv_timeout(Duration::from_secs(5)).expect("slept"),
+            Ok(response_code::SUCCESS)
+        );
+        sleeping.join().expect("joins");
+        for conn in [parked, waker, sleeper] {
+            conn.close();
+        }
+        workers.shutdown();
+    }
 }
