@@ -85,7 +85,9 @@ pub struct Args {
     pub serialize: SerializeType,
     pub listen: String,
     pub echo_queues: i32,
-    /// `echo-server` worker threads.
+    /// `echo-server`: per-connection threads, or the pool's worker threads.
+    pub echo_model: crate::echo_workers::EchoModel,
+    /// `echo-server` worker threads (of the pool).
     pub echo_threads: usize,
     pub progress: bool,
     pub label: Option<String>,
@@ -247,6 +249,12 @@ impl Parts {
             serialize: client.serialize.into(),
             listen: echo.listen,
             echo_queues: echo.echo_queues,
+            echo_model: match echo.echo_model {
+                crate::cli::EchoModel::PerConnection => {
+                    crate::echo_workers::EchoModel::PerConnection
+                }
+                crate::cli::EchoModel::Pool => crate::echo_workers::EchoModel::Pool,
+            },
             echo_threads: echo
                 .echo_threads
                 .unwrap_or_else(crate::echo_workers::echo_threads_default),
@@ -464,6 +472,14 @@ mod tests {
             crate::echo_workers::echo_threads_default()
         );
         assert_eq!(run(&["echo-server", "--echo-threads", "3"]).echo_threads, 3);
+        assert_eq!(
+            echo.echo_model,
+            crate::echo_workers::EchoModel::PerConnection
+        );
+        assert_eq!(
+            run(&["echo-server", "--echo-model", "pool"]).echo_model,
+            crate::echo_workers::EchoModel::Pool
+        );
         let summary = run(&["summary", "a.json", "--format", "tsv", "b.json"]);
         assert!(summary.tsv);
         assert_eq!(

@@ -254,7 +254,11 @@ pub struct EchoCmd {
     #[arg(long, value_name = "N", default_value_t = ECHO_QUEUES_DEFAULT,
           value_parser = bounded::<i32>(1, QUEUES_PER_TOPIC_MAX as u64))]
     pub echo_queues: i32,
-    /// Worker threads serving every connection [default: one per core, at most 64]
+    /// How connections are served: two threads each (per-connection), or a fixed pool of
+    /// epoll worker threads (pool, sized by --echo-threads)
+    #[arg(long, value_enum, ignore_case = true, default_value_t = EchoModel::PerConnection)]
+    pub echo_model: EchoModel,
+    /// Worker threads of --echo-model pool [default: one per core, at most 64]
     #[arg(long, value_name = "N",
           value_parser = bounded::<usize>(1, crate::echo_workers::ECHO_THREADS_MAX as u64))]
     pub echo_threads: Option<usize>,
@@ -272,6 +276,13 @@ pub struct SummaryCmd {
     /// JSON reports written by --report
     #[arg(value_name = "REPORT.json")]
     pub inputs: Vec<PathBuf>,
+}
+
+/// `--echo-model`: how the echo server serves its connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EchoModel {
+    PerConnection,
+    Pool,
 }
 
 /// `--serialize`: the remoting header encoding.

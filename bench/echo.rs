@@ -40,6 +40,7 @@ use crate::client::resolve_loopback;
 use crate::consumer::FLAG_COMMIT_OFFSET;
 use crate::consumer::FLAG_SUSPEND;
 use crate::echo_clients::ConsumerTable;
+use crate::echo_threads::PerConnection;
 use crate::echo_workers::{Replies, ReplyTo, Service, Workers};
 use crate::error::BenchError;
 use crate::record::{encode_record, read_stamp, RecordFields};
@@ -128,25 +129,28 @@ impl EchoState {
 /// A running echo server.
 pub struct EchoServer {
     addr: SocketAddr,
-    workers: Workers,
+    runner: Runner,
+}
+
+enum Runner {
+    Pool(Workers),
+    PerConnection(PerConnection),
 }
 
 impl EchoServer {
-    /// Binds a loopback `listen` address and starts serving with one worker per core.
+    /// Binds a loopback `listen` address and starts serving as `echo-server` does by
+    /// default (two threads per connection).
     #[cfg(test)]
     pub fn start(listen: &str, queues_per_topic: i32) -> Result<Self, BenchError> {
-        Self::start_with_threads(
-            listen,
-            queues_per_topic,
-            crate::echo_workers::echo_threads_default(),
-        )
+        Self::start_with(listen, queues_per_topic, None)
     }
 
-    /// Binds a loopback `listen` address and starts serving with `threads` workers.
-    pub fn start_with_threads(
+    /// Binds a loopback `listen` address and starts serving with a pool of `pool_threads`
+    /// workers, or with two threads per connection (`None`).
+    pub fn start_with(
         listen: &str,
         queues_per_topic: i32,
-        threads: usize,
+        pool_threads: Option<usize>,
     ) -> Result<Self, BenchError> {
         let addr = resolve_loopback(listen)?;
         let listener = TcpListener::bind(addr).map_err(|source| BenchError::Io {
@@ -165,17 +169,25 @@ impl EchoServer {
             consumers: Mutex::new(ConsumerTable::default()),
             held_count: AtomicUsize::new(0),
         });
-        let workers = Workers::start(listener, threads, SWEEP_INTERVAL, state)?;
-        Ok(EchoServer { addr, workers })
+        let runner = match pool_threads {
+            Some(threads) => {
+                Runner::Pool(Workers::start(listener, threads, SWEEP_INTERVAL, state)?)
+            }
+            None => Runner::PerConnection(PerConnection::start(listener, SWEEP_INTERVAL, state)?),
+        };
+        Ok(EchoServer { addr, runner })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
     }
 
-    /// Stops the workers; every connection closes.
+    /// Stops serving; every connection closes.
     pub fn shutdown(self) {
-        self.workers.shutdown();
+        match self.runner {
+            Runner::Pool(workers) => workers.shutdown(),
+            Runner::PerConnection(threads) => threads.shutdown(),
+        }
     }
 }
 
@@ -665,48 +677,50 @@ mod tests {
     /// worker, and a held pull nobody wakes is answered at its suspend timeout.
     #[test]
     fn held_pulls_are_woken_across_workers_and_expire() {
-        let server = EchoServer::start_with_threads("127.0.0.1:0", 2, 2).expect("starts");
-        let addr = server.local_addr().to_string();
-        // Connections go to the workers in turn: these two land on different workers.
-        let consumer = Connection::connect(&addr, SerializeType::Json).expect("connects");
-        let producer = Connection::connect(&addr, SerializeType::Json).expect("connects");
-        let (done, woken) = std::sync::mpsc::channel();
-        let started = Instant::now();
-        consumer.send_async(
-            pull_command("Held", 0, 0, 20_000),
-            30_000,
-            Box::new(move |r| {
-                let _ = done.send((r, started.elapsed()));
-            }),
-        );
-        std::thread::sleep(Duration::from_millis(200));
-        assert!(woken.try_recv().is_err(), "held until a send arrives");
-        let sent_body: Vec<u8> = (0..100u8).collect();
-        let sent = producer.call(send_command("Held", 0, &sent_body), 3000);
-        assert_eq!(sent.expect("sent").code, response_code::SUCCESS);
-        let (pulled, after) = woken.recv_timeout(Duration::from_secs(5)).expect("woken");
-        let pulled = pulled.expect("answer");
-        assert_eq!(pulled.code, response_code::SUCCESS);
-        assert_eq!(next_begin_offset(&pulled), 1);
-        let bodies: Vec<Vec<u8>> = crate::record::records(&pulled.body)
-            .map(|r| r.expect("record").body.to_vec())
-            .collect();
-        // The record starts with the sent body's head; the rest is filler of the same length.
-        let mut expected = sent_body[..RECENT_HEAD_BYTES].to_vec();
-        expected.resize(sent_body.len(), b'e');
-        assert_eq!(bodies, [expected]);
-        assert!(after < Duration::from_secs(5), "{after:?}");
-        let started = Instant::now();
-        let expired = consumer
-            .call(pull_command("Held", 0, 1, 300), 5000)
-            .expect("answer");
-        assert_eq!(expired.code, response_code::PULL_NOT_FOUND);
-        let held_for = started.elapsed();
-        assert!(held_for >= Duration::from_millis(290), "{held_for:?}");
-        assert!(held_for < Duration::from_secs(3), "{held_for:?}");
-        consumer.close();
-        producer.close();
-        server.shutdown();
+        for model in [Some(2), None] {
+            let server = EchoServer::start_with("127.0.0.1:0", 2, model).expect("starts");
+            let addr = server.local_addr().to_string();
+            // Connections go to the workers in turn: these two land on different workers.
+            let consumer = Connection::connect(&addr, SerializeType::Json).expect("connects");
+            let producer = Connection::connect(&addr, SerializeType::Json).expect("connects");
+            let (done, woken) = std::sync::mpsc::channel();
+            let started = Instant::now();
+            consumer.send_async(
+                pull_command("Held", 0, 0, 20_000),
+                30_000,
+                Box::new(move |r| {
+                    let _ = done.send((r, started.elapsed()));
+                }),
+            );
+            std::thread::sleep(Duration::from_millis(200));
+            assert!(woken.try_recv().is_err(), "held until a send arrives");
+            let sent_body: Vec<u8> = (0..100u8).collect();
+            let sent = producer.call(send_command("Held", 0, &sent_body), 3000);
+            assert_eq!(sent.expect("sent").code, response_code::SUCCESS);
+            let (pulled, after) = woken.recv_timeout(Duration::from_secs(5)).expect("woken");
+            let pulled = pulled.expect("answer");
+            assert_eq!(pulled.code, response_code::SUCCESS);
+            assert_eq!(next_begin_offset(&pulled), 1);
+            let bodies: Vec<Vec<u8>> = crate::record::records(&pulled.body)
+                .map(|r| r.expect("record").body.to_vec())
+                .collect();
+            // The record starts with the sent body's head; the rest is filler of the same length.
+            let mut expected = sent_body[..RECENT_HEAD_BYTES].to_vec();
+            expected.resize(sent_body.len(), b'e');
+            assert_eq!(bodies, [expected]);
+            assert!(after < Duration::from_secs(5), "{after:?}");
+            let started = Instant::now();
+            let expired = consumer
+                .call(pull_command("Held", 0, 1, 300), 5000)
+                .expect("answer");
+            assert_eq!(expired.code, response_code::PULL_NOT_FOUND);
+            let held_for = started.elapsed();
+            assert!(held_for >= Duration::from_millis(290), "{held_for:?}");
+            assert!(held_for < Duration::from_secs(3), "{held_for:?}");
+            consumer.close();
+            producer.close();
+            server.shutdown();
+        }
     }
 
     /// Pulls held for one connection and woken at once by sends from two other workers get
@@ -716,106 +730,110 @@ mod tests {
     fn answers_written_by_two_workers_to_one_connection_do_not_interleave() {
         const QUEUES: i32 = 128;
         const BODY_BYTES: usize = 64 * 1024;
-        let server = EchoServer::start_with_threads("127.0.0.1:0", 8, 3).expect("starts");
-        let addr = server.local_addr().to_string();
-        // Connections go to the workers in turn: one each.
-        let consumer = Connection::connect(&addr, SerializeType::RocketMq).expect("connects");
-        let producers = [
-            Connection::connect(&addr, SerializeType::RocketMq).expect("connects"),
-            Connection::connect(&addr, SerializeType::RocketMq).expect("connects"),
-        ];
-        let (done, answered) = std::sync::mpsc::channel();
-        for queue_id in 0..QUEUES {
-            let done = done.clone();
-            consumer.send_async(
-                pull_command("Fan", queue_id, 0, 20_000),
-                30_000,
-                Box::new(move |r| {
-                    let _ = done.send((queue_id, r));
-                }),
-            );
-        }
-        std::thread::sleep(Duration::from_millis(200));
-        assert!(answered.try_recv().is_err(), "held until a send arrives");
-        let sending: Vec<_> = producers
-            .iter()
-            .enumerate()
-            .map(|(p, producer)| {
-                let producer = Arc::clone(producer);
-                std::thread::spawn(move || {
-                    for queue_id in (0..QUEUES).filter(|q| q % 2 == p as i32) {
-                        let mut body = vec![b'x'; BODY_BYTES];
-                        body[..4].copy_from_slice(&queue_id.to_be_bytes());
-                        let sent = producer
-                            .call(send_command("Fan", queue_id, &body), 5000)
-                            .expect("sent");
-                        assert_eq!(sent.code, response_code::SUCCESS);
-                    }
+        for model in [Some(3), None] {
+            let server = EchoServer::start_with("127.0.0.1:0", 8, model).expect("starts");
+            let addr = server.local_addr().to_string();
+            // Connections go to the workers in turn: one each.
+            let consumer = Connection::connect(&addr, SerializeType::RocketMq).expect("connects");
+            let producers = [
+                Connection::connect(&addr, SerializeType::RocketMq).expect("connects"),
+                Connection::connect(&addr, SerializeType::RocketMq).expect("connects"),
+            ];
+            let (done, answered) = std::sync::mpsc::channel();
+            for queue_id in 0..QUEUES {
+                let done = done.clone();
+                consumer.send_async(
+                    pull_command("Fan", queue_id, 0, 20_000),
+                    30_000,
+                    Box::new(move |r| {
+                        let _ = done.send((queue_id, r));
+                    }),
+                );
+            }
+            std::thread::sleep(Duration::from_millis(200));
+            assert!(answered.try_recv().is_err(), "held until a send arrives");
+            let sending: Vec<_> = producers
+                .iter()
+                .enumerate()
+                .map(|(p, producer)| {
+                    let producer = Arc::clone(producer);
+                    std::thread::spawn(move || {
+                        for queue_id in (0..QUEUES).filter(|q| q % 2 == p as i32) {
+                            let mut body = vec![b'x'; BODY_BYTES];
+                            body[..4].copy_from_slice(&queue_id.to_be_bytes());
+                            let sent = producer
+                                .call(send_command("Fan", queue_id, &body), 5000)
+                                .expect("sent");
+                            assert_eq!(sent.code, response_code::SUCCESS);
+                        }
+                    })
                 })
-            })
-            .collect();
-        for thread in sending {
-            thread.join().expect("sends");
-        }
-        let mut seen = std::collections::BTreeSet::new();
-        for _ in 0..QUEUES {
-            let (queue_id, pulled) = answered
-                .recv_timeout(Duration::from_secs(20))
-                .expect("answered");
-            let pulled = pulled.expect("a well-formed answer");
-            assert_eq!(pulled.code, response_code::SUCCESS);
-            assert_eq!(next_begin_offset(&pulled), 1);
-            let records: Vec<_> = crate::record::records(&pulled.body)
-                .map(|r| r.expect("record"))
                 .collect();
-            assert_eq!(records.len(), 1);
-            assert_eq!(records[0].queue_id, queue_id);
-            assert_eq!(records[0].body.len(), BODY_BYTES);
-            assert_eq!(records[0].body[..4], queue_id.to_be_bytes());
-            assert!(seen.insert(queue_id), "queue {queue_id} answered twice");
+            for thread in sending {
+                thread.join().expect("sends");
+            }
+            let mut seen = std::collections::BTreeSet::new();
+            for _ in 0..QUEUES {
+                let (queue_id, pulled) = answered
+                    .recv_timeout(Duration::from_secs(20))
+                    .expect("answered");
+                let pulled = pulled.expect("a well-formed answer");
+                assert_eq!(pulled.code, response_code::SUCCESS);
+                assert_eq!(next_begin_offset(&pulled), 1);
+                let records: Vec<_> = crate::record::records(&pulled.body)
+                    .map(|r| r.expect("record"))
+                    .collect();
+                assert_eq!(records.len(), 1);
+                assert_eq!(records[0].queue_id, queue_id);
+                assert_eq!(records[0].body.len(), BODY_BYTES);
+                assert_eq!(records[0].body[..4], queue_id.to_be_bytes());
+                assert!(seen.insert(queue_id), "queue {queue_id} answered twice");
+            }
+            consumer.close();
+            for producer in producers {
+                producer.close();
+            }
+            server.shutdown();
         }
-        consumer.close();
-        for producer in producers {
-            producer.close();
-        }
-        server.shutdown();
     }
 
     /// A client that sends far more than the output bound before reading gets every answer,
     /// in order (the worker stops reading it while its answers wait, then goes on).
     #[test]
     fn a_client_that_reads_late_gets_every_answer() {
-        let server = EchoServer::start_with_threads("127.0.0.1:0", 1, 1).expect("starts");
-        let addr = server.local_addr().to_string();
-        let conn = Connection::connect(&addr, SerializeType::Json).expect("connects");
-        let body = vec![b'x'; 8 * 1024];
-        let sent = conn
-            .call(send_command("Late", 0, &body), 3000)
-            .expect("sent");
-        assert_eq!(sent.code, response_code::SUCCESS);
-        // Each answer carries one 8 KiB record: 2,000 of them are about four times the bound.
-        let pulls = 4 * crate::echo_workers::OUT_PENDING_MAX_BYTES / body.len() / 2;
-        let (done, answered) = std::sync::mpsc::channel();
-        for _ in 0..pulls {
-            let done = done.clone();
-            conn.send_async(
-                pull_command("Late", 0, 0, 0),
-                30_000,
-                Box::new(move |r| {
-                    let _ = done.send(r.map(|r| (r.code, r.body.len())));
-                }),
-            );
+        for model in [Some(1), None] {
+            let server = EchoServer::start_with("127.0.0.1:0", 1, model).expect("starts");
+            let addr = server.local_addr().to_string();
+            let conn = Connection::connect(&addr, SerializeType::Json).expect("connects");
+            let body = vec![b'x'; 8 * 1024];
+            let sent = conn
+                .call(send_command("Late", 0, &body), 3000)
+                .expect("sent");
+            assert_eq!(sent.code, response_code::SUCCESS);
+            // Each answer carries one 8 KiB record: 2,000 of them are about four times the bound.
+            let pulls = 4 * crate::echo_workers::OUT_PENDING_MAX_BYTES / body.len() / 2;
+            let (done, answered) = std::sync::mpsc::channel();
+            for _ in 0..pulls {
+                let done = done.clone();
+                conn.send_async(
+                    pull_command("Late", 0, 0, 0),
+                    30_000,
+                    Box::new(move |r| {
+                        let _ = done.send(r.map(|r| (r.code, r.body.len())));
+                    }),
+                );
+            }
+            for _ in 0..pulls {
+                let (code, body_len) = answered
+                    .recv_timeout(Duration::from_secs(30))
+                    .expect("answered")
+                    .expect("answer");
+                assert_eq!(code, response_code::SUCCESS);
+                assert!(body_len > body.len());
+            }
+            conn.close();
+            server.shutdown();
         }
-        for _ in 0..pulls {
-            let (code, body_len) = answered
-                .recv_timeout(Duration::from_secs(30))
-                .expect("answered")
-                .expect("answer");
-            assert_eq!(code, response_code::SUCCESS);
-            assert!(body_len > body.len());
-        }
-        conn.close();
-        server.shutdown();
     }
 
     fn heartbeat_command(client_id: &str, group: &str) -> RemotingCommand {
@@ -853,79 +871,82 @@ mod tests {
     /// heartbeats, gone with the connection or an unregister) and offsets kept in memory.
     #[test]
     fn serves_the_push_consumers_requests() {
-        let server = EchoServer::start_with_threads("127.0.0.1:0", 2, 2).expect("starts");
-        let addr = server.local_addr().to_string();
-        let a = Connection::connect(&addr, SerializeType::Json).expect("connects");
-        let b = Connection::connect(&addr, SerializeType::RocketMq).expect("connects");
-        let (code, _) = consumer_ids(&a, "pushGroup");
-        assert_eq!(code, response_code::SYSTEM_ERROR);
-        for (conn, id) in [(&a, "127.0.0.1@a"), (&b, "127.0.0.1@b")] {
-            let response = conn
-                .call(heartbeat_command(id, "pushGroup"), 3000)
-                .expect("answer");
-            assert_eq!(response.code, response_code::SUCCESS);
-        }
-        assert_eq!(
-            consumer_ids(&a, "pushGroup"),
-            (
-                response_code::SUCCESS,
-                vec!["127.0.0.1@a".into(), "127.0.0.1@b".into()]
-            )
-        );
-        let bad = RemotingCommand::request(request_code::HEART_BEAT).with_body(Bytes::from("{"));
-        assert_eq!(
-            a.call(bad, 3000).expect("answer").code,
-            response_code::SYSTEM_ERROR
-        );
-        let mut unregister = RemotingCommand::request(request_code::UNREGISTER_CLIENT);
-        UnregisterClientRequestHeader {
-            client_id: "127.0.0.1@a".into(),
-            producer_group: None,
-            consumer_group: Some("pushGroup".into()),
-        }
-        .encode(&mut unregister);
-        assert_eq!(
-            a.call(unregister, 3000).expect("answer").code,
-            response_code::SUCCESS
-        );
-        assert_eq!(consumer_ids(&a, "pushGroup").1, ["127.0.0.1@b"]);
-        b.close();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while consumer_ids(&a, "pushGroup").0 == response_code::SUCCESS {
-            assert!(
-                Instant::now() < deadline,
-                "the closed connection's client stays"
+        for model in [Some(2), None] {
+            let server = EchoServer::start_with("127.0.0.1:0", 2, model).expect("starts");
+            let addr = server.local_addr().to_string();
+            let a = Connection::connect(&addr, SerializeType::Json).expect("connects");
+            let b = Connection::connect(&addr, SerializeType::RocketMq).expect("connects");
+            let (code, _) = consumer_ids(&a, "pushGroup");
+            assert_eq!(code, response_code::SYSTEM_ERROR);
+            for (conn, id) in [(&a, "127.0.0.1@a"), (&b, "127.0.0.1@b")] {
+                let response = conn
+                    .call(heartbeat_command(id, "pushGroup"), 3000)
+                    .expect("answer");
+                assert_eq!(response.code, response_code::SUCCESS);
+            }
+            assert_eq!(
+                consumer_ids(&a, "pushGroup"),
+                (
+                    response_code::SUCCESS,
+                    vec!["127.0.0.1@a".into(), "127.0.0.1@b".into()]
+                )
             );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let query = |queue_id| {
-            let mut cmd = RemotingCommand::request(request_code::QUERY_CONSUMER_OFFSET);
-            QueryConsumerOffsetRequestHeader {
+            let bad =
+                RemotingCommand::request(request_code::HEART_BEAT).with_body(Bytes::from("{"));
+            assert_eq!(
+                a.call(bad, 3000).expect("answer").code,
+                response_code::SYSTEM_ERROR
+            );
+            let mut unregister = RemotingCommand::request(request_code::UNREGISTER_CLIENT);
+            UnregisterClientRequestHeader {
+                client_id: "127.0.0.1@a".into(),
+                producer_group: None,
+                consumer_group: Some("pushGroup".into()),
+            }
+            .encode(&mut unregister);
+            assert_eq!(
+                a.call(unregister, 3000).expect("answer").code,
+                response_code::SUCCESS
+            );
+            assert_eq!(consumer_ids(&a, "pushGroup").1, ["127.0.0.1@b"]);
+            b.close();
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while consumer_ids(&a, "pushGroup").0 == response_code::SUCCESS {
+                assert!(
+                    Instant::now() < deadline,
+                    "the closed connection's client stays"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let query = |queue_id| {
+                let mut cmd = RemotingCommand::request(request_code::QUERY_CONSUMER_OFFSET);
+                QueryConsumerOffsetRequestHeader {
+                    consumer_group: "pushGroup".into(),
+                    topic: "T".into(),
+                    queue_id,
+                    set_zero_if_not_found: None,
+                }
+                .encode(&mut cmd);
+                a.call(cmd, 3000).expect("answer")
+            };
+            assert_eq!(query(3).code, response_code::QUERY_NOT_FOUND);
+            let mut update = RemotingCommand::request(request_code::UPDATE_CONSUMER_OFFSET);
+            UpdateConsumerOffsetRequestHeader {
                 consumer_group: "pushGroup".into(),
                 topic: "T".into(),
-                queue_id,
-                set_zero_if_not_found: None,
+                queue_id: 3,
+                commit_offset: 42,
             }
-            .encode(&mut cmd);
-            a.call(cmd, 3000).expect("answer")
-        };
-        assert_eq!(query(3).code, response_code::QUERY_NOT_FOUND);
-        let mut update = RemotingCommand::request(request_code::UPDATE_CONSUMER_OFFSET);
-        UpdateConsumerOffsetRequestHeader {
-            consumer_group: "pushGroup".into(),
-            topic: "T".into(),
-            queue_id: 3,
-            commit_offset: 42,
+            .encode(&mut update);
+            assert_eq!(
+                a.call(update, 3000).expect("answer").code,
+                response_code::SUCCESS
+            );
+            let found = query(3);
+            assert_eq!(found.code, response_code::SUCCESS);
+            assert_eq!(found.ext_fields["offset"], "42");
+            a.close();
+            server.shutdown();
         }
-        .encode(&mut update);
-        assert_eq!(
-            a.call(update, 3000).expect("answer").code,
-            response_code::SUCCESS
-        );
-        let found = query(3);
-        assert_eq!(found.code, response_code::SUCCESS);
-        assert_eq!(found.ext_fields["offset"], "42");
-        a.close();
-        server.shutdown();
     }
 }

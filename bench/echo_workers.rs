@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -36,6 +36,15 @@ use crate::error::BenchError;
 pub const ECHO_CONNECTIONS_MAX: usize = 1024;
 /// Most worker threads (`--echo-threads`).
 pub const ECHO_THREADS_MAX: usize = 64;
+
+/// How the echo server serves its connections (`--echo-model`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EchoModel {
+    /// Two threads per connection ([`crate::echo_threads`]).
+    PerConnection,
+    /// A fixed pool of `--echo-threads` epoll workers ([`Workers`]).
+    Pool,
+}
 
 /// The default `--echo-threads`: one worker per core.
 pub fn echo_threads_default() -> usize {
@@ -66,15 +75,19 @@ const KEY_FIRST_CONNECTION: u64 = 2;
 #[derive(Clone)]
 pub struct ReplyTo {
     pub connection: u64,
-    outlet: Arc<Outlet>,
+    pub(crate) outlet: Arc<Outlet>,
 }
 
 /// A connection's write side. Every write happens under `out`'s lock and writes whole frames
 /// from the front of what waits, so `out` is non-empty only after a write that would block,
 /// and the socket's next writable edge (delivered to the owning worker) drains it.
 pub struct Outlet {
-    stream: TcpStream,
+    pub(crate) stream: TcpStream,
     out: Mutex<Outgoing>,
+    /// Set for a blocking socket served by its own writer thread
+    /// ([`crate::echo_threads`]): answers are only appended, and this wakes the writer (and a
+    /// reader waiting for room).
+    writer: Option<Condvar>,
 }
 
 #[derive(Default)]
@@ -90,7 +103,57 @@ impl Outlet {
         Outlet {
             stream,
             out: Mutex::new(Outgoing::default()),
+            writer: None,
         }
+    }
+
+    /// The write side of a blocking socket whose writer thread runs [`Outlet::write_loop`].
+    pub(crate) fn with_writer_thread(stream: TcpStream) -> Self {
+        Outlet {
+            stream,
+            out: Mutex::new(Outgoing::default()),
+            writer: Some(Condvar::new()),
+        }
+    }
+
+    /// The writer thread of a blocking socket: writes whatever waits, in order, until the
+    /// connection fails or is closed.
+    pub(crate) fn write_loop(&self) {
+        let Some(wake) = &self.writer else {
+            return;
+        };
+        let mut batch = BytesMut::new();
+        loop {
+            {
+                let mut out = self.lock();
+                while out.waiting.is_empty() && !out.failed {
+                    out = wake.wait(out).unwrap_or_else(|e| e.into_inner());
+                }
+                if out.failed {
+                    return;
+                }
+                std::mem::swap(&mut batch, &mut out.waiting);
+                // A reader waiting for room may go on.
+                wake.notify_all();
+            }
+            if (&self.stream).write_all(&batch).is_err() {
+                self.close();
+                return;
+            }
+            batch.clear();
+        }
+    }
+
+    /// Blocks while more than [`OUT_PENDING_MAX_BYTES`] wait (blocking sockets only);
+    /// `false` if the connection has failed.
+    pub(crate) fn wait_for_room(&self) -> bool {
+        let mut out = self.lock();
+        if let Some(wake) = &self.writer {
+            while out.waiting.len() > OUT_PENDING_MAX_BYTES && !out.failed {
+                out = wake.wait(out).unwrap_or_else(|e| e.into_inner());
+            }
+        }
+        !out.failed
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Outgoing> {
@@ -99,11 +162,21 @@ impl Outlet {
 
     /// Writes `frames` (whole frames) after what waits, until done or the socket is full;
     /// what the socket did not take waits. `false` if the connection has failed.
-    fn write_frames(&self, frames: &mut BytesMut) -> bool {
+    pub(crate) fn write_frames(&self, frames: &mut BytesMut) -> bool {
         let mut out = self.lock();
         if out.failed {
             frames.clear();
             return false;
+        }
+        if let Some(wake) = &self.writer {
+            if out.waiting.is_empty() {
+                std::mem::swap(&mut out.waiting, frames);
+            } else {
+                out.waiting.extend_from_slice(frames);
+                frames.clear();
+            }
+            wake.notify_all();
+            return true;
         }
         if out.waiting.is_empty() {
             // Nothing before them: write from the caller's buffer, keep only the rest.
@@ -147,11 +220,14 @@ impl Outlet {
 
     /// The owner closed the connection: answers still held for it are dropped, and the
     /// socket is shut down now (its descriptor closes with the last held answer's handle).
-    fn close(&self) {
+    pub(crate) fn close(&self) {
         let mut out = self.lock();
         out.failed = true;
         out.waiting = BytesMut::new();
         let _ = self.stream.shutdown(std::net::Shutdown::Both);
+        if let Some(wake) = &self.writer {
+            wake.notify_all();
+        }
     }
 }
 
@@ -221,7 +297,7 @@ pub struct Replies {
 }
 
 impl Replies {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Replies { frames: Vec::new() }
     }
 
@@ -235,7 +311,7 @@ impl Replies {
     }
 
     /// Writes every queued answer to its connection's socket.
-    fn deliver(&mut self) {
+    pub(crate) fn deliver(&mut self) {
         for (outlet, mut frame) in self.frames.drain(..) {
             // A failed connection's owner sees the failure on its next event and closes it.
             let _ = outlet.write_frames(&mut frame);
@@ -578,14 +654,28 @@ impl Worker {
 /// Decodes and answers every whole request in the connection's input; `false` once the
 /// stream is not a remoting stream (the connection is then closed).
 fn answer(service: &dyn Service, from: &ReplyTo, conn: &mut Conn, replies: &mut Replies) -> bool {
+    answer_each(service, from, &mut conn.input, replies, |response, _| {
+        encode_frame(response, &mut conn.out).is_ok()
+    })
+}
+
+/// Decodes every whole request in `input` and hands each answer to `emit` (`false` from it
+/// stops: the connection is closed); `false` once the stream is not a remoting stream.
+pub(crate) fn answer_each(
+    service: &dyn Service,
+    from: &ReplyTo,
+    input: &mut BytesMut,
+    replies: &mut Replies,
+    mut emit: impl FnMut(&RemotingCommand, &mut Replies) -> bool,
+) -> bool {
     loop {
-        match decode_frame(&mut conn.input, FRAME_SIZE_MAX_BYTES) {
+        match decode_frame(input, FRAME_SIZE_MAX_BYTES) {
             Ok(Some(request)) => {
                 if request.is_response() {
                     continue;
                 }
                 if let Some(response) = service.handle(from, request, replies) {
-                    if encode_frame(&response, &mut conn.out).is_err() {
+                    if !emit(&response, replies) {
                         return false;
                     }
                 }

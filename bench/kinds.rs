@@ -556,17 +556,26 @@ fn add_broker_cpu(
 
 /// `echo-server`: serves until the duration ends (600 s unless `-d` says otherwise).
 pub fn run_echo(args: &Args) -> Result<(), BenchError> {
-    let server = EchoServer::start_with_threads(&args.listen, args.echo_queues, args.echo_threads)?;
+    let threads = match args.echo_model {
+        crate::echo_workers::EchoModel::Pool => Some(args.echo_threads),
+        crate::echo_workers::EchoModel::PerConnection => None,
+    };
+    let server = EchoServer::start_with(&args.listen, args.echo_queues, threads)?;
     // Scripts wait for this line to learn the port.
     println!(
         "ringmq-bench echo-server listening on {}",
         server.local_addr()
     );
-    eprintln!(
-        "ringmq-bench echo-server listening on {} ({} worker threads)",
-        server.local_addr(),
-        args.echo_threads
-    );
+    match threads {
+        Some(n) => eprintln!(
+            "ringmq-bench echo-server listening on {} (a pool of {n} worker threads)",
+            server.local_addr()
+        ),
+        None => eprintln!(
+            "ringmq-bench echo-server listening on {} (two threads per connection)",
+            server.local_addr()
+        ),
+    }
     std::thread::sleep(duration(args));
     server.shutdown();
     Ok(())

@@ -12,6 +12,7 @@ mod client;
 mod consumer;
 mod echo;
 mod echo_clients;
+mod echo_threads;
 mod echo_workers;
 mod error;
 mod kinds;
