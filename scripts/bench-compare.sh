@@ -31,6 +31,11 @@
 #   PEER_CACHE_DIR      where the peer binaries are installed [/work/peer-cache]
 #   COMPARE_DOC         Markdown file to update [docs/BENCHMARKS.md]; empty = do not write
 #   COMPARE_ECHO_QUEUES queues per topic the echo route announces [8]
+#   COMPARE_ECHO_MODELS echo server models the ceiling is the best of [per-connection pool]:
+#                       each workload runs against a fresh echo server of each model, and the
+#                       ceiling column shows the better run (W3 and W5: the lower e2e p99;
+#                       W1, W2, W4: the higher msg/s), named in the table's header. W6 uses
+#                       the first model.
 #   COMPARE_NOTE        a sentence added to the table's header (e.g. which ringmq build ran)
 #   HA_SAMPLE_MS        WHA: how often master and slave are sampled [100]
 #   HA_PEER_STORE_DIR   WHA: where the peer's stores go [$TMPDIR or /tmp]; the peer refuses
@@ -46,6 +51,7 @@ COMPARE_NETNS=${COMPARE_NETNS:-ringmq-bench}
 PEER_CACHE_DIR=${PEER_CACHE_DIR:-/work/peer-cache}
 COMPARE_DOC=${COMPARE_DOC-$BENCH_ROOT/docs/BENCHMARKS.md}
 COMPARE_ECHO_QUEUES=${COMPARE_ECHO_QUEUES:-8}
+COMPARE_ECHO_MODELS=${COMPARE_ECHO_MODELS:-per-connection pool}
 PEER_VERSION=1.0.0
 PEER_NAMESRV_BIN=$PEER_CACHE_DIR/bin/rocketmq-namesrv-rust
 PEER_BROKER_BIN=$PEER_CACHE_DIR/bin/rocketmq-broker-rust
@@ -170,11 +176,13 @@ stop_peer() {
 }
 
 ECHO_ADDR=
+# Starts an echo server of model $1 (`--echo-model`; the first of COMPARE_ECHO_MODELS if none).
 start_echo() {
-  local log=$OUT_DIR/echo.log waited=0 port
+  local model=${1:-${COMPARE_ECHO_MODELS%% *}} waited=0 port
+  local log=$OUT_DIR/echo-$model.log
   port=$(free_port)
   $NS_PREFIX "$BENCH_BIN" echo-server --listen "127.0.0.1:$port" -d 600 \
-    --echo-queues "$COMPARE_ECHO_QUEUES" >"$log" 2>&1 </dev/null &
+    --echo-queues "$COMPARE_ECHO_QUEUES" --echo-model "$model" >>"$log" 2>&1 </dev/null &
   ECHO_PID=$!
   until grep -q "echo-server listening" "$log" 2>/dev/null; do
     kill -0 "$ECHO_PID" 2>/dev/null || { cat "$log" >&2; bdie "echo-server exited"; }
@@ -195,6 +203,33 @@ cleanup() {
   stop_peer
   stop_echo
   teardown_netns
+}
+
+# Runs workload $1 against a fresh echo server of each of COMPARE_ECHO_MODELS and copies the
+# better report to $OUT_DIR/$1-echo.json (W3, W5: lower e2e p99; others: higher msg/s);
+# appends "<workload> <model>" to ECHO_PICKS.
+ECHO_PICKS=
+run_echo_ceiling() {
+  local w=$1 meter col model v best= best_v= lower=0
+  meter=$(main_meter "$w")
+  case $w in
+    W3 | W5) col=8 lower=1 ;;
+    *) col=4 ;;
+  esac
+  for model in $COMPARE_ECHO_MODELS; do
+    start_echo "$model"
+    run_workload "$w" "$ECHO_ADDR" "$OUT_DIR/$w-echo-$model.json" "$w-echo-$model" "$NS_PREFIX"
+    stop_echo
+    v=$(metric "$OUT_DIR/$w-echo-$model.json" "$meter" $col)
+    [[ $v == - ]] && continue
+    if [[ -z $best ]] || awk -v a="$v" -v b="$best_v" -v l=$lower 'BEGIN { exit !(l ? a < b : a > b) }'; then
+      best=$model best_v=$v
+    fi
+  done
+  if [[ -n $best ]]; then
+    cp "$OUT_DIR/$w-echo-$best.json" "$OUT_DIR/$w-echo.json"
+    ECHO_PICKS+="${ECHO_PICKS:+, }$w $best"
+  fi
 }
 
 # The meter that carries a workload's headline figures.
@@ -532,9 +567,7 @@ compare_main() {
       run_workload "$w" "127.0.0.1:$PEER_NAMESRV_PORT" "$OUT_DIR/$w-peer.json" "$w-peer" "$NS_PREFIX"
       stop_peer
     fi
-    start_echo
-    run_workload "$w" "$ECHO_ADDR" "$OUT_DIR/$w-echo.json" "$w-echo" "$NS_PREFIX"
-    stop_echo
+    run_echo_ceiling "$w"
   done
 
   local table row meter r p e col
@@ -568,6 +601,7 @@ compare_main() {
   header="Run: \`scripts/bench-compare.sh ${workloads[*]}\` (BENCH_DURATION_S=$BENCH_DURATION_S, BENCH_E2E_RATE=$BENCH_E2E_RATE, BENCH_BACKLOG_BYTES=$BENCH_BACKLOG_BYTES, BENCH_W5_RATE=$BENCH_W5_RATE, COMPARE_PEER=$COMPARE_PEER) at git $(cd "$BENCH_ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown) on $(date -u +%Y-%m-%d).
 Machine: $(machine_line). All processes on one machine, loopback only$([[ -n $NS_PREFIX ]] && echo ", inside a loopback-only network namespace").
 Commands: $(for w in "${workloads[@]}"; do printf '%s `ringmq-bench %s`; ' "$w" "$(workload_args "$w")"; done)
+Echo ceiling: the better of \`echo-server --echo-model\` $COMPARE_ECHO_MODELS per workload (W3, W5: lower e2e p99; W1, W2, W4: higher msg/s): ${ECHO_PICKS:-none}.
 Reports: $OUT_DIR.${COMPARE_NOTE:+
 $COMPARE_NOTE}"
   printf '%s\n\n%s\n' "$header" "$table" | tee "$OUT_DIR/COMPARE.md"
