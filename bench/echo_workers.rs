@@ -96,6 +96,10 @@ struct Outgoing {
     waiting: BytesMut,
     /// A write failed or the connection was closed: later answers are dropped.
     failed: bool,
+    /// The writer thread waits for answers (only then is it woken: a wake-up is a syscall).
+    writer_idle: bool,
+    /// The reader thread waits for room.
+    reader_blocked: bool,
 }
 
 impl Outlet {
@@ -127,14 +131,18 @@ impl Outlet {
             {
                 let mut out = self.lock();
                 while out.waiting.is_empty() && !out.failed {
+                    out.writer_idle = true;
                     out = wake.wait(out).unwrap_or_else(|e| e.into_inner());
                 }
+                out.writer_idle = false;
                 if out.failed {
                     return;
                 }
                 std::mem::swap(&mut batch, &mut out.waiting);
-                // A reader waiting for room may go on.
-                wake.notify_all();
+                if out.reader_blocked {
+                    // The reader waiting for room may go on.
+                    wake.notify_all();
+                }
             }
             if (&self.stream).write_all(&batch).is_err() {
                 self.close();
@@ -150,8 +158,10 @@ impl Outlet {
         let mut out = self.lock();
         if let Some(wake) = &self.writer {
             while out.waiting.len() > OUT_PENDING_MAX_BYTES && !out.failed {
+                out.reader_blocked = true;
                 out = wake.wait(out).unwrap_or_else(|e| e.into_inner());
             }
+            out.reader_blocked = false;
         }
         !out.failed
     }
@@ -175,7 +185,9 @@ impl Outlet {
                 out.waiting.extend_from_slice(frames);
                 frames.clear();
             }
-            wake.notify_all();
+            if out.writer_idle {
+                wake.notify_all();
+            }
             return true;
         }
         if out.waiting.is_empty() {
