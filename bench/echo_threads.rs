@@ -191,10 +191,10 @@ fn read_loop(from: &ReplyTo, service: &dyn Service) {
             &mut input,
             &mut replies,
             |response, replies| {
-                let encoded = encode_frame(response, &mut out).is_ok();
-                let written = encoded && from.outlet.write_frames(&mut out);
+                // The pulls a send woke are answered before the send is acknowledged (the
+                // producer's next send then finds their consumers' pulls held again sooner).
                 replies.deliver();
-                written
+                encode_frame(response, &mut out).is_ok() && from.outlet.write_frames(&mut out)
             },
         );
         // A request that produced no answer of its own may still have woken others.

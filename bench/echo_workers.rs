@@ -666,9 +666,18 @@ impl Worker {
 /// Decodes and answers every whole request in the connection's input; `false` once the
 /// stream is not a remoting stream (the connection is then closed).
 fn answer(service: &dyn Service, from: &ReplyTo, conn: &mut Conn, replies: &mut Replies) -> bool {
-    answer_each(service, from, &mut conn.input, replies, |response, _| {
-        encode_frame(response, &mut conn.out).is_ok()
-    })
+    answer_each(
+        service,
+        from,
+        &mut conn.input,
+        replies,
+        |response, replies| {
+            // The pulls a request woke are answered (written to their sockets) before its own
+            // answer, as the per-connection model does.
+            replies.deliver();
+            encode_frame(response, &mut conn.out).is_ok()
+        },
+    )
 }
 
 /// Decodes every whole request in `input` and hands each answer to `emit` (`false` from it
