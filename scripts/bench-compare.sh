@@ -205,10 +205,11 @@ cleanup() {
   teardown_netns
 }
 
-# Runs workload $1 against a fresh echo server of each of COMPARE_ECHO_MODELS and copies the
-# better report to $OUT_DIR/$1-echo.json (W3, W5: lower e2e p99; others: higher msg/s);
+# Runs workload $1 against a fresh echo server of each of COMPARE_ECHO_MODELS and keeps the
+# better report's path in ECHO_REPORTS[$1] (W3, W5: lower e2e p99; others: higher msg/s);
 # appends "<workload> <model>" to ECHO_PICKS.
 ECHO_PICKS=
+declare -A ECHO_REPORTS=()
 run_echo_ceiling() {
   local w=$1 meter col model v best= best_v= lower=0
   meter=$(main_meter "$w")
@@ -227,7 +228,7 @@ run_echo_ceiling() {
     fi
   done
   if [[ -n $best ]]; then
-    cp "$OUT_DIR/$w-echo-$best.json" "$OUT_DIR/$w-echo.json"
+    ECHO_REPORTS[$w]=$OUT_DIR/$w-echo-$best.json
     ECHO_PICKS+="${ECHO_PICKS:+, }$w $best"
   fi
 }
@@ -585,7 +586,7 @@ compare_main() {
       esac
       r=$(metric "$OUT_DIR/$w-ringmq.json" "$meter" $col)
       p=$(metric "$OUT_DIR/$w-peer.json" "$meter" $col)
-      e=$(metric "$OUT_DIR/$w-echo.json" "$meter" $col)
+      e=$(metric "${ECHO_REPORTS[$w]:-$OUT_DIR/$w-echo.json}" "$meter" $col)
       case $target in
         msgs) row="| $w $(workload_title "$w") | $meter msg/s | $r | $p | $e | $(ratio "$r" "$p") | $(ratio "$r" "$e") |" ;;
         mb) row="| $w | $meter MB/s | $r | $p | $e | $(ratio "$r" "$p") | $(ratio "$r" "$e") |" ;;
