@@ -7,8 +7,10 @@
 //!
 //! This is the shape the echo server had before the worker pool ([`crate::echo_workers`]):
 //! each answer leaves as soon as it is computed, and the kernel wakes exactly the thread
-//! whose socket is ready. On two shared cores it gave the lower W3 and W5 tails and the
-//! higher W4 bandwidth (docs/BENCHMARKS.md, "The echo ceiling's W5 tail").
+//! whose socket is ready. The old server of this shape had the lower W5 tail and the higher
+//! W4 bandwidth of the two in the sessions of 2026-12-01; this one's figures, and why
+//! `scripts/bench-compare.sh` runs both models, are in docs/BENCHMARKS.md ("The wake path,
+//! and two echo models").
 
 use std::collections::HashMap;
 use std::io::{ErrorKind, Read};
