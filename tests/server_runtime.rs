@@ -563,6 +563,28 @@ fn a_burst_of_connections_is_shared_out_evenly() {
     );
 }
 
+/// A client that opens two connections at once (the bench's catch-up consumer does) gets one
+/// on each of two workers: the first connection's worker waits before it accepts again, as it
+/// would hold both otherwise. Before that rule the worker that took the first connection
+/// usually took the second one too, straight from the accept queue.
+#[test]
+fn two_connections_opened_together_land_on_two_workers() {
+    for round in 0..5 {
+        let mut config = config();
+        config.worker_threads = 2;
+        let (server, _handler) = start(config);
+        let mut clients: Vec<Client> = (0..2)
+            .map(|_| Client::connect(server.local_addrs()[0]))
+            .collect();
+        let workers = count_by_worker(&mut clients);
+        assert_eq!(
+            workers.len(),
+            2,
+            "round {round}: both on one worker: {workers:?}"
+        );
+    }
+}
+
 #[test]
 fn one_connection_at_a_time_goes_to_the_workers_in_turn() {
     let mut config = config();
