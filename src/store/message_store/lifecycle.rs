@@ -17,7 +17,7 @@ use super::{
     CHECKPOINT_FILE_NAME, LOCK_FILE_NAME,
 };
 use crate::store::commit_log::CommitLog;
-use crate::store::config::StoreConfig;
+use crate::store::config::{FlushPolicy, StoreConfig};
 use crate::store::error::StoreError;
 use crate::store::format;
 use crate::store::fs::{self, FileSystem, RealFs};
@@ -73,6 +73,8 @@ impl MessageStore {
             flush_lock: Mutex::new(()),
             signal: Mutex::new(Signal::default()),
             signal_cv: Condvar::new(),
+            publish_cv: Condvar::new(),
+            second_flusher_cv: Condvar::new(),
             flush_loop_wakeups: AtomicU64::new(0),
             commit_log_flush_latency: crate::metrics::Histogram::new(),
             retention_cv: Condvar::new(),
@@ -108,6 +110,9 @@ impl MessageStore {
         // A broker started on a full disk refuses writes from the start.
         inner.check_disk_space();
         let mut threads = vec![spawn_flush_thread(&inner)?, spawn_retention_thread(&inner)?];
+        if inner.config.flush_policy == FlushPolicy::Sync {
+            threads.push(spawn_second_flusher(&inner)?);
+        }
         if inner.index.is_some() {
             threads.push(spawn_index_thread(&inner)?);
         }
@@ -142,6 +147,7 @@ impl MessageStore {
     fn stop_threads(&self) {
         lock(&self.inner.signal).stop = true;
         self.inner.signal_cv.notify_all();
+        self.inner.second_flusher_cv.notify_all();
         self.inner.retention_cv.notify_all();
         self.inner.index_stop.store(true, Ordering::Release);
         self.inner.wake_index();
@@ -169,6 +175,16 @@ fn spawn_flush_thread(inner: &Arc<Inner>) -> Result<JoinHandle<()>, StoreError> 
         .name("store-flush".to_owned())
         .spawn(move || inner.flush_loop())
         .map_err(|e| StoreError::io("spawn thread", "store-flush", e))
+}
+
+/// The second group-commit flusher (`sync` flush only): it fsyncs for the producers that came
+/// in while the flush thread's fsync runs, instead of letting them wait for it to end.
+fn spawn_second_flusher(inner: &Arc<Inner>) -> Result<JoinHandle<()>, StoreError> {
+    let inner = Arc::clone(inner);
+    std::thread::Builder::new()
+        .name("store-flush-2".to_owned())
+        .spawn(move || inner.second_flusher_loop())
+        .map_err(|e| StoreError::io("spawn thread", "store-flush-2", e))
 }
 
 fn spawn_retention_thread(inner: &Arc<Inner>) -> Result<JoinHandle<()>, StoreError> {
