@@ -308,7 +308,7 @@ impl Inner {
                     error = %e,
                     "index flush failed; the index is built again from its last durable flush"
                 );
-                self.wake_index();
+                self.unpark_index();
             }
         }
     }

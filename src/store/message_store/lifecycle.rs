@@ -89,6 +89,8 @@ impl MessageStore {
             index_skip_phy_offset: AtomicI64::new(-1),
             index_phy_offset: AtomicI64::new(0),
             index_thread: std::sync::OnceLock::new(),
+            index_sleeping: AtomicBool::new(false),
+            index_wakeups: AtomicU64::new(0),
             index_stop: AtomicBool::new(false),
             shut_down: AtomicBool::new(false),
             stats: StoreStatsService::new(crate::common::now_ms()),
@@ -150,7 +152,7 @@ impl MessageStore {
         self.inner.second_flusher_cv.notify_all();
         self.inner.retention_cv.notify_all();
         self.inner.index_stop.store(true, Ordering::Release);
-        self.inner.wake_index();
+        self.inner.unpark_index();
         let threads: Vec<JoinHandle<()>> = lock(&self.threads).drain(..).collect();
         for handle in threads {
             // A panicked background thread has nothing left to clean up.

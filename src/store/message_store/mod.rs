@@ -191,6 +191,11 @@ struct Inner {
     index_phy_offset: AtomicI64,
     /// The index thread, woken after appends (set once it is spawned).
     index_thread: std::sync::OnceLock<std::thread::Thread>,
+    /// The index thread sleeps until woken (not in its nap after catching up): only then
+    /// does an append wake it.
+    index_sleeping: AtomicBool,
+    /// Times an append woke the index thread (lets a test see appends do not wake it each).
+    index_wakeups: AtomicU64,
     /// Tells the index thread to stop.
     index_stop: AtomicBool,
     shut_down: AtomicBool,
