@@ -111,13 +111,7 @@ impl MessageStore {
         write_abort_file(inner.fs.as_ref(), &abort_path)?;
         // A broker started on a full disk refuses writes from the start.
         inner.check_disk_space();
-        let mut threads = vec![spawn_flush_thread(&inner)?, spawn_retention_thread(&inner)?];
-        if inner.config.flush_policy == FlushPolicy::Sync {
-            threads.push(spawn_second_flusher(&inner)?);
-        }
-        if inner.index.is_some() {
-            threads.push(spawn_index_thread(&inner)?);
-        }
+        let threads = spawn_threads(&inner)?;
         Ok(Arc::new(MessageStore {
             inner,
             threads: Mutex::new(threads),
@@ -169,6 +163,19 @@ impl Drop for MessageStore {
         // No flush comes any more: the waiters hear that the store closed.
         self.inner.drop_waiters();
     }
+}
+
+/// The store's background threads: flush (and the second flusher for `sync` flush),
+/// retention, and the index thread when the index is on.
+fn spawn_threads(inner: &Arc<Inner>) -> Result<Vec<JoinHandle<()>>, StoreError> {
+    let mut threads = vec![spawn_flush_thread(inner)?, spawn_retention_thread(inner)?];
+    if inner.config.flush_policy == FlushPolicy::Sync {
+        threads.push(spawn_second_flusher(inner)?);
+    }
+    if inner.index.is_some() {
+        threads.push(spawn_index_thread(inner)?);
+    }
+    Ok(threads)
 }
 
 fn spawn_flush_thread(inner: &Arc<Inner>) -> Result<JoinHandle<()>, StoreError> {

@@ -1,8 +1,9 @@
 //! The index thread (Java `ReputMessageService` feeding `CommitLogDispatcherBuildIndex`): it
 //! follows the CommitLog behind the writer and indexes each record, so the append path pays
 //! no index write. The writer only wakes it (`Thread::unpark`, after the writer lock is
-//! released); the thread reads the records from the offset it has indexed up to, a bounded
-//! step at a time, and sleeps when it has caught up.
+//! released, and only once it sleeps); the thread reads the records from the offset it has
+//! indexed up to, a bounded step at a time, and when it has caught up naps [`INDEX_NAP`], then
+//! sleeps until woken.
 //!
 //! A failed index write (or read, or file creation) is logged and retried after
 //! [`INDEX_RETRY_DELAY_MS`] from the first record not indexed (a record whose keys were indexed
