@@ -341,19 +341,27 @@ fn enospc_on_a_consume_queue_file_fails_that_append_only() {
     }
 }
 
-/// A failed fsync that covers no written data (the new file's own fsync or its directory's)
-/// fails the request and does not poison the store.
+/// A new ConsumeQueue file is made durable by the flush, not by the append that creates it: an
+/// fsync failing there poisons like any fsync of written units, and the reopen rebuilds the
+/// queue from the CommitLog.
 #[test]
-fn a_failed_fsync_of_a_new_empty_file_is_no_poison() {
+fn a_new_consume_queue_file_is_fsynced_by_the_flush_and_a_failure_there_poisons() {
     let dir = tempfile::tempdir().unwrap();
     let fs = Arc::new(FaultFs::new());
     let store = open_on(dir.path(), &fs, FlushPolicy::Async);
     fs.arm(Failpoint::FsyncError, "consumequeue/T/0", 1);
-    let err = store.put_message(&msg("T", 0, b"m", "A")).unwrap_err();
-    assert_eq!(op_of(&err), "fsync");
-    assert_eq!(store.is_read_only(), None);
     store.put_message(&msg("T", 0, b"first", "A")).unwrap();
-    store.shutdown().unwrap();
+    assert_eq!(
+        fs.fired(),
+        vec![],
+        "the append made no fsync of the new file"
+    );
+    let err = store.flush().unwrap_err();
+    assert_eq!(op_of(&err), "fsync");
+    assert!(fs.fired()[0].1.contains("consumequeue/T/0"));
+    assert!(store.is_read_only().is_some());
+    drop(store);
+    reopen_recovers(dir.path(), &[b"first"]);
 }
 
 /// A failing checkpoint fsync poisons (the checkpoint vouches for written data); shutdown

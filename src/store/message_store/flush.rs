@@ -280,17 +280,13 @@ impl Inner {
     }
 
     fn flush_consume_queues(&self) -> Result<(), StoreError> {
+        // A new queue's files and directories are made durable here (see
+        // `ConsumeQueue::sync_dirty`); each directory once per flush.
+        let mut synced_dirs = std::collections::HashSet::new();
         for cq in self.all_queues() {
-            if !cq.take_dirty() {
-                continue;
-            }
-            for seg in cq.segments().snapshot().iter() {
-                if seg.take_dirty() {
-                    if let Err(e) = self.fs.sync(&seg.file, &seg.path, fs::SyncKind::Data) {
-                        self.poison(format!("consume queue fsync failed: {e}"));
-                        return Err(e);
-                    }
-                }
+            if let Err(e) = cq.sync_dirty(&mut synced_dirs) {
+                self.poison(format!("consume queue fsync failed: {e}"));
+                return Err(e);
             }
         }
         Ok(())
