@@ -462,6 +462,51 @@ fn a_poisoned_store_does_not_spin_its_flush_thread() {
     assert!(store.is_read_only().is_some());
 }
 
+/// Appends in a burst do not wake the index thread once each: it naps after catching up and
+/// looks again by itself; every record is still indexed, and one appended after it went to
+/// sleep wakes it.
+#[test]
+fn appends_in_a_burst_do_not_wake_the_index_thread_once_each() {
+    use std::sync::atomic::Ordering;
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path());
+    cfg.message_index_enable = true;
+    let store = open(cfg);
+    let appends = 500;
+    for k in 0..appends {
+        let key = format!("k{k}");
+        store
+            .put_message(&msg("T", 0, key.as_bytes(), "A"))
+            .unwrap();
+    }
+    let wait_indexed = || {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while store.dispatch_behind_bytes() > 0 {
+            assert!(Instant::now() < deadline, "index not caught up");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    };
+    wait_indexed();
+    let woken = store.inner.index_wakeups.load(Ordering::Relaxed);
+    // Each append woke it before; a slow machine may let it fall asleep between a few.
+    assert!(
+        woken < appends / 2,
+        "{woken} wake-ups for {appends} appends"
+    );
+    // Asleep now (well past its nap): the next append wakes it, well before its idle timeout.
+    std::thread::sleep(Duration::from_millis(50));
+    let started = Instant::now();
+    store.put_message(&msg("T", 0, b"late", "A")).unwrap();
+    wait_indexed();
+    assert!(store.inner.index_wakeups.load(Ordering::Relaxed) > woken);
+    assert!(
+        started.elapsed() < Duration::from_millis(900),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
 /// ConsumeQueue files keep Java's full size (300,000 units × 20 bytes, named by start) but are
 /// sparse: a broker with thousands of queues must not hold 6 MB of disk for each.
 #[test]
