@@ -157,8 +157,10 @@ fn a_failed_group_commit_fsync_fails_every_waiter_of_its_batch() {
     let (store, rt, first) = sync_store_with_one_flushed(dir.path(), &fs);
     let durable = store.flushed_phy_offset();
     // The next CommitLog fsync takes SLOW_FSYNC and fails: the producers below append and
-    // wait during it.
-    fs.arm(Failpoint::SlowFsyncError, "commitlog", 1);
+    // wait during it. Armed twice: the second flusher may start its fsync beside the flush
+    // thread's and take the failpoint first; with both failing no producer can be covered
+    // by a good fsync, whichever thread started first.
+    fs.arm(Failpoint::SlowFsyncError, "commitlog", 2);
     let started = std::time::Instant::now();
     let outcomes = std::thread::scope(|s| {
         let producers: Vec<_> = (0..8)
