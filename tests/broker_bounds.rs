@@ -14,8 +14,11 @@ use ringmq::remoting::command::{RemotingCommand, SerializeType};
 use ringmq::store::format;
 
 const SUSPEND: i32 = 0x2;
-/// The default of `RINGMQ_LONGPOLL_PARKED_PULLS_MAX_PER_CONNECTION`.
-const PARKED_PULLS_MAX_PER_CONNECTION: i32 = 1024;
+/// `RINGMQ_LONGPOLL_PARKED_PULLS_MAX_PER_CONNECTION` in the bound's test (the default, 65536,
+/// is more than a test should park).
+const PARKED_PULLS_MAX_PER_CONNECTION: i32 = 64;
+/// W5's queues (256 topics of 8), all consumed over one connection.
+const W5_QUEUES: i32 = 2048;
 
 fn send(topic: &str, queue_id: i32, body: &str) -> RemotingCommand {
     common::send_v2(
@@ -77,11 +80,15 @@ fn an_over_long_tag_subscription_is_refused() {
     assert!(remark.contains("limit"), "{remark}");
 }
 
-/// One connection parks at most `RINGMQ_LONGPOLL_PARKED_PULLS_MAX_PER_CONNECTION` pulls (by
-/// default 1024); the next is answered at once, as when the hold table is full.
+/// One connection parks at most `RINGMQ_LONGPOLL_PARKED_PULLS_MAX_PER_CONNECTION` pulls; the
+/// next is answered at once, as when the hold table is full.
 #[test]
 fn a_connection_parks_a_bounded_number_of_pulls() {
-    let broker = start(&[]);
+    let cap_text = PARKED_PULLS_MAX_PER_CONNECTION.to_string();
+    let broker = start(&[(
+        "RINGMQ_LONGPOLL_PARKED_PULLS_MAX_PER_CONNECTION",
+        cap_text.as_str(),
+    )]);
     let mut c = broker.client();
     sent(&mut c, "Parks", "m");
     let cap = PARKED_PULLS_MAX_PER_CONNECTION;
@@ -112,6 +119,39 @@ fn a_connection_parks_a_bounded_number_of_pulls() {
         (cap + 2, rc::SUCCESS),
         "{woken:?}"
     );
+}
+
+/// By default one connection parks a pull for each of W5's 2,048 queues (one client consuming
+/// them all, as a Java client instance does over its one connection per broker): none is
+/// answered before a message arrives, so the client does not pull again and again. Here the
+/// pulls wait on one queue, and one send answers them all.
+#[test]
+fn by_default_one_connection_parks_a_pull_per_queue_of_w5() {
+    let broker = start(&[]);
+    let mut c = broker.client();
+    sent(&mut c, "ManyParks", "m");
+    for opaque in 1..=W5_QUEUES {
+        let mut parked = pull("ManyParks", 1, SUSPEND, "*");
+        parked.opaque = opaque;
+        c.send(&parked).unwrap();
+    }
+    // A pull answered at once (not parked) would come before this one's answer.
+    let probe = RemotingCommand::request(req::GET_BROKER_RUNTIME_INFO).with_opaque(W5_QUEUES + 1);
+    c.send(&probe).unwrap();
+    let first = c.read_command().unwrap();
+    assert_eq!(
+        first.opaque,
+        W5_QUEUES + 1,
+        "a pull was not parked: {first:?}"
+    );
+    let mut producer = broker.client();
+    sent(&mut producer, "ManyParks", "wake");
+    let mut woken = 0;
+    while woken < W5_QUEUES {
+        let answer = c.read_command().unwrap();
+        assert_eq!(answer.code, rc::SUCCESS, "{answer:?}");
+        woken += 1;
+    }
 }
 
 fn update_offset(topic: &str, queue_id: i32) -> RemotingCommand {

@@ -161,6 +161,10 @@ pub const WAKE_THREADS_MAX: u64 = 64;
 /// (`RINGMQ_LONGPOLL_WAKE_INLINE_PARKED_MAX`), so a send's long-polling work stays small.
 pub const WAKE_INLINE_PARKED_MAX_LIMIT: u64 = 64;
 
+/// The default of `RINGMQ_LONGPOLL_PARKED_PULLS_MAX_PER_CONNECTION` (see
+/// `LongpollSection::default`).
+pub const PARKED_PULLS_MAX_PER_CONNECTION_DEFAULT: u64 = 65_536;
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct LongpollSection {
     pub enabled: bool,
@@ -369,9 +373,12 @@ impl Default for LongpollSection {
             check_interval_ms: 5_000,
             short_polling_time_ms: 1_000,
             parked_pulls_max: 200_000,
-            // A consumer parks one pull per queue it holds; 1024 queues on one connection is
-            // far beyond normal use and a small share of the table.
-            parked_pulls_max_per_connection: 1024,
+            // A client parks one pull per queue it consumes, and one client instance reaches a
+            // broker over one connection for all its consumers and topics: 256 topics of 8
+            // queues (W5) are 2,048 on one connection. Beyond the bound a pull is answered at
+            // once and the client pulls again at once, a busy loop, so the bound is far above
+            // any consumer's queue count, and a third of the table (`parked_pulls_max`).
+            parked_pulls_max_per_connection: PARKED_PULLS_MAX_PER_CONNECTION_DEFAULT,
             // Measured (docs/BENCHMARKS.md): on 2 cores a second wake thread made the
             // common one-waiter wake-up slower and did not speed up wide fan-outs.
             wake_threads: 1,

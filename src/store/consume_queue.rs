@@ -2,13 +2,14 @@
 //! `<root>/consumequeue/<topic>/<queueId>/`, files of `consume_queue_file_units` units named by
 //! their start byte offset (Java `ConsumeQueue`). Queue offset N is unit N.
 
-use std::path::Path;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 
 use crate::store::error::StoreError;
 use crate::store::format::{decode_cq_unit, encode_cq_unit, CqUnit, CQ_UNIT_SIZE_BYTES};
-use crate::store::fs::{self, FileSystem};
+use crate::store::fs::{self, Durability, FileSystem, SyncKind};
 use crate::store::io::{IoEngine, ReadOp};
 use crate::store::segment::{Segment, SegmentList};
 
@@ -49,12 +50,15 @@ impl ConsumeQueue {
             queue_id,
             // Sparse: a unit past the written end reads as zero, which recovery takes as the end
             // of the queue (a written unit has size > 0), so nothing needs the blocks up front.
+            // Durable at the flush: a new queue's first append makes no fsync (see
+            // `sync_dirty`).
             segs: SegmentList::new(
                 dir,
                 units_per_file * CQ_UNIT_SIZE_BYTES as u64,
                 fs::Prealloc::Sparse,
                 fs,
-            ),
+            )
+            .with_durability(Durability::AtFlush),
             units_per_file: units_per_file as i64,
             max_offset_in_queue: AtomicI64::new(0),
             min_offset_in_queue: AtomicI64::new(0),
@@ -180,6 +184,8 @@ impl ConsumeQueue {
         }
         let first_in_queue = self.segs.is_empty();
         let seg = self.segs.get_or_create(start_byte)?;
+        // The new file waits for the flush's fsyncs even if nothing is written into it.
+        self.mark_dirty();
         if first_in_queue && queue_offset > file_start_unit {
             // Java `fillPreBlank`: a queue that starts mid-file gets filler units before it.
             let filler = encode_cq_unit(&CqUnit::FILLER);
@@ -243,6 +249,61 @@ impl ConsumeQueue {
     pub(crate) fn mark_dirty(&self) {
         self.dirty.store(true, Ordering::Release);
     }
+
+    /// The flush's part for this queue: fdatasyncs every file written since the last flush;
+    /// a file created since (its creation made no fsync) is fsynced with its metadata, and
+    /// then the directories its creation may have added entries to: the queue's, the topic's
+    /// and the ConsumeQueue root (each once per flush, through `synced_dirs`). So the units
+    /// are durable, and findable after a crash, before the checkpoint counts them.
+    pub fn sync_dirty(&self, synced_dirs: &mut HashSet<PathBuf>) -> Result<(), StoreError> {
+        if !self.take_dirty() {
+            return Ok(());
+        }
+        let fs = self.segs.fs();
+        for seg in self.segs.snapshot().iter() {
+            if !seg.take_dirty() {
+                continue;
+            }
+            let new_entry = seg.take_entry_unsynced();
+            let kind = if new_entry {
+                SyncKind::All
+            } else {
+                SyncKind::Data
+            };
+            fs.sync(&seg.file, &seg.path, kind)
+                .and_then(|()| {
+                    if new_entry {
+                        self.sync_dirs(synced_dirs)
+                    } else {
+                        Ok(())
+                    }
+                })
+                .inspect_err(|_| {
+                    seg.mark_dirty();
+                    if new_entry {
+                        seg.restore_entry_unsynced();
+                    }
+                    self.mark_dirty();
+                })?;
+        }
+        Ok(())
+    }
+
+    /// fsyncs the queue's directory, the topic's and the ConsumeQueue root, skipping those in
+    /// `synced_dirs` and adding the others.
+    fn sync_dirs(&self, synced_dirs: &mut HashSet<PathBuf>) -> Result<(), StoreError> {
+        let queue_dir = self.segs.dir();
+        let topic_dir = queue_dir.parent();
+        let root = topic_dir.and_then(Path::parent);
+        for dir in [Some(queue_dir), topic_dir, root].into_iter().flatten() {
+            if synced_dirs.contains(dir) {
+                continue;
+            }
+            fs::sync_dir(self.segs.fs(), dir)?;
+            synced_dirs.insert(dir.to_path_buf());
+        }
+        Ok(())
+    }
 }
 
 fn read_units_op(
@@ -269,5 +330,150 @@ fn read_units_op(
             reason: e.to_string(),
         }),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs::File;
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::store::fs::{DiskUsage, RealFs};
+
+    /// The real file system, recording every fsync (path and kind).
+    #[derive(Debug, Default)]
+    struct SyncLog(Mutex<Vec<(PathBuf, SyncKind)>>);
+
+    impl SyncLog {
+        fn take(&self) -> Vec<(PathBuf, SyncKind)> {
+            std::mem::take(&mut *self.0.lock().unwrap())
+        }
+    }
+
+    impl FileSystem for SyncLog {
+        fn create(&self, path: &Path) -> Result<File, StoreError> {
+            RealFs.create(path)
+        }
+        fn allocate(
+            &self,
+            file: &File,
+            path: &Path,
+            offset_bytes: u64,
+            len_bytes: u64,
+            keep_size: bool,
+        ) -> Result<(), StoreError> {
+            RealFs.allocate(file, path, offset_bytes, len_bytes, keep_size)
+        }
+        fn write_at(
+            &self,
+            file: &File,
+            path: &Path,
+            buf: &[u8],
+            at: u64,
+        ) -> Result<(), StoreError> {
+            RealFs.write_at(file, path, buf, at)
+        }
+        fn read_at(
+            &self,
+            file: &File,
+            path: &Path,
+            buf: &mut [u8],
+            at: u64,
+        ) -> Result<(), StoreError> {
+            RealFs.read_at(file, path, buf, at)
+        }
+        fn sync(&self, file: &File, path: &Path, kind: SyncKind) -> Result<(), StoreError> {
+            self.0.lock().unwrap().push((path.to_path_buf(), kind));
+            RealFs.sync(file, path, kind)
+        }
+        fn rename(&self, from: &Path, to: &Path) -> Result<(), StoreError> {
+            RealFs.rename(from, to)
+        }
+        fn disk_usage(&self, path: &Path) -> Result<DiskUsage, StoreError> {
+            RealFs.disk_usage(path)
+        }
+    }
+
+    fn unit(phy_offset: i64) -> [u8; CQ_UNIT_SIZE_BYTES] {
+        encode_cq_unit(&CqUnit {
+            phy_offset,
+            size: 100,
+            tags_code: 0,
+        })
+    }
+
+    /// Appends one unit at the queue's end, as the store's append does.
+    fn append(cq: &ConsumeQueue) {
+        let at = cq.max_offset_in_queue();
+        cq.prepare_write(at, 1).unwrap();
+        cq.write_units(at, &unit(at * 100)).unwrap();
+        cq.set_max_offset_in_queue(at + 1);
+    }
+
+    #[test]
+    fn a_new_queue_file_is_made_durable_by_the_flush_with_its_directories_not_by_the_append() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("consumequeue");
+        std::fs::create_dir(&root).unwrap();
+        let log = Arc::new(SyncLog::default());
+        let q0 = ConsumeQueue::new(&root, "T", 0, 100, log.clone());
+        let q1 = ConsumeQueue::new(&root, "T", 1, 100, log.clone());
+        append(&q0);
+        append(&q1);
+        assert_eq!(
+            log.take(),
+            vec![],
+            "creating and writing a queue file makes no fsync"
+        );
+
+        let file = |q: i32| {
+            root.join("T")
+                .join(q.to_string())
+                .join("00000000000000000000")
+        };
+        let mut synced_dirs = HashSet::new();
+        q0.sync_dirty(&mut synced_dirs).unwrap();
+        q1.sync_dirty(&mut synced_dirs).unwrap();
+        assert_eq!(
+            log.take(),
+            vec![
+                (file(0), SyncKind::All),
+                (root.join("T/0"), SyncKind::All),
+                (root.join("T"), SyncKind::All),
+                (root.clone(), SyncKind::All),
+                // The topic's directory and the root were synced once in this flush.
+                (file(1), SyncKind::All),
+                (root.join("T/1"), SyncKind::All),
+            ]
+        );
+
+        // Later units: the file's data only, and nothing for a queue without new units.
+        append(&q0);
+        let mut synced_dirs = HashSet::new();
+        q0.sync_dirty(&mut synced_dirs).unwrap();
+        q1.sync_dirty(&mut synced_dirs).unwrap();
+        assert_eq!(log.take(), vec![(file(0), SyncKind::Data)]);
+
+        // The queue's next file is new again: fsynced with its directories at the flush.
+        for _ in 0..100 {
+            append(&q1);
+        }
+        assert_eq!(q1.segments().len(), 2);
+        assert_eq!(log.take(), vec![]);
+        let next = root
+            .join("T/1")
+            .join(format!("{:020}", 100 * CQ_UNIT_SIZE_BYTES));
+        q1.sync_dirty(&mut HashSet::new()).unwrap();
+        assert_eq!(
+            log.take(),
+            vec![
+                (file(1), SyncKind::Data),
+                (next, SyncKind::All),
+                (root.join("T/1"), SyncKind::All),
+                (root.join("T"), SyncKind::All),
+                (root.clone(), SyncKind::All),
+            ]
+        );
     }
 }

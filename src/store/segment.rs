@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use crate::store::error::StoreError;
-use crate::store::fs::{self, FileSystem};
+use crate::store::fs::{self, Durability, FileSystem};
 
 /// Width of a segment file name (`UtilAll.offset2FileName`).
 pub const SEGMENT_NAME_DIGITS: usize = 20;
@@ -24,6 +24,9 @@ pub struct Segment {
     pub path: PathBuf,
     /// Written since the last fsync.
     dirty: AtomicBool,
+    /// Created with [`Durability::AtFlush`] and not fsynced since: the file's size and the
+    /// directory entries of it and of the directories created with it may not be durable.
+    entry_unsynced: AtomicBool,
 }
 
 impl Segment {
@@ -34,6 +37,18 @@ impl Segment {
     /// Clears the dirty flag and says whether it was set.
     pub fn take_dirty(&self) -> bool {
         self.dirty.swap(false, Ordering::AcqRel)
+    }
+
+    /// Clears the flag of a creation whose fsyncs were left to the flush, and says whether it
+    /// was set: the flush that takes it fsyncs the file with its metadata and its directories.
+    pub fn take_entry_unsynced(&self) -> bool {
+        self.entry_unsynced.swap(false, Ordering::AcqRel)
+    }
+
+    /// Puts back a flag [`Segment::take_entry_unsynced`] took, when the fsyncs it called for
+    /// did not complete.
+    pub fn restore_entry_unsynced(&self) {
+        self.entry_unsynced.store(true, Ordering::Release);
     }
 }
 
@@ -55,6 +70,8 @@ pub struct SegmentList {
     dir: PathBuf,
     file_size_bytes: u64,
     prealloc: fs::Prealloc,
+    /// When a segment this list creates becomes durable.
+    durability: Durability,
     fs: Arc<dyn FileSystem>,
     segments: RwLock<Arc<Vec<Arc<Segment>>>>,
 }
@@ -78,9 +95,16 @@ impl SegmentList {
             dir,
             file_size_bytes,
             prealloc,
+            durability: Durability::AtCreate,
             fs,
             segments: RwLock::new(Arc::new(Vec::new())),
         }
+    }
+
+    /// The list, creating its segments with `durability` (by default [`Durability::AtCreate`]).
+    pub fn with_durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
     }
 
     pub fn dir(&self) -> &Path {
@@ -187,6 +211,7 @@ impl SegmentList {
                 file,
                 path: seg.path.clone(),
                 dirty: AtomicBool::new(false),
+                entry_unsynced: AtomicBool::new(false),
             }));
         }
         *self.write_lock() = Arc::new(list);
@@ -218,23 +243,37 @@ impl SegmentList {
         find_in(&self.read_lock(), offset, self.file_size_bytes)
     }
 
-    /// The segment starting at `start_offset`, created (full size, durable) when missing.
-    /// Only the single writer of this list calls it. A failed creation (ENOSPC) leaves no
-    /// half-made file under the segment's name and changes nothing here, so a later call tries
-    /// again (see [`fs::create_presized`]).
+    /// The segment starting at `start_offset`, created (full size) when missing: durable
+    /// before it is returned, or, with [`Durability::AtFlush`], marked dirty with its fsyncs
+    /// left to the next flush ([`Segment::take_entry_unsynced`]). Only the single writer of
+    /// this list calls it. A failed creation (ENOSPC) leaves no half-made file under the
+    /// segment's name and changes nothing here, so a later call tries again (see
+    /// [`fs::create_presized`]).
     pub fn get_or_create(&self, start_offset: i64) -> Result<Arc<Segment>, StoreError> {
         debug_assert_eq!(start_offset as u64 % self.file_size_bytes, 0);
         if let Some(seg) = self.find(start_offset) {
             return Ok(seg);
         }
-        fs::ensure_dir(self.fs(), &self.dir)?;
+        let deferred = self.durability == Durability::AtFlush;
+        if deferred {
+            fs::create_dir_unsynced(&self.dir)?;
+        } else {
+            fs::ensure_dir(self.fs(), &self.dir)?;
+        }
         let path = self.dir.join(segment_file_name(start_offset));
-        let file = fs::create_presized(self.fs(), &path, self.file_size_bytes, self.prealloc)?;
+        let file = fs::create_presized_with(
+            self.fs(),
+            &path,
+            self.file_size_bytes,
+            self.prealloc,
+            self.durability,
+        )?;
         let seg = Arc::new(Segment {
             start_offset,
             file,
             path,
-            dirty: AtomicBool::new(false),
+            dirty: AtomicBool::new(deferred),
+            entry_unsynced: AtomicBool::new(deferred),
         });
         let mut guard = self.write_lock();
         let mut list: Vec<Arc<Segment>> = guard.as_ref().clone();

@@ -188,7 +188,7 @@ pub trait PullWakeHost: Send + Sync + 'static {
     /// parked, which a re-execution never does.
     fn execute_woken(
         &self,
-        header: PullMessageRequestHeader,
+        header: &PullMessageRequestHeader,
         envelope: RequestEnvelope,
         shared: &mut Self::Shared,
     ) -> Option<Outbound>;
@@ -271,9 +271,10 @@ fn wake_inline<H: PullWakeHost>(
     }
     let mut shared = H::Shared::default();
     let mut unsent = Unsent::default();
-    for (pull, reason) in woken {
-        execute_when_wakeup(host, pull, reason, &mut shared, &mut unsent);
+    for (pull, reason) in &mut woken {
+        execute_when_wakeup(host, pull, *reason, &mut shared, &mut unsent);
     }
+    drop(woken);
     if !unsent.is_empty() {
         service.send_wake_item(WakeItem::Unsent(unsent));
     }
@@ -283,14 +284,15 @@ fn wake_inline<H: PullWakeHost>(
 /// Runs one wake item on a wake thread.
 fn handle<H: PullWakeHost>(host: &H, item: WakeItem, share_fan_out: bool, unsent: &mut Unsent) {
     match item {
-        WakeItem::Pull { pull, reason } => {
-            execute_when_wakeup(host, pull, reason, &mut H::Shared::default(), unsent);
+        WakeItem::Pull { mut pull, reason } => {
+            execute_when_wakeup(host, &mut pull, reason, &mut H::Shared::default(), unsent);
         }
-        WakeItem::Pulls(pulls) => {
+        WakeItem::Pulls(mut pulls) => {
             let mut shared = H::Shared::default();
-            for (pull, reason) in pulls {
-                execute_when_wakeup(host, pull, reason, &mut shared, unsent);
+            for (pull, reason) in &mut pulls {
+                execute_when_wakeup(host, pull, *reason, &mut shared, unsent);
             }
+            drop(pulls);
         }
         WakeItem::Unsent(kept) => unsent.responses.extend(kept.responses),
         WakeItem::Arrival {
@@ -319,32 +321,35 @@ fn handle<H: PullWakeHost>(host: &H, item: WakeItem, share_fan_out: bool, unsent
 
 /// Re-executes the pulls one drain woke. With `share_fan_out` this thread runs the first and
 /// queues the rest on the wake channel, where every wake thread (this one too) takes a share.
+///
+/// The answered pulls are freed only after the drain's last answer is queued: freeing each one
+/// between answers (its header's strings, its filter and connection handles, all allocated by
+/// the network thread that parked it) took glibc's lock on that thread's arena and shrank the
+/// arena as it emptied, the largest share of the wake thread's time per woken pull
+/// (docs/BENCHMARKS.md, "100,000 parked pulls on one queue, one append").
 fn run_woken<H: PullWakeHost>(
     host: &H,
-    woken: Vec<(ParkedPullRequest, WakeReason)>,
+    mut woken: Vec<(ParkedPullRequest, WakeReason)>,
     share_fan_out: bool,
     unsent: &mut Unsent,
 ) {
-    let mut woken = woken.into_iter();
     let mut shared = H::Shared::default();
-    let Some((first, first_reason)) = woken.next() else {
-        return;
-    };
-    if share_fan_out {
+    if share_fan_out && woken.len() > 1 {
         // Queued before running the first, so idle threads start on them at once; in chunks,
         // so each chunk's re-executions share their reads like one drain's do.
+        let mut rest = woken.split_off(1).into_iter();
         loop {
-            let chunk: Vec<_> = woken.by_ref().take(FAN_OUT_CHUNK_PULLS).collect();
+            let chunk: Vec<_> = rest.by_ref().take(FAN_OUT_CHUNK_PULLS).collect();
             if chunk.is_empty() {
                 break;
             }
             host.pull_hold().send_wake_item(WakeItem::Pulls(chunk));
         }
     }
-    execute_when_wakeup(host, first, first_reason, &mut shared, unsent);
-    for (pull, reason) in woken {
-        execute_when_wakeup(host, pull, reason, &mut shared, unsent);
+    for (pull, reason) in &mut woken {
+        execute_when_wakeup(host, pull, *reason, &mut shared, unsent);
     }
+    drop(woken);
 }
 
 /// Woken pulls per wake item when one drain's pulls are shared between wake threads.
@@ -360,10 +365,12 @@ pub struct Unsent {
 }
 
 impl Unsent {
-    fn send_or_keep(&mut self, sender: ConnectionSender, outbound: Outbound) {
+    fn send_or_keep(&mut self, sender: &ConnectionSender, outbound: Outbound) {
         match sender.send(outbound) {
             Ok(()) => {}
-            Err(SendError::Full(outbound)) => self.responses.push_back((sender, *outbound)),
+            Err(SendError::Full(outbound)) => {
+                self.responses.push_back((sender.clone(), *outbound));
+            }
             Err(SendError::Closed(_)) => {}
         }
     }
@@ -372,7 +379,7 @@ impl Unsent {
     fn retry(&mut self) {
         for _ in 0..self.responses.len() {
             if let Some((sender, outbound)) = self.responses.pop_front() {
-                self.send_or_keep(sender, outbound);
+                self.send_or_keep(&sender, outbound);
             }
         }
     }
@@ -382,33 +389,29 @@ impl Unsent {
     }
 }
 
-/// Re-executes one woken pull and sends its response on the pull's connection.
+/// Re-executes one woken pull and sends its response on the pull's connection. The pull's
+/// place among its connection's parked pulls is given back here, as soon as it is answered;
+/// the rest of it is freed by the caller (see [`run_woken`]).
 fn execute_when_wakeup<H: PullWakeHost>(
     host: &H,
-    pull: ParkedPullRequest,
+    pull: &mut ParkedPullRequest,
     reason: WakeReason,
     shared: &mut H::Shared,
     unsent: &mut Unsent,
 ) {
-    let ParkedPullRequest {
-        header,
-        envelope,
-        sender,
-        ..
-    } = pull;
-    if sender.is_closed() {
-        return;
+    if !pull.sender.is_closed() {
+        tracing::trace!(
+            ?reason,
+            topic = pull.header.topic,
+            queue_id = pull.header.queue_id,
+            "re-executing parked pull"
+        );
+        match host.execute_woken(&pull.header, pull.envelope, shared) {
+            Some(outbound) => unsent.send_or_keep(&pull.sender, outbound),
+            None => debug_assert!(false, "a re-executed pull is never parked"),
+        }
     }
-    tracing::trace!(
-        ?reason,
-        topic = header.topic,
-        queue_id = header.queue_id,
-        "re-executing parked pull"
-    );
-    match host.execute_woken(header, envelope, shared) {
-        Some(outbound) => unsent.send_or_keep(sender, outbound),
-        None => debug_assert!(false, "a re-executed pull is never parked"),
-    }
+    pull.permit = None;
 }
 
 /// Longest the loop sleeps before looking at the stop flag.
@@ -494,7 +497,7 @@ mod tests {
         let mut unsent = Unsent::default();
         for opaque in 0..3 {
             let cmd = RemotingCommand::request(11).with_opaque(opaque);
-            unsent.send_or_keep(ctx.sender().clone(), Outbound::Command(cmd));
+            unsent.send_or_keep(ctx.sender(), Outbound::Command(cmd));
         }
         assert_eq!(
             unsent.responses.len(),
@@ -512,8 +515,8 @@ mod tests {
         assert_eq!(got, vec![0, 1, 2], "all delivered, in order");
         // A closed connection's responses are dropped, not kept forever.
         let cmd = RemotingCommand::request(11);
-        unsent.send_or_keep(ctx.sender().clone(), Outbound::Command(cmd.clone()));
-        unsent.send_or_keep(ctx.sender().clone(), Outbound::Command(cmd));
+        unsent.send_or_keep(ctx.sender(), Outbound::Command(cmd.clone()));
+        unsent.send_or_keep(ctx.sender(), Outbound::Command(cmd));
         drop(rx);
         unsent.retry();
         assert!(unsent.is_empty());

@@ -28,7 +28,7 @@ impl PullWakeHost for BrokerController {
 
     fn execute_woken(
         &self,
-        header: PullMessageRequestHeader,
+        header: &PullMessageRequestHeader,
         envelope: RequestEnvelope,
         shared: &mut WokenShared,
     ) -> Option<Outbound> {
@@ -172,14 +172,14 @@ impl SharedAnswer {
 /// ([`WokenShared`]); otherwise exactly [`execute`] with [`PullExecution::Woken`].
 fn execute_woken_shared(
     ctrl: &BrokerController,
-    header: PullMessageRequestHeader,
+    header: &PullMessageRequestHeader,
     envelope: RequestEnvelope,
     shared: &mut WokenShared,
 ) -> Result<Outbound, BrokerError> {
     if let Some(kept) = shared
         .answer
         .as_ref()
-        .filter(|a| a.answers(&header, &envelope))
+        .filter(|a| a.answers(header, &envelope))
     {
         if let Some(metrics) = ctrl.metrics() {
             metrics.record_pull(&header.topic, kept.messages, kept.bytes);
@@ -189,10 +189,10 @@ fn execute_woken_shared(
         }
         return kept.form.outbound(&ctrl.store, envelope.opaque);
     }
-    let looked = look_up_shared(ctrl, &header, &envelope, true, Some(&mut shared.read))?;
+    let looked = look_up_shared(ctrl, header, &envelope, true, Some(&mut shared.read))?;
     if looked.response.code == rc::PULL_OFFSET_MOVED {
         if !ctrl.is_slave() {
-            store_offset_moved_event(ctrl, &header, looked.next_begin_offset);
+            store_offset_moved_event(ctrl, header, looked.next_begin_offset);
         }
         return SharedForm::new(looked.response, looked.regions)
             .outbound(&ctrl.store, envelope.opaque);
@@ -213,7 +213,7 @@ fn execute_woken_shared(
         ..
     } = looked;
     let kept = shared.answer.insert(SharedAnswer {
-        header,
+        header: header.clone(),
         code: envelope.code,
         version: envelope.version,
         serialize_type: envelope.serialize_type,

@@ -219,14 +219,37 @@ pub fn sync_dir(fs: &dyn FileSystem, dir: &Path) -> Result<(), StoreError> {
 
 /// Creates the directory (and parents) and fsyncs its parent when it was new.
 pub fn ensure_dir(fs: &dyn FileSystem, dir: &Path) -> Result<(), StoreError> {
-    if dir.is_dir() {
+    if !create_dir_unsynced(dir)? {
         return Ok(());
     }
-    std::fs::create_dir_all(dir).map_err(|e| StoreError::io("create dir", dir, e))?;
     if let Some(parent) = dir.parent() {
         sync_dir(fs, parent)?;
     }
     Ok(())
+}
+
+/// Creates the directory (and parents) without any fsync; says whether it was new. The caller
+/// fsyncs the parents before it counts on the entries (see [`Durability::AtFlush`]).
+pub fn create_dir_unsynced(dir: &Path) -> Result<bool, StoreError> {
+    if dir.is_dir() {
+        return Ok(false);
+    }
+    std::fs::create_dir_all(dir).map_err(|e| StoreError::io("create dir", dir, e))?;
+    Ok(true)
+}
+
+/// When a created segment file becomes durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Before it is used: the file and its directory entry are fsynced at creation (CommitLog
+    /// segments: the checkpoint and the sync-flush answers vouch for their bytes).
+    AtCreate,
+    /// At the next flush of the data written into it: creation makes no fsync, and the flush
+    /// that fsyncs the file's first written bytes fsyncs the file (`fsync`, so its size too)
+    /// and its directories before the checkpoint counts those bytes (ConsumeQueue segments:
+    /// derived data, rebuilt from the CommitLog after the checkpoint; Java's `MappedFile`
+    /// creation makes no fsync either).
+    AtFlush,
 }
 
 /// Opens an existing segment for reading and writing.
@@ -289,23 +312,40 @@ pub fn create_presized(
     size_bytes: u64,
     prealloc: Prealloc,
 ) -> Result<File, StoreError> {
+    create_presized_with(fs, path, size_bytes, prealloc, Durability::AtCreate)
+}
+
+/// [`create_presized`], with the fsyncs of the file and its directory left to the caller when
+/// `durability` is [`Durability::AtFlush`] (the temp file and the rename stay, so a failed
+/// creation still leaves no half-made file under the segment's name).
+pub fn create_presized_with(
+    fs: &dyn FileSystem,
+    path: &Path,
+    size_bytes: u64,
+    prealloc: Prealloc,
+    durability: Durability,
+) -> Result<File, StoreError> {
     let file = match OpenOptions::new().read(true).write(true).open(path) {
         Ok(file) => {
-            resize_existing(fs, &file, path, size_bytes, prealloc)?;
+            resize_existing(fs, &file, path, size_bytes, prealloc, durability)?;
             file
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             let tmp = temp_path(path);
-            build_and_rename(fs, &tmp, path, size_bytes, prealloc).inspect_err(|_| {
-                // Best effort: the error being returned is the one that matters, and a temp
-                // file that stays is truncated and reused by the next try.
-                let _ = std::fs::remove_file(&tmp);
-            })?
+            build_and_rename(fs, &tmp, path, size_bytes, prealloc, durability).inspect_err(
+                |_| {
+                    // Best effort: the error being returned is the one that matters, and a
+                    // temp file that stays is truncated and reused by the next try.
+                    let _ = std::fs::remove_file(&tmp);
+                },
+            )?
         }
         Err(e) => return Err(StoreError::io("open", path, e)),
     };
-    if let Some(dir) = path.parent() {
-        sync_dir(fs, dir)?;
+    if durability == Durability::AtCreate {
+        if let Some(dir) = path.parent() {
+            sync_dir(fs, dir)?;
+        }
     }
     Ok(file)
 }
@@ -316,6 +356,7 @@ fn resize_existing(
     path: &Path,
     size_bytes: u64,
     prealloc: Prealloc,
+    durability: Durability,
 ) -> Result<(), StoreError> {
     let len = file
         .metadata()
@@ -330,7 +371,10 @@ fn resize_existing(
     }
     // Also when the length is right: a failed fallocate may have left it sparse.
     size_file(fs, file, path, size_bytes, prealloc)?;
-    fs.sync(file, path, SyncKind::All)
+    match durability {
+        Durability::AtCreate => fs.sync(file, path, SyncKind::All),
+        Durability::AtFlush => Ok(()),
+    }
 }
 
 fn build_and_rename(
@@ -339,10 +383,13 @@ fn build_and_rename(
     path: &Path,
     size_bytes: u64,
     prealloc: Prealloc,
+    durability: Durability,
 ) -> Result<File, StoreError> {
     let file = fs.create(tmp)?;
     size_file(fs, &file, tmp, size_bytes, prealloc)?;
-    fs.sync(&file, tmp, SyncKind::All)?;
+    if durability == Durability::AtCreate {
+        fs.sync(&file, tmp, SyncKind::All)?;
+    }
     fs.rename(tmp, path)?;
     Ok(file)
 }

@@ -157,8 +157,10 @@ fn a_failed_group_commit_fsync_fails_every_waiter_of_its_batch() {
     let (store, rt, first) = sync_store_with_one_flushed(dir.path(), &fs);
     let durable = store.flushed_phy_offset();
     // The next CommitLog fsync takes SLOW_FSYNC and fails: the producers below append and
-    // wait during it.
-    fs.arm(Failpoint::SlowFsyncError, "commitlog", 1);
+    // wait during it. Armed twice: the second flusher may start its fsync beside the flush
+    // thread's and take the failpoint first; with both failing no producer can be covered
+    // by a good fsync, whichever thread started first.
+    fs.arm(Failpoint::SlowFsyncError, "commitlog", 2);
     let started = std::time::Instant::now();
     let outcomes = std::thread::scope(|s| {
         let producers: Vec<_> = (0..8)
@@ -202,6 +204,79 @@ fn a_failed_group_commit_fsync_fails_every_waiter_of_its_batch() {
         rt.block_on(store.wait_flushed(first.end_phy_offset() + 1)),
         Err(StoreError::Poisoned { .. })
     ));
+}
+
+/// Waits (bounded) until `point` fired `times` times.
+fn wait_fired(fs: &FaultFs, point: Failpoint, times: usize) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while fs.fired().iter().filter(|(p, _)| *p == point).count() < times {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{point:?} never fired"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// Appends `body` to T/0 and waits for its group commit.
+fn put_and_wait(store: &MessageStore, body: &[u8]) -> Result<i64, StoreError> {
+    let put = store.put_message(&msg("T", 0, body, "A"))?;
+    runtime().block_on(store.wait_flushed(put.end_phy_offset()))?;
+    Ok(put.end_phy_offset())
+}
+
+/// A producer that appends while the flush thread's fsync runs gets an fsync of its own at
+/// once (the second flusher's) instead of waiting for that one to end; both are told once
+/// their bytes are durable.
+#[test]
+fn a_producer_arriving_during_a_long_fsync_gets_its_own_fsync_beside_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(FaultFs::new());
+    let (store, _rt, _first) = sync_store_with_one_flushed(dir.path(), &fs);
+    fs.arm(Failpoint::SlowFsync, "commitlog", 2);
+    let (one, two) = std::thread::scope(|s| {
+        let one = s.spawn(|| put_and_wait(&store, b"one"));
+        wait_fired(&fs, Failpoint::SlowFsync, 1);
+        let two = s.spawn(|| put_and_wait(&store, b"two"));
+        (one.join().unwrap(), two.join().unwrap())
+    });
+    let (one, two) = (one.unwrap(), two.unwrap());
+    assert!(one < two);
+    assert_eq!(
+        fs.max_slow_fsyncs_at_once(),
+        2,
+        "the second fsync ran beside the first"
+    );
+    assert!(store.flushed_phy_offset() >= two);
+    assert_eq!(store.is_read_only(), None);
+}
+
+/// The flush thread's fsync fails slowly while the second flusher's, started after it for a
+/// later producer, succeeds at once: fsyncs are published in the order they started, so the
+/// later success vouches for nothing, every producer hears of the failure and the flushed
+/// offset stays.
+#[test]
+fn an_fsync_ending_after_an_earlier_failed_one_vouches_for_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(FaultFs::new());
+    let (store, _rt, _first) = sync_store_with_one_flushed(dir.path(), &fs);
+    let durable = store.flushed_phy_offset();
+    fs.arm(Failpoint::SlowFsyncError, "commitlog", 1);
+    let (one, two) = std::thread::scope(|s| {
+        let one = s.spawn(|| put_and_wait(&store, b"one"));
+        wait_fired(&fs, Failpoint::SlowFsyncError, 1);
+        let two = s.spawn(|| put_and_wait(&store, b"two"));
+        (one.join().unwrap(), two.join().unwrap())
+    });
+    assert_flush_failed(&one.unwrap_err());
+    match two {
+        Err(e @ StoreError::FlushFailed { .. }) => assert_flush_failed(&e),
+        // Appended only after the failure was published.
+        Err(StoreError::Poisoned { .. }) => {}
+        other => panic!("the later producer got {other:?}"),
+    }
+    assert!(store.is_read_only().is_some());
+    assert_eq!(store.flushed_phy_offset(), durable);
 }
 
 /// ENOSPC when creating or allocating the next CommitLog file, or a rename error while
@@ -268,19 +343,27 @@ fn enospc_on_a_consume_queue_file_fails_that_append_only() {
     }
 }
 
-/// A failed fsync that covers no written data (the new file's own fsync or its directory's)
-/// fails the request and does not poison the store.
+/// A new ConsumeQueue file is made durable by the flush, not by the append that creates it: an
+/// fsync failing there poisons like any fsync of written units, and the reopen rebuilds the
+/// queue from the CommitLog.
 #[test]
-fn a_failed_fsync_of_a_new_empty_file_is_no_poison() {
+fn a_new_consume_queue_file_is_fsynced_by_the_flush_and_a_failure_there_poisons() {
     let dir = tempfile::tempdir().unwrap();
     let fs = Arc::new(FaultFs::new());
     let store = open_on(dir.path(), &fs, FlushPolicy::Async);
     fs.arm(Failpoint::FsyncError, "consumequeue/T/0", 1);
-    let err = store.put_message(&msg("T", 0, b"m", "A")).unwrap_err();
-    assert_eq!(op_of(&err), "fsync");
-    assert_eq!(store.is_read_only(), None);
     store.put_message(&msg("T", 0, b"first", "A")).unwrap();
-    store.shutdown().unwrap();
+    assert_eq!(
+        fs.fired(),
+        vec![],
+        "the append made no fsync of the new file"
+    );
+    let err = store.flush().unwrap_err();
+    assert_eq!(op_of(&err), "fsync");
+    assert!(fs.fired()[0].1.contains("consumequeue/T/0"));
+    assert!(store.is_read_only().is_some());
+    drop(store);
+    reopen_recovers(dir.path(), &[b"first"]);
 }
 
 /// A failing checkpoint fsync poisons (the checkpoint vouches for written data); shutdown
