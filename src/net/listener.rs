@@ -10,10 +10,11 @@
 //!
 //! Left alone, a burst of connections piles onto one worker: re-queuing an accept first tries
 //! to take a connection at once, so the first worker to run drains the queue while the others
-//! are still waking (measured: 59 of 64 on one of 4 workers). So a worker that holds more than
-//! an even share of the server's connections waits [`ACCEPT_YIELD_MS`] before it accepts again,
-//! and the others, which hold fewer, take the burst. The worker with the fewest connections
-//! never waits, so someone always accepts.
+//! are still waking (measured: 59 of 64 on one of 4 workers; and the two connections of a
+//! client that opens two at once both on one of 2 workers). So a worker that would hold more
+//! than an even share of the server's connections with the next one waits [`ACCEPT_YIELD_MS`]
+//! before it accepts again, and the others, which hold fewer, take the burst. The worker with
+//! the fewest connections never waits, so someone always accepts.
 
 use super::connection::{self, Accepted};
 use super::error::ServerError;
@@ -146,7 +147,7 @@ pub(crate) async fn accept_loop<H: RequestHandler>(
         match accepted {
             Ok((stream, remote_addr)) => {
                 start_connection(stream, remote_addr, listener_index, &worker);
-                if worker.holds_more_than_its_share() {
+                if worker.holds_its_share() {
                     tokio::time::sleep(Duration::from_millis(ACCEPT_YIELD_MS)).await;
                 }
             }

@@ -92,6 +92,15 @@ impl<H> Shared<H> {
     }
 }
 
+/// Whether a worker holding `live` of the server's `total` connections would hold more than
+/// an even split over `workers` (rounded up) if it took the next one. The worker with the
+/// fewest connections never does (it holds at most `total / workers`), and with one worker
+/// none does. Counting the next connection makes a pair that arrives together go to two
+/// workers: after the first, its worker holds 1 of 1, which is its share of 2.
+pub(crate) fn holds_its_share(live: usize, total: usize, workers: usize) -> bool {
+    live + 1 > (total + 1).div_ceil(workers)
+}
+
 /// Why a new connection was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Refused {
@@ -148,11 +157,14 @@ impl<H> Worker<H> {
         Ok(slot)
     }
 
-    /// True when this worker holds more connections than an even split of the server's would
-    /// give it (rounded up). Always false with one worker.
-    pub fn holds_more_than_its_share(&self) -> bool {
-        let total = self.shared.connections.load(Ordering::Relaxed);
-        self.live_connections.get() > total.div_ceil(self.shared.config.worker_threads)
+    /// True when taking one more connection would give this worker more than an even split
+    /// of the server's connections, that one included ([`holds_its_share`]).
+    pub fn holds_its_share(&self) -> bool {
+        holds_its_share(
+            self.live_connections.get(),
+            self.shared.connections.load(Ordering::Relaxed),
+            self.shared.config.worker_threads,
+        )
     }
 
     /// Waits until this worker's connections closed, bounded by the grace period plus a margin
@@ -199,5 +211,37 @@ impl<H> Drop for ConnectionSlot<H> {
         if live == 1 {
             self.worker.all_closed.notify_one();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::holds_its_share;
+
+    #[test]
+    fn a_worker_waits_once_the_next_connection_would_put_it_over_an_even_split() {
+        // Two workers: the first of a pair makes its worker wait, so the second goes elsewhere.
+        assert!(holds_its_share(1, 1, 2));
+        assert!(!holds_its_share(0, 1, 2));
+        assert!(!holds_its_share(1, 2, 2));
+        assert!(holds_its_share(2, 3, 2));
+        assert!(!holds_its_share(0, 0, 2));
+        // One worker never waits.
+        for n in 0..10 {
+            assert!(!holds_its_share(n, n, 1));
+        }
+        // Whatever the split, the worker with the fewest connections never waits.
+        for workers in 1..6usize {
+            for total in 0..40usize {
+                let fewest = total / workers;
+                assert!(
+                    !holds_its_share(fewest, total, workers),
+                    "{fewest}/{total}/{workers}"
+                );
+            }
+        }
+        // Four workers, 8 connections: 2 each is the share of 9 rounded up (3), 3 is not.
+        assert!(!holds_its_share(2, 8, 4));
+        assert!(holds_its_share(3, 8, 4));
     }
 }

@@ -7,6 +7,7 @@
 use std::fs::File;
 use std::io;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use super::{DiskUsage, FileSystem, RealFs, SyncKind};
@@ -22,6 +23,9 @@ pub enum Failpoint {
     /// `sync` takes [`SLOW_FSYNC`], then fails with EIO (lets waiters gather on a failing
     /// fsync).
     SlowFsyncError,
+    /// `sync` takes [`SLOW_FSYNC`], then does the real fsync (lets a test see what runs
+    /// beside a long fsync).
+    SlowFsync,
     /// `create` fails with ENOSPC.
     CreateEnospc,
     /// `allocate` fails with ENOSPC (and allocates nothing).
@@ -48,6 +52,9 @@ pub struct FaultFs {
     armed: Mutex<Vec<Armed>>,
     fired: Mutex<Vec<(Failpoint, String)>>,
     disk_used_percent: Mutex<Option<f64>>,
+    /// [`Failpoint::SlowFsync`] fsyncs running now, and the most that ever ran at once.
+    syncs_running: AtomicUsize,
+    max_syncs_running: AtomicUsize,
 }
 
 /// How long a [`Failpoint::SlowFsyncError`] fsync takes before it fails.
@@ -78,6 +85,11 @@ impl FaultFs {
     /// The failures that fired, with the path each hit.
     pub fn fired(&self) -> Vec<(Failpoint, String)> {
         self.fired.lock().unwrap().clone()
+    }
+
+    /// The most [`Failpoint::SlowFsync`] fsyncs that ran at the same time.
+    pub fn max_slow_fsyncs_at_once(&self) -> usize {
+        self.max_syncs_running.load(Ordering::Acquire)
     }
 
     /// Reports this used share of a simulated disk instead of measuring; `None` measures
@@ -162,6 +174,14 @@ impl FileSystem for FaultFs {
         if self.fires(Failpoint::SlowFsyncError, path) {
             std::thread::sleep(SLOW_FSYNC);
             return Err(failed("fsync", path, nix::errno::Errno::EIO));
+        }
+        if self.fires(Failpoint::SlowFsync, path) {
+            let running = self.syncs_running.fetch_add(1, Ordering::AcqRel) + 1;
+            self.max_syncs_running.fetch_max(running, Ordering::AcqRel);
+            std::thread::sleep(SLOW_FSYNC);
+            let synced = RealFs.sync(file, path, kind);
+            self.syncs_running.fetch_sub(1, Ordering::AcqRel);
+            return synced;
         }
         RealFs.sync(file, path, kind)
     }

@@ -157,8 +157,10 @@ fn a_failed_group_commit_fsync_fails_every_waiter_of_its_batch() {
     let (store, rt, first) = sync_store_with_one_flushed(dir.path(), &fs);
     let durable = store.flushed_phy_offset();
     // The next CommitLog fsync takes SLOW_FSYNC and fails: the producers below append and
-    // wait during it.
-    fs.arm(Failpoint::SlowFsyncError, "commitlog", 1);
+    // wait during it. Armed twice: the second flusher may start its fsync beside the flush
+    // thread's and take the failpoint first; with both failing no producer can be covered
+    // by a good fsync, whichever thread started first.
+    fs.arm(Failpoint::SlowFsyncError, "commitlog", 2);
     let started = std::time::Instant::now();
     let outcomes = std::thread::scope(|s| {
         let producers: Vec<_> = (0..8)
@@ -202,6 +204,79 @@ fn a_failed_group_commit_fsync_fails_every_waiter_of_its_batch() {
         rt.block_on(store.wait_flushed(first.end_phy_offset() + 1)),
         Err(StoreError::Poisoned { .. })
     ));
+}
+
+/// Waits (bounded) until `point` fired `times` times.
+fn wait_fired(fs: &FaultFs, point: Failpoint, times: usize) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while fs.fired().iter().filter(|(p, _)| *p == point).count() < times {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{point:?} never fired"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// Appends `body` to T/0 and waits for its group commit.
+fn put_and_wait(store: &MessageStore, body: &[u8]) -> Result<i64, StoreError> {
+    let put = store.put_message(&msg("T", 0, body, "A"))?;
+    runtime().block_on(store.wait_flushed(put.end_phy_offset()))?;
+    Ok(put.end_phy_offset())
+}
+
+/// A producer that appends while the flush thread's fsync runs gets an fsync of its own at
+/// once (the second flusher's) instead of waiting for that one to end; both are told once
+/// their bytes are durable.
+#[test]
+fn a_producer_arriving_during_a_long_fsync_gets_its_own_fsync_beside_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(FaultFs::new());
+    let (store, _rt, _first) = sync_store_with_one_flushed(dir.path(), &fs);
+    fs.arm(Failpoint::SlowFsync, "commitlog", 2);
+    let (one, two) = std::thread::scope(|s| {
+        let one = s.spawn(|| put_and_wait(&store, b"one"));
+        wait_fired(&fs, Failpoint::SlowFsync, 1);
+        let two = s.spawn(|| put_and_wait(&store, b"two"));
+        (one.join().unwrap(), two.join().unwrap())
+    });
+    let (one, two) = (one.unwrap(), two.unwrap());
+    assert!(one < two);
+    assert_eq!(
+        fs.max_slow_fsyncs_at_once(),
+        2,
+        "the second fsync ran beside the first"
+    );
+    assert!(store.flushed_phy_offset() >= two);
+    assert_eq!(store.is_read_only(), None);
+}
+
+/// The flush thread's fsync fails slowly while the second flusher's, started after it for a
+/// later producer, succeeds at once: fsyncs are published in the order they started, so the
+/// later success vouches for nothing, every producer hears of the failure and the flushed
+/// offset stays.
+#[test]
+fn an_fsync_ending_after_an_earlier_failed_one_vouches_for_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(FaultFs::new());
+    let (store, _rt, _first) = sync_store_with_one_flushed(dir.path(), &fs);
+    let durable = store.flushed_phy_offset();
+    fs.arm(Failpoint::SlowFsyncError, "commitlog", 1);
+    let (one, two) = std::thread::scope(|s| {
+        let one = s.spawn(|| put_and_wait(&store, b"one"));
+        wait_fired(&fs, Failpoint::SlowFsyncError, 1);
+        let two = s.spawn(|| put_and_wait(&store, b"two"));
+        (one.join().unwrap(), two.join().unwrap())
+    });
+    assert_flush_failed(&one.unwrap_err());
+    match two {
+        Err(e @ StoreError::FlushFailed { .. }) => assert_flush_failed(&e),
+        // Appended only after the failure was published.
+        Err(StoreError::Poisoned { .. }) => {}
+        other => panic!("the later producer got {other:?}"),
+    }
+    assert!(store.is_read_only().is_some());
+    assert_eq!(store.flushed_phy_offset(), durable);
 }
 
 /// ENOSPC when creating or allocating the next CommitLog file, or a rename error while

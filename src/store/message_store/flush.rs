@@ -2,8 +2,10 @@
 //! and checkpoint write, and poisoning (a failed fsync or write makes the store read-only; it
 //! is never retried as success).
 
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
@@ -14,6 +16,7 @@ use crate::store::config::FlushPolicy;
 use crate::store::error::StoreError;
 use crate::store::format;
 use crate::store::fs;
+use crate::store::segment::Segment;
 
 impl Inner {
     /// Group commit: resolves once the fsync covering `end_phy_offset` is done. The waiter is
@@ -29,10 +32,16 @@ impl Inner {
             let (tx, rx) = oneshot::channel();
             signal.waiters.push(Waiter { end_phy_offset, tx });
             signal.flush_requested = true;
+            signal.max_waiter_end_phy_offset = signal.max_waiter_end_phy_offset.max(end_phy_offset);
             if signal.flusher.wakes_on(signal.waiters.len()) {
                 // Once: the waiters after this one need not notify again.
                 signal.flusher = FlusherState::Busy;
                 self.signal_cv.notify_one();
+            } else if signal.second_flusher_idle
+                && signal.fsyncs.second_flusher_helps(end_phy_offset)
+            {
+                signal.second_flusher_idle = false;
+                self.second_flusher_cv.notify_one();
             }
             rx
         };
@@ -96,53 +105,162 @@ impl Inner {
         self.poisoned.load(Ordering::Acquire)
     }
 
-    /// fsyncs every dirty CommitLog file and publishes the new flushed offset.
+    /// The flush thread's group commit: fsyncs the CommitLog unless an fsync already started
+    /// (the second flusher's) covers everything written.
     fn flush_commit_log(&self) -> Result<CommitLogFlush, StoreError> {
         let _guard = lock(&self.flush_lock);
-        self.flush_commit_log_locked()
+        self.fsync_commit_log(&mut FsyncFiles::Segments, Coverage::UnlessStarted)
     }
 
-    /// fsyncs every dirty CommitLog file, publishes the new flushed offset and wakes the
-    /// waiters it covers. A failed fsync poisons the store and fails every waiter.
+    /// fsyncs the CommitLog (below): every byte written before it is durable when it returns.
     fn flush_commit_log_locked(&self) -> Result<CommitLogFlush, StoreError> {
+        self.fsync_commit_log(&mut FsyncFiles::Segments, Coverage::Always)
+    }
+
+    /// fsyncs every CommitLog file holding bytes not yet durable (and any other dirty one),
+    /// then, once every fsync started before it is published, publishes the new flushed offset
+    /// and wakes the waiters it covers. A failed fsync poisons the store and fails every
+    /// waiter; an fsync that ends after an earlier one failed vouches for nothing.
+    fn fsync_commit_log(
+        &self,
+        files: &mut FsyncFiles<'_>,
+        coverage: Coverage,
+    ) -> Result<CommitLogFlush, StoreError> {
         if let Some(reason) = self.flush_tx.borrow().poisoned.as_deref() {
             return Err(StoreError::Poisoned {
                 reason: reason.to_owned(),
             });
         }
-        let max_phy_offset = self.commit_log.max_phy_offset();
-        if max_phy_offset <= self.flush_tx.borrow().flushed_phy_offset {
-            return Ok(CommitLogFlush::default());
-        }
+        let (ticket, from_phy_offset, max_phy_offset) = {
+            let mut signal = lock(&self.signal);
+            let max_phy_offset = self.commit_log.max_phy_offset();
+            let flushed = self.flush_tx.borrow().flushed_phy_offset;
+            let started_covers =
+                coverage == Coverage::UnlessStarted && signal.fsyncs.covers(max_phy_offset);
+            if max_phy_offset <= flushed || started_covers {
+                return Ok(CommitLogFlush::default());
+            }
+            (signal.fsyncs.start(max_phy_offset), flushed, max_phy_offset)
+        };
         let started = Instant::now();
+        let synced = self.fsync_segments(files, from_phy_offset, max_phy_offset);
+        let fsync_time = started.elapsed();
+        self.publish_fsync(ticket, max_phy_offset, synced, fsync_time)
+    }
+
+    /// fsyncs each CommitLog segment that is dirty or holds bytes in `[from, to)`.
+    fn fsync_segments(
+        &self,
+        files: &mut FsyncFiles<'_>,
+        from_phy_offset: i64,
+        to_phy_offset: i64,
+    ) -> Result<(), StoreError> {
+        let file_size = self.commit_log.file_size_bytes();
         for seg in self.commit_log.segments().snapshot().iter() {
-            if seg.take_dirty() {
-                if let Err(e) = self.fs.sync(&seg.file, &seg.path, fs::SyncKind::Data) {
-                    let source = Arc::new(e);
-                    // Every waiter, those beyond this fsync's bytes too: the store turns
-                    // read-only, no flush will come for them.
-                    // They hear of it only once the store is read-only, so a waiter that
-                    // sees the failure also sees the state it left behind.
-                    let waiters = std::mem::take(&mut lock(&self.signal).waiters);
-                    self.poison(format!("commit log fsync failed: {source}"));
-                    group_commit::fail(waiters, || StoreError::FlushFailed {
-                        source: Arc::clone(&source),
-                    });
-                    return Err(StoreError::FlushFailed { source });
-                }
+            let holds_range =
+                seg.start_offset < to_phy_offset && seg.start_offset + file_size > from_phy_offset;
+            // Both tests run: the dirty flag is cleared for the next flush either way.
+            if seg.take_dirty() | holds_range {
+                let file = files.file_for(seg)?;
+                self.fs.sync(file, &seg.path, fs::SyncKind::Data)?;
             }
         }
-        let fsync_time = started.elapsed();
-        self.commit_log_flush_latency.observe(fsync_time);
-        self.flush_tx
-            .send_modify(|s| s.flushed_phy_offset = s.flushed_phy_offset.max(max_phy_offset));
-        let covered = group_commit::take_covered(&mut lock(&self.signal).waiters, max_phy_offset);
+        Ok(())
+    }
+
+    /// Publishes the fsync of `ticket` in its turn (see [`group_commit::FsyncOrder`]).
+    fn publish_fsync(
+        &self,
+        ticket: u64,
+        max_phy_offset: i64,
+        synced: Result<(), StoreError>,
+        fsync_time: Duration,
+    ) -> Result<CommitLogFlush, StoreError> {
+        let mut signal = lock(&self.signal);
+        while !signal.fsyncs.is_turn(ticket) {
+            signal = self
+                .publish_cv
+                .wait(signal)
+                .unwrap_or_else(|e| e.into_inner());
+        }
+        let outcome = match synced {
+            Err(e) => {
+                let source = Arc::new(e);
+                // Every waiter, those beyond this fsync's bytes too: the store turns
+                // read-only, no flush will come for them. They hear of it only once the store
+                // is read-only, so a waiter that sees the failure also sees the state it left
+                // behind; and the fsyncs after this one see it before their turn.
+                let waiters = std::mem::take(&mut signal.waiters);
+                drop(signal);
+                self.poison(format!("commit log fsync failed: {source}"));
+                group_commit::fail(waiters, || StoreError::FlushFailed {
+                    source: Arc::clone(&source),
+                });
+                signal = lock(&self.signal);
+                Err(StoreError::FlushFailed { source })
+            }
+            Ok(()) => match self.flush_tx.borrow().poisoned.as_deref() {
+                // An earlier fsync failed: this one's success says nothing about the pages
+                // that one lost.
+                Some(reason) => Err(StoreError::Poisoned {
+                    reason: reason.to_owned(),
+                }),
+                None => Ok(()),
+            },
+        };
+        let covered = if outcome.is_ok() {
+            self.commit_log_flush_latency.observe(fsync_time);
+            self.flush_tx
+                .send_modify(|s| s.flushed_phy_offset = s.flushed_phy_offset.max(max_phy_offset));
+            group_commit::take_covered(&mut signal.waiters, max_phy_offset)
+        } else {
+            Vec::new()
+        };
+        signal.fsyncs.published(ticket);
+        drop(signal);
+        self.publish_cv.notify_all();
+        outcome?;
         let woken = covered.len();
         group_commit::complete(covered);
         Ok(CommitLogFlush {
             fsync_time: Some(fsync_time),
             woken,
         })
+    }
+
+    /// The second flusher (`sync` flush): while the flush thread's fsync runs, it fsyncs for
+    /// the producers that fsync does not cover, so they need not wait for it to end.
+    pub(super) fn second_flusher_loop(&self) {
+        let mut own = OwnFiles::default();
+        loop {
+            {
+                let mut signal = lock(&self.signal);
+                loop {
+                    if signal.stop {
+                        return;
+                    }
+                    if !self.is_poisoned()
+                        && signal
+                            .fsyncs
+                            .second_flusher_helps(signal.max_waiter_end_phy_offset)
+                    {
+                        break;
+                    }
+                    signal.second_flusher_idle = true;
+                    signal = self
+                        .second_flusher_cv
+                        .wait(signal)
+                        .unwrap_or_else(|e| e.into_inner());
+                }
+                signal.second_flusher_idle = false;
+            }
+            own.forget_removed();
+            if let Err(e) =
+                self.fsync_commit_log(&mut FsyncFiles::Own(&mut own), Coverage::UnlessStarted)
+            {
+                tracing::error!(error = %e, "commit log flush failed");
+            }
+        }
     }
 
     /// fsyncs the CommitLog, every dirty ConsumeQueue file, then writes the checkpoint.
@@ -186,7 +304,7 @@ impl Inner {
                     error = %e,
                     "index flush failed; the index is built again from its last durable flush"
                 );
-                self.wake_index();
+                self.unpark_index();
             }
         }
     }
@@ -308,6 +426,70 @@ impl Inner {
             return None;
         }
         Some(std::mem::take(&mut signal.flush_requested))
+    }
+}
+
+/// Whether a CommitLog flush may leave its bytes to an fsync already started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Coverage {
+    /// Group commit: nothing to do when a started fsync covers every written byte.
+    UnlessStarted,
+    /// Flush before a checkpoint or on request: its own fsync.
+    Always,
+}
+
+/// Which file handles an fsync goes through.
+enum FsyncFiles<'a> {
+    /// The segments' own (the flush thread, and any flush under the flush lock).
+    Segments,
+    /// The second flusher's.
+    Own(&'a mut OwnFiles),
+}
+
+impl FsyncFiles<'_> {
+    fn file_for<'s>(&'s mut self, seg: &'s Arc<Segment>) -> Result<&'s File, StoreError> {
+        match self {
+            FsyncFiles::Segments => Ok(&seg.file),
+            FsyncFiles::Own(own) => own.file_for(seg),
+        }
+    }
+}
+
+/// The second flusher's own open file descriptions of the CommitLog segments. Linux reports
+/// a writeback error once per open file description: two fsyncs running at once through the
+/// same one could each hear a different part of the news, the earlier "success" while the
+/// later took the error meant for its pages too. Through its own description each fsync hears
+/// every error since it last looked. At most one per segment still in the list.
+#[derive(Default)]
+struct OwnFiles {
+    files: Vec<(Weak<Segment>, File)>,
+}
+
+impl OwnFiles {
+    fn file_for(&mut self, seg: &Arc<Segment>) -> Result<&File, StoreError> {
+        let at = match self
+            .files
+            .iter()
+            .position(|(s, _)| std::ptr::eq(s.as_ptr(), Arc::as_ptr(seg)))
+        {
+            Some(at) => at,
+            None => {
+                // A new open file description of the same file (also when it was unlinked).
+                let fd_path = format!("/proc/self/fd/{}", seg.file.as_raw_fd());
+                let file = OpenOptions::new()
+                    .read(true)
+                    .open(&fd_path)
+                    .map_err(|e| StoreError::io("open", &seg.path, e))?;
+                self.files.push((Arc::downgrade(seg), file));
+                self.files.len() - 1
+            }
+        };
+        Ok(&self.files[at].1)
+    }
+
+    /// Closes the descriptions of segments the store let go of.
+    fn forget_removed(&mut self) {
+        self.files.retain(|(s, _)| s.strong_count() > 0);
     }
 }
 

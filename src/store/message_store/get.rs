@@ -12,6 +12,7 @@
 //! records. The common unfiltered pull thus reads 33 units (660 bytes) of ConsumeQueue instead
 //! of the whole 800-unit scan budget (16,000 bytes), which it would never look at.
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::BytesMut;
@@ -29,6 +30,17 @@ use crate::store::types::{GetMessageRequest, GetMessageResult, GetMessageStatus}
 
 /// TOTALSIZE and MAGICCODE: what `record_head_matches` needs.
 const RECORD_HEAD_BYTES: usize = 8;
+
+/// The longest read of back-to-back records a pull makes (one record longer than this is read
+/// alone). Java's `maxTransferBytesOnMessageInMemory` default, so a default in-memory pull's
+/// batch of adjacent records is one read; at most the registered read buffers' total (1 MiB by
+/// default), so such a read fits one io_uring round.
+const RECORD_SPAN_READ_MAX_BYTES: usize = 256 * 1024;
+const _: () = assert!(
+    RECORD_SPAN_READ_MAX_BYTES
+        <= crate::store::io::FIXED_BUFFER_COUNT_DEFAULT
+            * crate::store::io::FIXED_BUFFER_SIZE_DEFAULT_BYTES
+);
 
 /// What one pull inside the queue's live units asks for, and the limits it runs under.
 struct PullSpec<'a> {
@@ -537,7 +549,9 @@ impl Inner {
     }
 
     /// Reads every candidate record in one `read_batch` and applies the record filter.
-    /// Returns whether any candidate was rejected.
+    /// Records back to back in one CommitLog file are read as one span ([`record_spans`]) and
+    /// sliced out of it: a catch-up pull's batch is usually one span, so it costs one or two
+    /// read ops instead of one per record. Returns whether any candidate was rejected.
     fn read_candidates(
         &self,
         view: &CommitLogView,
@@ -548,26 +562,33 @@ impl Inner {
         if candidates.is_empty() {
             return Ok(false);
         }
-        let ops = candidate_reads(view, candidates, |c| c.size as usize);
+        let spans = record_spans(candidates, RECORD_SPAN_READ_MAX_BYTES);
+        let ops = span_reads(view, candidates, &spans);
         let wanted: usize = candidates.iter().map(|c| c.size as usize).sum();
         state.buffer.reserve(wanted);
         let mut rejected = false;
         let mut corrupt: Option<usize> = None;
         self.io
-            .read_batch(&ops, &mut |i, bytes| {
-                let c = &candidates[i];
-                if !record_head_matches(bytes, c.size) {
-                    corrupt.get_or_insert(i);
-                    return;
+            .read_batch(&ops, &mut |span_index, span_bytes| {
+                let span = spans[span_index].clone();
+                let span_start = candidates[span.start].phy_offset;
+                for i in span {
+                    let c = &candidates[i];
+                    let from = (c.phy_offset - span_start) as usize;
+                    let bytes = &span_bytes[from..from + c.size as usize];
+                    if !record_head_matches(bytes, c.size) {
+                        corrupt.get_or_insert(i);
+                        continue;
+                    }
+                    if !filter.is_matched_by_commit_log(bytes) {
+                        state.miss(c.unit_index, GetMessageStatus::NoMatchedMessage);
+                        rejected = true;
+                        continue;
+                    }
+                    state.message_ranges.push((state.buffer.len(), bytes.len()));
+                    state.buffer.extend_from_slice(bytes);
+                    state.add_found(c, bytes.len());
                 }
-                if !filter.is_matched_by_commit_log(bytes) {
-                    state.miss(c.unit_index, GetMessageStatus::NoMatchedMessage);
-                    rejected = true;
-                    return;
-                }
-                state.message_ranges.push((state.buffer.len(), bytes.len()));
-                state.buffer.extend_from_slice(bytes);
-                state.add_found(c, bytes.len());
             })
             .map_err(|e| self.commit_log_read_error(e))?;
         if let Some(i) = corrupt {
@@ -646,6 +667,55 @@ impl Inner {
     fn commit_log_read_error(&self, e: std::io::Error) -> StoreError {
         StoreError::io("read commit log", self.commit_log.segments().dir(), e)
     }
+}
+
+/// Splits `candidates` (in queue order) into runs of records that lie back to back in one
+/// CommitLog file, each run at most `span_max_bytes` long unless it is a single record. One
+/// read per run covers exactly its records' bytes, nothing between or around them.
+fn record_spans(candidates: &[Candidate], span_max_bytes: usize) -> Vec<Range<usize>> {
+    let mut spans: Vec<Range<usize>> = Vec::new();
+    let mut span_bytes = 0usize;
+    for (i, c) in candidates.iter().enumerate() {
+        let size = c.size as usize;
+        let continues = spans.last().is_some_and(|span| {
+            let prev = &candidates[span.end - 1];
+            prev.segment_index == c.segment_index
+                && prev.phy_offset + i64::from(prev.size) == c.phy_offset
+                && span_bytes + size <= span_max_bytes
+        });
+        match spans.last_mut() {
+            Some(span) if continues => {
+                span.end = i + 1;
+                span_bytes += size;
+            }
+            _ => {
+                spans.push(i..i + 1);
+                span_bytes = size;
+            }
+        }
+    }
+    spans
+}
+
+/// One read per span of [`record_spans`]: from its first record's start to its last's end.
+fn span_reads<'a>(
+    view: &'a CommitLogView,
+    candidates: &[Candidate],
+    spans: &[Range<usize>],
+) -> Vec<ReadOp<'a>> {
+    spans
+        .iter()
+        .map(|span| {
+            let first = &candidates[span.start];
+            let last = &candidates[span.end - 1];
+            let seg = view.segment(first);
+            ReadOp {
+                file: &seg.file,
+                offset_bytes: (first.phy_offset - seg.start_offset) as u64,
+                len_bytes: (last.phy_offset + i64::from(last.size) - first.phy_offset) as usize,
+            }
+        })
+        .collect()
 }
 
 /// One read per candidate of the first `len_of(candidate)` bytes of its record.
@@ -736,5 +806,51 @@ mod tests {
         assert_eq!(spec(0, i32::MAX).units_first_read(7_000), 7_000);
         // A maxMsgNums below one is treated as one by the caller; here it still reads a unit.
         assert_eq!(spec(0, 0).units_first_read(800), 1);
+    }
+
+    fn candidate(phy_offset: i64, size: i32, segment_index: usize) -> Candidate {
+        Candidate {
+            unit_index: 0,
+            queue_offset: 0,
+            phy_offset,
+            size,
+            segment_index,
+        }
+    }
+
+    /// A batch of records back to back in one file is one read; a gap, another file or the
+    /// span bound starts a new one, and a record longer than the bound is read alone.
+    #[test]
+    fn back_to_back_records_are_read_as_one_span() {
+        let run: Vec<Candidate> = (0..32)
+            .map(|i| candidate(1_000 + i * 1_200, 1_200, 0))
+            .collect();
+        assert_eq!(record_spans(&run, RECORD_SPAN_READ_MAX_BYTES), vec![0..32]);
+
+        let mixed = [
+            candidate(0, 100, 0),
+            candidate(100, 50, 0),
+            // A gap of one byte: another record of another queue lies between.
+            candidate(151, 10, 0),
+            // Adjacent offsets but the next file (the previous one ended with a blank).
+            candidate(161, 10, 1),
+            candidate(171, 10, 1),
+            // Before the previous record: not a continuation.
+            candidate(0, 10, 1),
+        ];
+        assert_eq!(
+            record_spans(&mixed, RECORD_SPAN_READ_MAX_BYTES),
+            vec![0..2, 2..3, 3..5, 5..6]
+        );
+
+        let bounded: Vec<Candidate> = (0..5).map(|i| candidate(i * 100, 100, 0)).collect();
+        assert_eq!(record_spans(&bounded, 200), vec![0..2, 2..4, 4..5]);
+        let big = [
+            candidate(0, 300, 0),
+            candidate(300, 100, 0),
+            candidate(400, 100, 0),
+        ];
+        assert_eq!(record_spans(&big, 200), vec![0..1, 1..3]);
+        assert_eq!(record_spans(&[], 200), Vec::<Range<usize>>::new());
     }
 }

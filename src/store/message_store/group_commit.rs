@@ -27,6 +27,60 @@ const GATHER_FRACTION_OF_FSYNC: f64 = 0.5;
 /// everything that arrives during a long fsync goes into the next one).
 pub(super) const GATHER_MAX: Duration = Duration::from_micros(500);
 
+/// At most this many CommitLog fsyncs of group commit run at once: the flush thread's and the
+/// second flusher's (`sync` flush). Producers that come in during an fsync get one of their
+/// own at once instead of waiting for that one to end; more than two would only add threads.
+pub(super) const FLUSHERS: usize = 2;
+
+/// The CommitLog fsyncs started: each takes a ticket as it starts and is published (its
+/// offset made the flushed one, its waiters woken, or its failure told) in ticket order, so a
+/// later fsync never vouches for bytes an earlier one failed on.
+#[derive(Debug, Default)]
+pub(super) struct FsyncOrder {
+    next_ticket: u64,
+    next_publish: u64,
+    /// The highest CommitLog offset a started fsync covers.
+    started_phy_offset: i64,
+}
+
+impl FsyncOrder {
+    /// An fsync covering the bytes below `covers_phy_offset` starts: its ticket.
+    pub(super) fn start(&mut self, covers_phy_offset: i64) -> u64 {
+        let ticket = self.next_ticket;
+        self.next_ticket += 1;
+        self.started_phy_offset = self.started_phy_offset.max(covers_phy_offset);
+        ticket
+    }
+
+    /// Fsyncs started and not yet published.
+    pub(super) fn in_flight(&self) -> usize {
+        (self.next_ticket - self.next_publish) as usize
+    }
+
+    /// Whether every fsync started before `ticket` is published.
+    pub(super) fn is_turn(&self, ticket: u64) -> bool {
+        ticket == self.next_publish
+    }
+
+    /// The fsync of `ticket`, whose turn it was, is published.
+    pub(super) fn published(&mut self, ticket: u64) {
+        assert!(self.is_turn(ticket), "fsync {ticket} published out of turn");
+        self.next_publish += 1;
+    }
+
+    /// Whether a started fsync covers the bytes below `end_phy_offset`.
+    pub(super) fn covers(&self, end_phy_offset: i64) -> bool {
+        end_phy_offset <= self.started_phy_offset
+    }
+
+    /// Whether the second flusher should start an fsync for a waiter ending at
+    /// `end_phy_offset`: the flush thread is in one that does not cover it, and fewer than
+    /// [`FLUSHERS`] run.
+    pub(super) fn second_flusher_helps(&self, end_phy_offset: i64) -> bool {
+        (1..FLUSHERS).contains(&self.in_flight()) && !self.covers(end_phy_offset)
+    }
+}
+
 /// What a waiter hears: its bytes are durable, or the fsync that was to cover them failed.
 pub(super) type FlushOutcome = Result<(), StoreError>;
 
@@ -221,6 +275,50 @@ mod tests {
         let g = FlusherState::Gathering { target: 3 };
         assert!(!g.wakes_on(2));
         assert!(g.wakes_on(3));
+    }
+
+    #[test]
+    fn fsyncs_are_published_in_the_order_they_started() {
+        let mut order = FsyncOrder::default();
+        let a = order.start(100);
+        let b = order.start(250);
+        assert_eq!(order.in_flight(), 2);
+        assert!(order.is_turn(a));
+        assert!(!order.is_turn(b), "b waits for a, even when it ends first");
+        order.published(a);
+        assert!(order.is_turn(b));
+        order.published(b);
+        assert_eq!(order.in_flight(), 0);
+        assert!(order.covers(250));
+        assert!(!order.covers(251));
+    }
+
+    #[test]
+    #[should_panic(expected = "out of turn")]
+    fn publishing_out_of_turn_is_a_bug() {
+        let mut order = FsyncOrder::default();
+        let _a = order.start(100);
+        let b = order.start(200);
+        order.published(b);
+    }
+
+    #[test]
+    fn the_second_flusher_helps_only_beside_a_running_fsync_that_does_not_cover_the_waiter() {
+        let mut order = FsyncOrder::default();
+        // Nothing runs: the flush thread takes the request.
+        assert!(!order.second_flusher_helps(100));
+        let a = order.start(100);
+        assert!(
+            !order.second_flusher_helps(100),
+            "covered by the running fsync"
+        );
+        assert!(order.second_flusher_helps(101));
+        let b = order.start(300);
+        assert_eq!(order.in_flight(), FLUSHERS);
+        assert!(!order.second_flusher_helps(400), "both flushers busy");
+        order.published(a);
+        order.published(b);
+        assert!(!order.second_flusher_helps(400));
     }
 
     #[test]

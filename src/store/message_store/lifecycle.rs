@@ -17,7 +17,7 @@ use super::{
     CHECKPOINT_FILE_NAME, LOCK_FILE_NAME,
 };
 use crate::store::commit_log::CommitLog;
-use crate::store::config::StoreConfig;
+use crate::store::config::{FlushPolicy, StoreConfig};
 use crate::store::error::StoreError;
 use crate::store::format;
 use crate::store::fs::{self, FileSystem, RealFs};
@@ -73,6 +73,8 @@ impl MessageStore {
             flush_lock: Mutex::new(()),
             signal: Mutex::new(Signal::default()),
             signal_cv: Condvar::new(),
+            publish_cv: Condvar::new(),
+            second_flusher_cv: Condvar::new(),
             flush_loop_wakeups: AtomicU64::new(0),
             commit_log_flush_latency: crate::metrics::Histogram::new(),
             retention_cv: Condvar::new(),
@@ -87,6 +89,8 @@ impl MessageStore {
             index_skip_phy_offset: AtomicI64::new(-1),
             index_phy_offset: AtomicI64::new(0),
             index_thread: std::sync::OnceLock::new(),
+            index_sleeping: AtomicBool::new(false),
+            index_wakeups: AtomicU64::new(0),
             index_stop: AtomicBool::new(false),
             shut_down: AtomicBool::new(false),
             stats: StoreStatsService::new(crate::common::now_ms()),
@@ -107,10 +111,7 @@ impl MessageStore {
         write_abort_file(inner.fs.as_ref(), &abort_path)?;
         // A broker started on a full disk refuses writes from the start.
         inner.check_disk_space();
-        let mut threads = vec![spawn_flush_thread(&inner)?, spawn_retention_thread(&inner)?];
-        if inner.index.is_some() {
-            threads.push(spawn_index_thread(&inner)?);
-        }
+        let threads = spawn_threads(&inner)?;
         Ok(Arc::new(MessageStore {
             inner,
             threads: Mutex::new(threads),
@@ -142,9 +143,10 @@ impl MessageStore {
     fn stop_threads(&self) {
         lock(&self.inner.signal).stop = true;
         self.inner.signal_cv.notify_all();
+        self.inner.second_flusher_cv.notify_all();
         self.inner.retention_cv.notify_all();
         self.inner.index_stop.store(true, Ordering::Release);
-        self.inner.wake_index();
+        self.inner.unpark_index();
         let threads: Vec<JoinHandle<()>> = lock(&self.threads).drain(..).collect();
         for handle in threads {
             // A panicked background thread has nothing left to clean up.
@@ -163,12 +165,35 @@ impl Drop for MessageStore {
     }
 }
 
+/// The store's background threads: flush (and the second flusher for `sync` flush),
+/// retention, and the index thread when the index is on.
+fn spawn_threads(inner: &Arc<Inner>) -> Result<Vec<JoinHandle<()>>, StoreError> {
+    let mut threads = vec![spawn_flush_thread(inner)?, spawn_retention_thread(inner)?];
+    if inner.config.flush_policy == FlushPolicy::Sync {
+        threads.push(spawn_second_flusher(inner)?);
+    }
+    if inner.index.is_some() {
+        threads.push(spawn_index_thread(inner)?);
+    }
+    Ok(threads)
+}
+
 fn spawn_flush_thread(inner: &Arc<Inner>) -> Result<JoinHandle<()>, StoreError> {
     let inner = Arc::clone(inner);
     std::thread::Builder::new()
         .name("store-flush".to_owned())
         .spawn(move || inner.flush_loop())
         .map_err(|e| StoreError::io("spawn thread", "store-flush", e))
+}
+
+/// The second group-commit flusher (`sync` flush only): it fsyncs for the producers that came
+/// in while the flush thread's fsync runs, instead of letting them wait for it to end.
+fn spawn_second_flusher(inner: &Arc<Inner>) -> Result<JoinHandle<()>, StoreError> {
+    let inner = Arc::clone(inner);
+    std::thread::Builder::new()
+        .name("store-flush-2".to_owned())
+        .spawn(move || inner.second_flusher_loop())
+        .map_err(|e| StoreError::io("spawn thread", "store-flush-2", e))
 }
 
 fn spawn_retention_thread(inner: &Arc<Inner>) -> Result<JoinHandle<()>, StoreError> {

@@ -105,6 +105,12 @@ struct Signal {
     /// Producers waiting for a group commit (`sync` flush), in no particular order. At most
     /// one per send in flight, which the network layer bounds.
     waiters: Vec<group_commit::Waiter>,
+    /// The highest end offset a waiter registered with (stays when that waiter goes).
+    max_waiter_end_phy_offset: i64,
+    /// The CommitLog fsyncs started, their order and what they cover (see `flush.rs`).
+    fsyncs: group_commit::FsyncOrder,
+    /// The second flusher sleeps: a waiter that no started fsync covers wakes it.
+    second_flusher_idle: bool,
 }
 
 /// Scratch buffers of the single writer, reused across appends.
@@ -157,6 +163,10 @@ struct Inner {
     flush_lock: Mutex<()>,
     signal: Mutex<Signal>,
     signal_cv: Condvar,
+    /// A completed fsync waits here for the fsyncs started before it to be published.
+    publish_cv: Condvar,
+    /// The second flusher (`sync` flush) sleeps here.
+    second_flusher_cv: Condvar,
     /// Times the flush thread woke up: lets a test see that it sleeps rather than spins.
     flush_loop_wakeups: AtomicU64,
     /// Duration of each CommitLog flush that fsynced something (metrics).
@@ -181,6 +191,11 @@ struct Inner {
     index_phy_offset: AtomicI64,
     /// The index thread, woken after appends (set once it is spawned).
     index_thread: std::sync::OnceLock<std::thread::Thread>,
+    /// The index thread sleeps until woken (not in its nap after catching up): only then
+    /// does an append wake it.
+    index_sleeping: AtomicBool,
+    /// Times an append woke the index thread (lets a test see appends do not wake it each).
+    index_wakeups: AtomicU64,
     /// Tells the index thread to stop.
     index_stop: AtomicBool,
     shut_down: AtomicBool,

@@ -1,8 +1,9 @@
 //! The index thread (Java `ReputMessageService` feeding `CommitLogDispatcherBuildIndex`): it
 //! follows the CommitLog behind the writer and indexes each record, so the append path pays
 //! no index write. The writer only wakes it (`Thread::unpark`, after the writer lock is
-//! released); the thread reads the records from the offset it has indexed up to, a bounded
-//! step at a time, and sleeps when it has caught up.
+//! released, and only once it sleeps); the thread reads the records from the offset it has
+//! indexed up to, a bounded step at a time, and when it has caught up naps [`INDEX_NAP`], then
+//! sleeps until woken.
 //!
 //! A failed index write (or read, or file creation) is logged and retried after
 //! [`INDEX_RETRY_DELAY_MS`] from the first record not indexed (a record whose keys were indexed
@@ -26,6 +27,11 @@ use crate::store::segment::{self, Segment};
 const INDEX_STEP_MAX_BYTES: usize = 1024 * 1024;
 /// How long the index thread sleeps when it has caught up and nobody wakes it.
 const INDEX_IDLE_PARK_MS: u64 = 1_000;
+/// After catching up, the index thread naps this long before it sleeps until woken, and
+/// appends during the nap do not wake it (Java's `ReputMessageService` sleeps 1 ms between its
+/// passes): under a steady load it wakes about once a nap, not once an append, which on a
+/// small machine is a thread switch per message saved.
+const INDEX_NAP: Duration = Duration::from_millis(1);
 /// How long the index thread waits after a failed index write before trying again.
 pub(super) const INDEX_RETRY_DELAY_MS: u64 = 1_000;
 /// Bytes of a record's TOTALSIZE and MAGICCODE, enough to tell a record from a BLANK.
@@ -41,8 +47,20 @@ pub(super) enum IndexStep {
 }
 
 impl Inner {
-    /// Wakes the index thread after an append (cheap when it is already awake).
+    /// Wakes the index thread after an append, if it sleeps until woken (in its nap it
+    /// looks again by itself).
     pub(super) fn wake_index(&self) {
+        // Pairs with the fence in `index_sleep`: either the thread sees this append's offset
+        // before it sleeps, or this sees it asleep.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.index_sleeping.load(Ordering::Relaxed) {
+            self.index_wakeups.fetch_add(1, Ordering::Relaxed);
+            self.unpark_index();
+        }
+    }
+
+    /// Wakes the index thread whatever it does (a stop, a failed index flush).
+    pub(super) fn unpark_index(&self) {
         if let Some(thread) = self.index_thread.get() {
             thread.unpark();
         }
@@ -61,11 +79,18 @@ impl Inner {
     /// The index thread: steps until it has caught up, then sleeps until woken.
     pub(super) fn index_loop(&self) {
         let mut buf = Vec::new();
+        // Whether the thread napped since its last step that indexed something.
+        let mut napped = false;
         while !self.index_stop.load(Ordering::Acquire) {
             match self.index_step(&mut buf) {
-                Ok(IndexStep::Progressed) => {}
+                Ok(IndexStep::Progressed) => napped = false,
+                Ok(IndexStep::CaughtUp) if napped => {
+                    self.index_sleep();
+                    napped = false;
+                }
                 Ok(IndexStep::CaughtUp) => {
-                    std::thread::park_timeout(Duration::from_millis(INDEX_IDLE_PARK_MS));
+                    std::thread::sleep(INDEX_NAP);
+                    napped = true;
                 }
                 Err(e) => {
                     tracing::error!(
@@ -78,6 +103,18 @@ impl Inner {
                 }
             }
         }
+    }
+
+    /// Sleeps until an append wakes it (or [`INDEX_IDLE_PARK_MS`] passes), unless a record
+    /// was published since the last step.
+    fn index_sleep(&self) {
+        self.index_sleeping.store(true, Ordering::Relaxed);
+        // Pairs with the fence in `wake_index`.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.index_behind_bytes() == 0 && !self.index_stop.load(Ordering::Acquire) {
+            std::thread::park_timeout(Duration::from_millis(INDEX_IDLE_PARK_MS));
+        }
+        self.index_sleeping.store(false, Ordering::Relaxed);
     }
 
     /// Sleeps [`INDEX_RETRY_DELAY_MS`] whole: the wake-ups of appends in the meantime do not

@@ -462,6 +462,51 @@ fn a_poisoned_store_does_not_spin_its_flush_thread() {
     assert!(store.is_read_only().is_some());
 }
 
+/// Appends in a burst do not wake the index thread once each: it naps after catching up and
+/// looks again by itself; every record is still indexed, and one appended after it went to
+/// sleep wakes it.
+#[test]
+fn appends_in_a_burst_do_not_wake_the_index_thread_once_each() {
+    use std::sync::atomic::Ordering;
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path());
+    cfg.message_index_enable = true;
+    let store = open(cfg);
+    let appends = 500;
+    for k in 0..appends {
+        let key = format!("k{k}");
+        store
+            .put_message(&msg("T", 0, key.as_bytes(), "A"))
+            .unwrap();
+    }
+    let wait_indexed = || {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while store.dispatch_behind_bytes() > 0 {
+            assert!(Instant::now() < deadline, "index not caught up");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    };
+    wait_indexed();
+    let woken = store.inner.index_wakeups.load(Ordering::Relaxed);
+    // Each append woke it before; a slow machine may let it fall asleep between a few.
+    assert!(
+        woken < appends / 2,
+        "{woken} wake-ups for {appends} appends"
+    );
+    // Asleep now (well past its nap): the next append wakes it, well before its idle timeout.
+    std::thread::sleep(Duration::from_millis(50));
+    let started = Instant::now();
+    store.put_message(&msg("T", 0, b"late", "A")).unwrap();
+    wait_indexed();
+    assert!(store.inner.index_wakeups.load(Ordering::Relaxed) > woken);
+    assert!(
+        started.elapsed() < Duration::from_millis(900),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
 /// ConsumeQueue files keep Java's full size (300,000 units × 20 bytes, named by start) but are
 /// sparse: a broker with thousands of queues must not hold 6 MB of disk for each.
 #[test]
@@ -839,4 +884,57 @@ fn a_pull_that_runs_past_its_first_units_finds_what_one_loop_over_the_budget_fin
         checked > 100,
         "many pulls ran past their first units: {checked}"
     );
+}
+
+/// Records back to back in the CommitLog are read as one span and sliced apart: through the
+/// io_uring engine with registered buffers smaller than a span (a span then takes several
+/// buffers) and than a whole pull (a span bigger than the registered set), with another
+/// queue's records interleaved in runs, every pull returns exactly its queue's records, in
+/// order, whole.
+#[test]
+fn records_read_as_spans_come_back_whole_and_in_order() {
+    use crate::store::io::{IoConfig, IoMode};
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path());
+    cfg.commit_log_file_size_bytes = 64 * 1024;
+    cfg.consume_queue_file_units = 100;
+    let io = IoEngine::new(IoConfig {
+        mode: IoMode::Uring,
+        fixed_buffer_count: 2,
+        fixed_buffer_size_bytes: 4096,
+        ring_entries: 2,
+        ..IoConfig::default()
+    })
+    .expect("io_uring must work on the test host");
+    let store = MessageStore::open(cfg, Arc::new(io)).unwrap();
+    let mut bodies: [Vec<Vec<u8>>; 2] = [Vec::new(), Vec::new()];
+    for i in 0..400usize {
+        // Runs of 1 to 40 records of queue 0, then one or two of queue 1.
+        let q = usize::from(i % 41 >= 39 || i % 7 == 6 && i % 3 == 0);
+        let body: Vec<u8> = (0..100 + (i * 37) % 900).map(|b| (b + i) as u8).collect();
+        store.put_message(&msg("T", q as i32, &body, "A")).unwrap();
+        bodies[q].push(body);
+    }
+    for (q, expected) in bodies.iter().enumerate() {
+        for max_nums in [1, 7, 32] {
+            let mut got = Vec::new();
+            let mut offset = 0;
+            while offset < expected.len() as i64 {
+                let result = store
+                    .get_message(&pull("T", q as i32, offset, max_nums, &AcceptAll))
+                    .unwrap();
+                assert_eq!(
+                    result.status,
+                    GetMessageStatus::Found,
+                    "queue {q} at {offset}"
+                );
+                for &(start, len) in &result.message_ranges {
+                    let record = format::decode_record(&result.buffer[start..start + len]).unwrap();
+                    got.push(record.body.to_vec());
+                }
+                offset = result.next_begin_offset;
+            }
+            assert_eq!(&got, expected, "queue {q}, maxMsgNums {max_nums}");
+        }
+    }
 }

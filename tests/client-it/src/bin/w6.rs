@@ -11,7 +11,13 @@
 //! sends in flight (a send past that waits for a place, still stamped with its intended time),
 //! and [`CONSUME_WAIT`] for the last messages after sending ends. One output line per rate:
 //! `W6 rate=<r> sent=<n> acked=<n> consumed=<n> duplicates=<n> p50_us=.. p99_us=.. p999_us=..
-//! max_us=..` (latencies of the consumed messages of the measured phase).
+//! max_us=..` (latencies of the consumed messages of the measured phase), then the split of
+//! each consumed message's e2e into its two sides:
+//! `start_p99_us` (the send's start − its due time: the driver's timer and in-flight bound),
+//! `ack_p50_us ack_p99_us ack_p999_us` (send acknowledged − due: the producer side),
+//! `deliver_p50_us deliver_p99_us deliver_p999_us` (listener − acknowledgement: the consumer
+//! side, 0 when the listener ran first; `before_ack` counts those), and `stored_p50_ms
+//! stored_p99_ms` (listener wall clock − the broker's store timestamp, whole milliseconds).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -54,10 +60,59 @@ struct PhaseState {
     latencies_us: Vec<u64>,
     seen: Vec<bool>,
     duplicates: u64,
+    /// Per message of the phase: when its send started, was acknowledged, reached the
+    /// listener (µs since the epoch; 0 = not yet).
+    started_us: Vec<u64>,
+    acked_us: Vec<u64>,
+    consumed_us: Vec<u64>,
+    /// Listener wall clock − store timestamp (ms), per consumed message.
+    stored_ms: Vec<u64>,
+}
+
+impl PhaseState {
+    fn new(count: usize) -> Self {
+        Self {
+            latencies_us: Vec::with_capacity(count),
+            seen: vec![false; count],
+            duplicates: 0,
+            started_us: vec![0; count],
+            acked_us: vec![0; count],
+            consumed_us: vec![0; count],
+            stored_ms: Vec::with_capacity(count),
+        }
+    }
+}
+
+fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 impl Received {
-    fn record(&self, body: &[u8]) {
+    fn now_us(&self) -> u64 {
+        self.epoch.elapsed().as_micros() as u64
+    }
+
+    /// Notes when message `seq` of `phase` started sending (`acked` false) or was
+    /// acknowledged (`acked` true).
+    fn mark_send(&self, phase: u32, seq: u64, acked: bool) {
+        if u64::from(phase) != self.phase.load(Ordering::Acquire) {
+            return;
+        }
+        let now_us = self.now_us();
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let column = if acked {
+            &mut state.acked_us
+        } else {
+            &mut state.started_us
+        };
+        if let Some(slot) = column.get_mut(seq as usize) {
+            *slot = now_us;
+        }
+    }
+
+    fn record(&self, body: &[u8], store_timestamp_ms: i64) {
         if body.len() < STAMP_BYTES || u32::from_be_bytes(body[0..4].try_into().unwrap()) != MAGIC {
             return;
         }
@@ -71,12 +126,15 @@ impl Received {
         }
         let seq = u64::from_be_bytes(body[8..16].try_into().unwrap()) as usize;
         let intended_us = u64::from_be_bytes(body[16..24].try_into().unwrap());
-        let now_us = self.epoch.elapsed().as_micros() as u64;
+        let now_us = self.now_us();
+        let stored_ms = wall_ms().saturating_sub(u64::try_from(store_timestamp_ms).unwrap_or(0));
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         match state.seen.get(seq).copied() {
             Some(false) => {
                 state.seen[seq] = true;
                 state.latencies_us.push(now_us.saturating_sub(intended_us));
+                state.consumed_us[seq] = now_us;
+                state.stored_ms.push(stored_ms);
             }
             Some(true) => state.duplicates += 1,
             None => {}
@@ -129,11 +187,7 @@ async fn phase(
     let count = rate * plan.duration_s;
     {
         let mut state = received.state.lock().unwrap_or_else(|p| p.into_inner());
-        *state = PhaseState {
-            latencies_us: Vec::with_capacity(count as usize),
-            seen: vec![false; count as usize],
-            duplicates: 0,
-        };
+        *state = PhaseState::new(count as usize);
     }
     received.phase.store(u64::from(number), Ordering::Release);
     let acked = Arc::new(AtomicU64::new(0));
@@ -153,9 +207,12 @@ async fn phase(
             .await
             .expect("semaphore open");
         let (producer, acked) = (Arc::clone(producer), Arc::clone(&acked));
+        let marks = Arc::clone(received);
         tasks.spawn(async move {
+            marks.mark_send(number, seq, false);
             let sent = producer.send_with_timeout(message, SEND_TIMEOUT_MS).await;
             if matches!(&sent, Ok(Some(r)) if r.send_status == SendStatus::SendOk) {
+                marks.mark_send(number, seq, true);
                 acked.fetch_add(1, Ordering::Relaxed);
             }
             drop(place);
@@ -178,20 +235,90 @@ async fn phase(
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     received.phase.store(u64::MAX, Ordering::Release);
+    let send_s = start.elapsed().as_secs_f64();
     let mut state = received.state.lock().unwrap_or_else(|p| p.into_inner());
     let mut sorted = std::mem::take(&mut state.latencies_us);
     sorted.sort_unstable();
+    let split = Split::of(&state, received.epoch, start, rate);
     println!(
         "W6 rate={rate} sent={count} acked={acked} consumed={} duplicates={} p50_us={} p99_us={} \
-         p999_us={} max_us={} send_s={:.1}",
+         p999_us={} max_us={} send_s={send_s:.1} {split}",
         sorted.len(),
         state.duplicates,
         percentile(&sorted, 0.5),
         percentile(&sorted, 0.99),
         percentile(&sorted, 0.999),
         sorted.last().copied().unwrap_or(0),
-        start.elapsed().as_secs_f64(),
     );
+}
+
+/// The two sides of the consumed messages' e2e (see the module's doc for the fields).
+struct Split {
+    start_us: Vec<u64>,
+    ack_us: Vec<u64>,
+    deliver_us: Vec<u64>,
+    before_ack: u64,
+    stored_ms: Vec<u64>,
+}
+
+impl Split {
+    fn of(state: &PhaseState, epoch: Instant, start: Instant, rate: u64) -> Self {
+        let base_us = start.duration_since(epoch).as_micros() as u64;
+        let mut split = Split {
+            start_us: Vec::new(),
+            ack_us: Vec::new(),
+            deliver_us: Vec::new(),
+            before_ack: 0,
+            stored_ms: state.stored_ms.clone(),
+        };
+        for seq in 0..state.seen.len() {
+            let (started, acked, consumed) = (
+                state.started_us[seq],
+                state.acked_us[seq],
+                state.consumed_us[seq],
+            );
+            if consumed == 0 || acked == 0 {
+                continue;
+            }
+            let due_us = base_us + seq as u64 * 1_000_000 / rate;
+            split.start_us.push(started.saturating_sub(due_us));
+            split.ack_us.push(acked.saturating_sub(due_us));
+            if consumed < acked {
+                split.before_ack += 1;
+            }
+            split.deliver_us.push(consumed.saturating_sub(acked));
+        }
+        for column in [
+            &mut split.start_us,
+            &mut split.ack_us,
+            &mut split.deliver_us,
+            &mut split.stored_ms,
+        ] {
+            column.sort_unstable();
+        }
+        split
+    }
+}
+
+impl std::fmt::Display for Split {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let p = percentile;
+        write!(
+            f,
+            "start_p99_us={} ack_p50_us={} ack_p99_us={} ack_p999_us={} deliver_p50_us={} \
+             deliver_p99_us={} deliver_p999_us={} before_ack={} stored_p50_ms={} stored_p99_ms={}",
+            p(&self.start_us, 0.99),
+            p(&self.ack_us, 0.5),
+            p(&self.ack_us, 0.99),
+            p(&self.ack_us, 0.999),
+            p(&self.deliver_us, 0.5),
+            p(&self.deliver_us, 0.99),
+            p(&self.deliver_us, 0.999),
+            self.before_ack,
+            p(&self.stored_ms, 0.5),
+            p(&self.stored_ms, 0.99),
+        )
+    }
 }
 
 /// Sends warm-up messages until the consumer has received one (its queues are assigned and
@@ -256,7 +383,7 @@ fn main() {
         let listener = move |msgs: &[&MessageExt], _: &ConsumeConcurrentlyContext| {
             for msg in msgs {
                 if let Some(body) = msg.body() {
-                    sink.record(&body);
+                    sink.record(&body, msg.store_timestamp());
                 }
             }
             Ok(ConsumeConcurrentlyStatus::ConsumeSuccess)
