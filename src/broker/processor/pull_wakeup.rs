@@ -7,7 +7,7 @@ use crate::broker::controller::BrokerController;
 use crate::broker::error::BrokerError;
 use crate::broker::longpoll::pull_request::RequestEnvelope;
 use crate::broker::longpoll::pull_request_hold_service::{PullRequestHoldService, PullWakeHost};
-use crate::broker::longpoll::shared_response::SharedFrame;
+use crate::broker::longpoll::shared_response::{FrameChunks, SharedFrame};
 use crate::net::{FileFrame, FileRange, Outbound};
 use crate::remoting::codes::response_code as rc;
 use crate::remoting::command::RemotingCommand;
@@ -65,6 +65,8 @@ impl PullWakeHost for BrokerController {
 pub struct WokenShared {
     read: Option<SharedRead>,
     answer: Option<SharedAnswer>,
+    /// Where the per-pull copies of a shared frame are cut from.
+    frames: FrameChunks,
 }
 
 struct SharedAnswer {
@@ -126,11 +128,16 @@ impl SharedForm {
     }
 
     /// The answer for the pull with `opaque`.
-    fn outbound(&self, store: &MessageStore, opaque: i32) -> Result<Outbound, BrokerError> {
+    fn outbound(
+        &self,
+        store: &MessageStore,
+        opaque: i32,
+        frames: &mut FrameChunks,
+    ) -> Result<Outbound, BrokerError> {
         match self {
-            SharedForm::Frame(frame) => Ok(Outbound::Encoded(frame.for_opaque(opaque))),
+            SharedForm::Frame(frame) => Ok(Outbound::Encoded(frame.for_opaque_in(opaque, frames))),
             SharedForm::File { head, body } => Ok(Outbound::File(FileFrame {
-                head: head.for_opaque(opaque),
+                head: head.for_opaque_in(opaque, frames),
                 body: body.clone(),
             })),
             SharedForm::Command { response, regions } => {
@@ -187,15 +194,18 @@ fn execute_woken_shared(
         if kept.served_messages > 0 {
             ctrl.stats.inc_get(&header.topic, kept.served_messages);
         }
-        return kept.form.outbound(&ctrl.store, envelope.opaque);
+        return kept.form.outbound(&ctrl.store, envelope.opaque, &mut shared.frames);
     }
     let looked = look_up_shared(ctrl, header, &envelope, true, Some(&mut shared.read))?;
     if looked.response.code == rc::PULL_OFFSET_MOVED {
         if !ctrl.is_slave() {
             store_offset_moved_event(ctrl, header, looked.next_begin_offset);
         }
-        return SharedForm::new(looked.response, looked.regions)
-            .outbound(&ctrl.store, envelope.opaque);
+        return SharedForm::new(looked.response, looked.regions).outbound(
+            &ctrl.store,
+            envelope.opaque,
+            &mut shared.frames,
+        );
     }
     let served_messages = if looked.response.code == rc::SUCCESS {
         looked.message_count as u64
@@ -222,7 +232,7 @@ fn execute_woken_shared(
         bytes,
         served_messages,
     });
-    kept.form.outbound(&ctrl.store, envelope.opaque)
+    kept.form.outbound(&ctrl.store, envelope.opaque, &mut shared.frames)
 }
 
 #[cfg(test)]
