@@ -539,7 +539,7 @@ static FIELDS: &[FieldSpec] = &[
         "RINGMQ_HA_LISTEN_PORT",
         "haListenPort",
         ha.listen_port,
-        "HA port a master accepts slaves on; 0 = RINGMQ_BROKER_LISTEN_PORT + 1."
+        "HA port a master accepts slaves on; 0 = RINGMQ_BROKER_LISTEN_PORT + 1 (any free port when that is 0)."
     ),
     field!(
         "RINGMQ_HA_MASTER_ADDRESS",

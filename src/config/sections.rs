@@ -289,11 +289,33 @@ impl Default for HaSection {
 
 impl HaSection {
     /// The HA port a broker listening on `broker_listen_port` accepts slaves on.
+    /// A broker that asks for any free port (0) gets any free HA port too, not port 1.
     pub fn effective_listen_port(&self, broker_listen_port: u16) -> u16 {
-        match self.listen_port {
-            0 => broker_listen_port.wrapping_add(1),
-            port => port,
+        match (self.listen_port, broker_listen_port) {
+            (0, 0) => 0,
+            (0, listen_port) => listen_port.wrapping_add(1),
+            (port, _) => port,
         }
+    }
+}
+
+#[cfg(test)]
+mod ha_section_tests {
+    use super::HaSection;
+
+    #[test]
+    fn the_ha_port_follows_the_listen_port_and_any_free_port_stays_any() {
+        let unset = HaSection::default();
+        assert_eq!(unset.listen_port, 0);
+        assert_eq!(unset.effective_listen_port(10911), 10912);
+        // Port 0 asks the kernel for a free port; listen port + 1 would be port 1.
+        assert_eq!(unset.effective_listen_port(0), 0);
+        let set = HaSection {
+            listen_port: 20000,
+            ..HaSection::default()
+        };
+        assert_eq!(set.effective_listen_port(0), 20000);
+        assert_eq!(set.effective_listen_port(10911), 20000);
     }
 }
 

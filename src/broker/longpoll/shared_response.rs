@@ -260,7 +260,11 @@ mod tests {
                 with.opaque = opaque;
                 let mut expected = BytesMut::new();
                 encode_frame(&with, &mut expected).unwrap();
-                assert_eq!(frame, &expected.freeze(), "{serialize_type:?} opaque {opaque}");
+                assert_eq!(
+                    frame,
+                    &expected.freeze(),
+                    "{serialize_type:?} opaque {opaque}"
+                );
             }
             // Frames share chunks: far fewer allocations than frames.
             let distinct_chunks = frames
@@ -268,7 +272,10 @@ mod tests {
                 .filter(|w| w[0].as_ptr().wrapping_add(w[0].len()) != w[1].as_ptr())
                 .count()
                 + 1;
-            assert!(distinct_chunks <= 40 * 3100 / FRAME_CHUNK_BYTES + 1, "{distinct_chunks}");
+            assert!(
+                distinct_chunks <= 40 * 3100 / FRAME_CHUNK_BYTES + 1,
+                "{distinct_chunks}"
+            );
         }
     }
 

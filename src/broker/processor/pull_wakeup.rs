@@ -194,7 +194,9 @@ fn execute_woken_shared(
         if kept.served_messages > 0 {
             ctrl.stats.inc_get(&header.topic, kept.served_messages);
         }
-        return kept.form.outbound(&ctrl.store, envelope.opaque, &mut shared.frames);
+        return kept
+            .form
+            .outbound(&ctrl.store, envelope.opaque, &mut shared.frames);
     }
     let looked = look_up_shared(ctrl, header, &envelope, true, Some(&mut shared.read))?;
     if looked.response.code == rc::PULL_OFFSET_MOVED {
@@ -232,7 +234,8 @@ fn execute_woken_shared(
         bytes,
         served_messages,
     });
-    kept.form.outbound(&ctrl.store, envelope.opaque, &mut shared.frames)
+    kept.form
+        .outbound(&ctrl.store, envelope.opaque, &mut shared.frames)
 }
 
 #[cfg(test)]
