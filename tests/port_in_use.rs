@@ -113,11 +113,15 @@ fn broker_env(dir: &tempfile::TempDir, listen_port: u16) -> Vec<(&'static str, S
 }
 
 /// Starts `cmd` and returns it once it printed `prefix` followed by the address it listens on
-/// (the first one, for a broker), with that address.
+/// (the first one, for a broker), with that address. If it does not, the panic shows how the
+/// process ended and the last lines it wrote.
 fn start_listening(mut cmd: Command, prefix: &'static str) -> (Child, String) {
+    const STDERR_LINES_KEPT: usize = 40;
     let mut child = cmd.spawn().expect("spawn ringmq");
     let stderr = child.stderr.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(std::collections::VecDeque::new()));
+    let kept = lines.clone();
     std::thread::spawn(move || {
         use std::io::BufRead;
         for line in std::io::BufReader::new(stderr)
@@ -128,13 +132,24 @@ fn start_listening(mut cmd: Command, prefix: &'static str) -> (Child, String) {
                 let first = addrs.split(',').next().unwrap_or_default();
                 let _ = tx.send(first.trim().to_string());
             }
+            let mut kept = kept.lock().unwrap();
+            if kept.len() == STDERR_LINES_KEPT {
+                kept.pop_front();
+            }
+            kept.push_back(line);
         }
     });
     match rx.recv_timeout(PROCESS_TIMEOUT) {
         Ok(addr) => (child, addr),
         Err(_) => {
+            let status = child.try_wait().ok().flatten();
             kill(child);
-            panic!("ringmq did not print {prefix:?} within {PROCESS_TIMEOUT:?}");
+            let lines = lines.lock().unwrap();
+            panic!(
+                "ringmq did not print {prefix:?} within {PROCESS_TIMEOUT:?} (exit: {status:?}); \
+                 its last lines:\n{}",
+                Vec::from(lines.clone()).join("\n")
+            );
         }
     }
 }
