@@ -270,21 +270,12 @@ impl ConsumeQueue {
             } else {
                 SyncKind::Data
             };
-            fs.sync(&seg.file, &seg.path, kind)
-                .and_then(|()| {
-                    if new_entry {
-                        self.sync_dirs(synced_dirs)
-                    } else {
-                        Ok(())
-                    }
-                })
-                .inspect_err(|_| {
-                    seg.mark_dirty();
-                    if new_entry {
-                        seg.restore_entry_unsynced();
-                    }
-                    self.mark_dirty();
-                })?;
+            // A failure is returned as is: the caller poisons the store, and nothing is marked
+            // dirty again, so no later fsync is taken as vouching for these bytes.
+            fs.sync(&seg.file, &seg.path, kind)?;
+            if new_entry {
+                self.sync_dirs(synced_dirs)?;
+            }
         }
         Ok(())
     }

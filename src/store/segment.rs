@@ -44,12 +44,6 @@ impl Segment {
     pub fn take_entry_unsynced(&self) -> bool {
         self.entry_unsynced.swap(false, Ordering::AcqRel)
     }
-
-    /// Puts back a flag [`Segment::take_entry_unsynced`] took, when the fsyncs it called for
-    /// did not complete.
-    pub fn restore_entry_unsynced(&self) {
-        self.entry_unsynced.store(true, Ordering::Release);
-    }
 }
 
 /// The file descriptor of the segment file (lets a `FileRegion` hand out the file without the
