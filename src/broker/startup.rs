@@ -357,8 +357,11 @@ pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
     };
     let namesrv_addrs = namesrv_addrs(&config, namesrv.as_ref());
     // Bound before the store opens: a broker refused for its port leaves its data dir alone.
+    // The port asked for, before binding fills in the one a request for any port (0) got: the
+    // HA port follows the request, so any port asks for any HA port, not the bound one + 1.
+    let requested_listen_port = config.broker.listen_port;
     let (config, listeners) = bind_broker_listeners(config)?;
-    let (config, ha_listener) = bind_ha_listener(config)?;
+    let (config, ha_listener) = bind_ha_listener(config, requested_listen_port)?;
     let metrics_listener = bind_metrics_listener(&config)?;
     let ControllerParts {
         ctrl,
@@ -438,8 +441,9 @@ fn namesrv_addrs(config: &Config, embedded: Option<&NamesrvHandle>) -> Vec<Strin
 /// the registration advertises the real one.
 fn bind_ha_listener(
     mut config: Config,
+    requested_listen_port: u16,
 ) -> Result<(Config, Option<std::net::TcpListener>), StartupError> {
-    let listener = match ha_service::bind(&config)? {
+    let listener = match ha_service::bind(&config, requested_listen_port)? {
         Some((listener, port)) => {
             config.ha.listen_port = port;
             Some(listener)

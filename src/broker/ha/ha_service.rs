@@ -264,12 +264,16 @@ impl HaService {
 }
 
 /// Binds the HA port of a master (`RINGMQ_HA_LISTEN_PORT`, default the listen port + 1) on the
-/// broker's bind address; `None` for a slave. Returns the port bound.
-pub fn bind(config: &Config) -> Result<Option<(TcpListener, u16)>, HaBindError> {
+/// broker's bind address; `None` for a slave. Returns the port bound. `requested_listen_port`
+/// is the broker port as configured, before binding: 0 (any free port) asks for any HA port.
+pub fn bind(
+    config: &Config,
+    requested_listen_port: u16,
+) -> Result<Option<(TcpListener, u16)>, HaBindError> {
     if config.broker.role == BrokerRole::Slave {
         return Ok(None);
     }
-    let port = config.ha.effective_listen_port(config.broker.listen_port);
+    let port = config.ha.effective_listen_port(requested_listen_port);
     let ip = config
         .broker
         .bind_ip
