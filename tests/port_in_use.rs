@@ -10,7 +10,7 @@ use std::net::TcpListener;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{broker_ports, free_broker_port, free_port, free_port_except, invoke, Broker};
+use common::{broker_ports, free_port, free_port_except, invoke, Broker};
 use ringmq::net::remoting_client::BlockingClient;
 use ringmq::remoting::codes::{request_code, response_code};
 use ringmq::remoting::command::RemotingCommand;
@@ -187,12 +187,40 @@ fn a_second_broker_on_the_same_port_exits_and_the_first_keeps_serving() {
     assert_broker_serves(&first);
 }
 
+/// How far below the listen port the fast port lies (`listenPort - 2`, as in Java).
+const FAST_PORT_BELOW: u16 = 2;
+
+/// A broker listen port, with a listener of this test already bound `held_below` under it (0:
+/// on the listen port itself; [`FAST_PORT_BELOW`]: on its fast port), and the broker's other
+/// ports free when probed. The held socket is the probe itself, never dropped and bound again:
+/// in between, another test's socket could take the number (CI saw `AddrInUse` there).
+fn broker_port_holding(held_below: u16) -> (TcpListener, u16) {
+    for _ in 0..200 {
+        let held = TcpListener::bind("127.0.0.1:0").unwrap();
+        let Some(port) = held.local_addr().unwrap().port().checked_add(held_below) else {
+            continue;
+        };
+        if port <= FAST_PORT_BELOW || port == u16::MAX {
+            continue;
+        }
+        let others = [port - FAST_PORT_BELOW, port, port + 1]
+            .into_iter()
+            .filter(|p| *p != port - held_below);
+        let probes: Result<Vec<_>, _> = others
+            .map(|p| TcpListener::bind(("127.0.0.1", p)))
+            .collect();
+        if probes.is_ok() {
+            return (held, port);
+        }
+    }
+    panic!("no broker port with free neighbours found");
+}
+
 #[test]
 fn a_port_held_by_another_program_fails_the_broker_main_or_fast() {
     for fast in [false, true] {
-        let port = free_broker_port();
-        let held_port = if fast { port - 2 } else { port };
-        let _held = TcpListener::bind(("127.0.0.1", held_port)).unwrap();
+        let (_held, port) = broker_port_holding(if fast { FAST_PORT_BELOW } else { 0 });
+        let held_port = port - if fast { FAST_PORT_BELOW } else { 0 };
         let dir = tempfile::tempdir().unwrap();
         let (status, stderr) = run_to_exit(ringmq(&["broker"], &broker_env(&dir, port)));
         let mut needles = vec![
