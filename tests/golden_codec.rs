@@ -2,14 +2,12 @@
 //! from the layout Java `RemotingCommand` and `RocketMQSerializable` write, as docs/PROTOCOL.md
 //! states it (not produced by the encoder under test).
 
-use std::collections::HashMap;
-
 use bytes::{BufMut, Bytes, BytesMut};
 use proptest::prelude::*;
 use ringmq::remoting::{
     decode_frame, encode_frame, encode_frame_header, request_code, response_code, CodecError,
-    LanguageCode, RemotingCommand, SerializeType, CURRENT_VERSION, FLAG_ONEWAY, FLAG_RESPONSE,
-    FRAME_SIZE_MAX_BYTES,
+    ExtFields, LanguageCode, RemotingCommand, SerializeType, CURRENT_VERSION, FLAG_ONEWAY,
+    FLAG_RESPONSE, FRAME_SIZE_MAX_BYTES,
 };
 
 /// A frame built by hand: length prefix, header word, header, body.
@@ -124,7 +122,7 @@ fn binary_frame_with_remark_ext_and_body() {
     assert_eq!(cmd.remark.as_deref(), Some("bad"));
     assert_eq!(
         cmd.ext_fields,
-        HashMap::from([("queue".to_string(), "3".to_string())])
+        ExtFields::from_iter([("queue".to_string(), "3".to_string())])
     );
     assert_eq!(&cmd.body[..], b"\x00\x01");
     assert_eq!(cmd.serialize_type, SerializeType::RocketMq);
@@ -439,7 +437,7 @@ fn arb_command() -> impl Strategy<Value = RemotingCommand> {
                     opaque,
                     flag,
                     remark,
-                    ext_fields,
+                    ext_fields: ext_fields.into_iter().collect(),
                     body: Bytes::from(body),
                     serialize_type: if binary {
                         SerializeType::RocketMq

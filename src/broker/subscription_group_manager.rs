@@ -100,9 +100,12 @@ const SYSTEM_GROUPS: &[&str] = &[
     "CID_SYS_RMQ_TRANS",
 ];
 
+/// Group name to config, hashed with foldhash (every pull looks its group up).
+type GroupTable = HashMap<String, Arc<SubscriptionGroupConfig>, foldhash::fast::RandomState>;
+
 pub struct SubscriptionGroupManager {
     /// Shared (`Arc`) so every pull looks its group up without copying it.
-    table: RwLock<HashMap<String, Arc<SubscriptionGroupConfig>>>,
+    table: RwLock<GroupTable>,
     auto_create: bool,
     path: PathBuf,
     /// Auto-created groups mark it; the persister writes them (see [`PersistGate`]).
@@ -236,7 +239,7 @@ impl SubscriptionGroupManager {
         &self,
         master: BTreeMap<String, SubscriptionGroupConfig>,
     ) -> Result<(), PersistError> {
-        let table: HashMap<String, Arc<SubscriptionGroupConfig>> = master
+        let table: GroupTable = master
             .into_iter()
             .map(|(name, mut c)| {
                 if c.group_name.is_empty() {

@@ -47,10 +47,14 @@ pub struct TopicDefaults {
     pub default_topic_queue_nums: i32,
 }
 
+/// Topic name to config, hashed with foldhash (every send and pull looks its topic up; SipHash
+/// showed in the wake thread's profile).
+type TopicTable = HashMap<String, Arc<TopicConfig>, foldhash::fast::RandomState>;
+
 /// The topic table and its file.
 pub struct TopicConfigManager {
     /// Configs are shared (`Arc`) so a send or pull looks one up without copying it.
-    table: RwLock<HashMap<String, Arc<TopicConfig>>>,
+    table: RwLock<TopicTable>,
     data_version: RwLock<DataVersion>,
     path: PathBuf,
     /// Topics created by sends and send-backs mark it; the persister writes them (see
@@ -75,7 +79,7 @@ impl TopicConfigManager {
     /// `config/topics.json` holds.
     pub fn new(store_root: &Path, defaults: &TopicDefaults) -> Self {
         let rw = perm::PERM_READ | perm::PERM_WRITE;
-        let mut table = HashMap::new();
+        let mut table = TopicTable::default();
         let mut add = |t: TopicConfig| {
             table.insert(t.topic_name.clone(), Arc::new(t));
         };

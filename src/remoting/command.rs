@@ -155,6 +155,12 @@ impl LanguageCode {
     }
 }
 
+/// A command's custom header fields. Hashed with foldhash, not std's SipHash: every request
+/// and response builds and reads one of these, and SipHash was 2 % of the broker's samples
+/// under W5 (docs/BENCHMARKS.md, "Reads that no longer write the inode"). The seed is random
+/// per map, and a header's field count is bounded by its frame's size.
+pub type ExtFields = HashMap<String, String, foldhash::fast::RandomState>;
+
 /// One request or response. `body` is opaque bytes; `ext_fields` are the custom header fields,
 /// all strings (Java stringifies numbers and booleans).
 #[derive(Debug, Clone, PartialEq)]
@@ -169,7 +175,7 @@ pub struct RemotingCommand {
     /// [`FLAG_RESPONSE`] | [`FLAG_ONEWAY`].
     pub flag: i32,
     pub remark: Option<String>,
-    pub ext_fields: HashMap<String, String>,
+    pub ext_fields: ExtFields,
     pub body: Bytes,
     /// How this command's header was (decode) or will be (encode) serialized.
     pub serialize_type: SerializeType,
@@ -185,7 +191,7 @@ impl RemotingCommand {
             opaque: 0,
             flag: 0,
             remark: None,
-            ext_fields: HashMap::new(),
+            ext_fields: ExtFields::default(),
             body: Bytes::new(),
             serialize_type: SerializeType::Json,
         }
@@ -204,7 +210,7 @@ impl RemotingCommand {
             opaque: req.opaque,
             flag: FLAG_RESPONSE,
             remark,
-            ext_fields: HashMap::new(),
+            ext_fields: ExtFields::default(),
             body: Bytes::new(),
             serialize_type: req.serialize_type,
         }

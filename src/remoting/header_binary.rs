@@ -24,11 +24,9 @@
 //! Bytes after the ext section are ignored, as Java does. Invalid UTF-8 is replaced by U+FFFD
 //! like Java's decoder.
 
-use std::collections::HashMap;
-
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::command::{LanguageCode, RemotingCommand, SerializeType};
+use super::command::{ExtFields, LanguageCode, RemotingCommand, SerializeType};
 use super::error::CodecError;
 
 /// code(2) + language(1) + version(2) + opaque(4) + flag(4) + remarkLen(4) + extLen(4).
@@ -51,7 +49,7 @@ pub fn decode_binary_header(header: &[u8]) -> Result<RemotingCommand, CodecError
         .checked_add(ext_len)
         .filter(|end| *end <= header.len())
         .ok_or(reader.error("ext fields run past the header end"))?;
-    let mut ext_fields = HashMap::new();
+    let mut ext_fields = ExtFields::default();
     while reader.offset < ext_end {
         let key_len =
             usize::try_from(reader.i16()?).map_err(|_| reader.error("negative ext key length"))?;

@@ -20,12 +20,10 @@
 //! and `extFields` omitted when absent/empty, ext values always JSON strings. Ext keys are
 //! sorted too, so output is deterministic.
 
-use std::collections::HashMap;
-
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{Map, Value};
 
-use super::command::{LanguageCode, RemotingCommand, SerializeType};
+use super::command::{ExtFields, LanguageCode, RemotingCommand, SerializeType};
 use super::error::CodecError;
 
 /// Decodes a JSON header into a command with an empty body and `serialize_type` JSON.
@@ -182,9 +180,9 @@ fn remark_field(root: &Map<String, Value>) -> Result<Option<String>, CodecError>
     }
 }
 
-fn ext_fields(root: &Map<String, Value>) -> Result<HashMap<String, String>, CodecError> {
+fn ext_fields(root: &Map<String, Value>) -> Result<ExtFields, CodecError> {
     let fields = match root.get("extFields") {
-        None | Some(Value::Null) => return Ok(HashMap::new()),
+        None | Some(Value::Null) => return Ok(ExtFields::default()),
         Some(Value::Object(fields)) => fields,
         Some(_) => {
             return Err(CodecError::HeaderJsonField {
@@ -193,7 +191,7 @@ fn ext_fields(root: &Map<String, Value>) -> Result<HashMap<String, String>, Code
             })
         }
     };
-    let mut out = HashMap::with_capacity(fields.len());
+    let mut out = ExtFields::with_capacity_and_hasher(fields.len(), Default::default());
     for (key, value) in fields {
         let text = match value {
             Value::Null => continue,

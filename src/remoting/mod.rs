@@ -20,6 +20,8 @@ pub mod header_json;
 pub mod headers;
 
 pub use codes::{request_code, response_code, CURRENT_VERSION};
-pub use command::{LanguageCode, RemotingCommand, SerializeType, FLAG_ONEWAY, FLAG_RESPONSE};
+pub use command::{
+    ExtFields, LanguageCode, RemotingCommand, SerializeType, FLAG_ONEWAY, FLAG_RESPONSE,
+};
 pub use error::{CodecError, HeaderError};
 pub use frame::{decode_frame, encode_frame, encode_frame_header, FRAME_SIZE_MAX_BYTES};

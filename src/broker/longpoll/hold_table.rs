@@ -195,12 +195,14 @@ impl<P> QueueSlot<P> {
 }
 
 /// topic → queueId → slot, nested so it can be probed with `&str` (no allocation per lookup).
-type SlotMap<P> = HashMap<String, HashMap<i32, Arc<QueueSlot<P>>>>;
+/// foldhash, not SipHash: every park, arrival and drain looks a queue up here.
+type Fold = foldhash::fast::RandomState;
+type SlotMap<P> = HashMap<String, HashMap<i32, Arc<QueueSlot<P>>, Fold>, Fold>;
 
 /// The bounded, sharded, lock-free-on-the-hot-path hold table.
 pub struct HoldTable<P> {
     shards: Box<[RwLock<SlotMap<P>>]>,
-    hasher: std::collections::hash_map::RandomState,
+    hasher: foldhash::fast::RandomState,
     parked_pulls: AtomicUsize,
     parked_pulls_max: usize,
 }
@@ -210,9 +212,9 @@ impl<P: ParkedPull> HoldTable<P> {
         assert!(parked_pulls_max > 0);
         HoldTable {
             shards: (0..HOLD_SHARDS)
-                .map(|_| RwLock::new(HashMap::new()))
+                .map(|_| RwLock::new(SlotMap::default()))
                 .collect(),
-            hasher: std::collections::hash_map::RandomState::new(),
+            hasher: foldhash::fast::RandomState::default(),
             parked_pulls: AtomicUsize::new(0),
             parked_pulls_max,
         }

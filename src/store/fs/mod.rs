@@ -254,11 +254,33 @@ pub enum Durability {
 
 /// Opens an existing segment for reading and writing.
 pub fn open_rw(path: &Path) -> Result<File, StoreError> {
-    OpenOptions::new()
+    let file = OpenOptions::new()
         .read(true)
         .write(true)
         .open(path)
-        .map_err(|e| StoreError::io("open", path, e))
+        .map_err(|e| StoreError::io("open", path, e))?;
+    skip_atime(&file, path);
+    Ok(file)
+}
+
+/// Asks the kernel not to update the file's access time on reads through `file` (`O_NOATIME`).
+///
+/// Under `relatime`, the default mount option, a read updates the access time whenever it is
+/// older than the modification time, and a segment being appended to is modified all the
+/// time: every read of the live tail (each woken pull) dirtied the inode in ext4
+/// (`touch_atime` and `ext4_mark_iloc_dirty` were a tenth of the wake thread's samples under
+/// W5; docs/BENCHMARKS.md, "Reads that no longer write the inode"). The store never looks at
+/// access times. The flag needs the file's owner (or `CAP_FOWNER`); where it is refused the
+/// reads are correct as they were, only slower, so that is logged, not returned.
+fn skip_atime(file: &File, path: &Path) {
+    use nix::fcntl::{fcntl, FcntlArg, OFlag};
+    let set = fcntl(file, FcntlArg::F_GETFL).and_then(|bits| {
+        let flags = OFlag::from_bits_truncate(bits) | OFlag::O_NOATIME;
+        fcntl(file, FcntlArg::F_SETFL(flags))
+    });
+    if let Err(errno) = set {
+        tracing::debug!(path = %path.display(), %errno, "O_NOATIME refused; reads update the access time");
+    }
 }
 
 /// How a segment file gets its bytes.
@@ -347,6 +369,7 @@ pub fn create_presized_with(
             sync_dir(fs, dir)?;
         }
     }
+    skip_atime(&file, path);
     Ok(file)
 }
 
@@ -448,6 +471,28 @@ pub fn remove_file(fs: &dyn FileSystem, path: &Path) -> Result<(), StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn has_noatime(file: &File) -> bool {
+        use nix::fcntl::{fcntl, FcntlArg, OFlag};
+        let bits = fcntl(file, FcntlArg::F_GETFL).unwrap();
+        OFlag::from_bits_truncate(bits).contains(OFlag::O_NOATIME)
+    }
+
+    /// Segments, new and reopened, are read without access-time updates (this process owns
+    /// the files it creates, so the flag is granted).
+    #[test]
+    fn segments_created_and_reopened_skip_access_times() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("00000000000000000000");
+        let created = create_presized(&RealFs, &path, 4096, Prealloc::Blocks).unwrap();
+        assert!(has_noatime(&created));
+        assert!(has_noatime(&open_rw(&path).unwrap()));
+        let plain = OpenOptions::new().read(true).open(&path).unwrap();
+        assert!(
+            !has_noatime(&plain),
+            "the check must see a file without the flag"
+        );
+    }
 
     /// A temp file left by a crash during an earlier creation is rebuilt, never renamed in with
     /// its old bytes; a file under the real name larger than a segment is corruption.

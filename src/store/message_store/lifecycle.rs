@@ -1,7 +1,7 @@
 //! Opening and closing the store: the root directory's lock, checkpoint and abort files, the
 //! background threads, clean shutdown and the crash-like drop.
 
-use std::collections::HashMap;
+use super::QueueMap;
 use std::fs::File;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -64,7 +64,7 @@ impl MessageStore {
             config,
             io,
             fs,
-            queues: RwLock::new(HashMap::new()),
+            queues: RwLock::new(QueueMap::default()),
             writer: Mutex::new(Writer::default()),
             poisoned: AtomicBool::new(false),
             disk_full: AtomicBool::new(false),

@@ -142,7 +142,9 @@ impl Default for DiskRatios {
     }
 }
 
-type QueueMap = HashMap<String, HashMap<i32, Arc<ConsumeQueue>>>;
+/// foldhash, not SipHash: every append and every pull looks its queue up here.
+type Fold = foldhash::fast::RandomState;
+pub(super) type QueueMap = HashMap<String, HashMap<i32, Arc<ConsumeQueue>, Fold>, Fold>;
 
 /// Everything the facade and its threads share.
 struct Inner {
