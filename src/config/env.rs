@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use super::error::ConfigError;
 use super::fields::fields;
+use super::profile::PROFILE_VAR;
 use super::provenance::{LoadedConfig, Source};
 
 /// `RINGMQ_` variables that are not config fields but read elsewhere (bench, tests).
@@ -30,7 +31,7 @@ pub(super) fn apply_vars(
                 Ok(()) => continue,
                 Err(reason) => reason,
             },
-            None if is_reserved(&name) => continue,
+            None if is_reserved(&name) || name == PROFILE_VAR => continue,
             None => "unknown ringmq setting (see docs/CONFIG.md)".into(),
         };
         errors.push(ConfigError {

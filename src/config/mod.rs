@@ -14,7 +14,8 @@
 //! - `delay_level`: [`Config::delay_levels_ms`].
 //! - `properties`: the `java.util.Properties` text format.
 //! - `broker_conf`: broker.conf, Java's keys mapped to the fields through the same table.
-//! - `source`: [`Config::load`], the layers (defaults < broker.conf < env < flags) and the
+//! - `profile`: named profiles (`RINGMQ_PROFILE`), field values that move the defaults.
+//! - `source`: [`Config::load`], the layers (defaults < profile < broker.conf < env < flags) and the
 //!   source of each effective value ([`LoadedConfig`]).
 
 mod broker_conf;
@@ -23,6 +24,7 @@ mod describe;
 mod env;
 mod error;
 mod fields;
+mod profile;
 mod properties;
 mod provenance;
 mod sections;
@@ -34,6 +36,7 @@ pub use broker_conf::{from_java_unit, java_key, to_java_value, NOT_SUPPORTED};
 pub use describe::markdown_table;
 pub use error::{ConfigError, ConfigErrors};
 pub use fields::{fields, FieldSpec};
+pub use profile::{Profile, PROFILE_VAR};
 pub use properties::{parse as parse_properties, PropertiesError, Property};
 pub use provenance::{ConfWarning, ConfigInputs, LoadedConfig, Process, Source, WarningKind};
 pub use sections::{

@@ -18,6 +18,8 @@ pub enum Source {
         key: String,
     },
     Env,
+    /// The profile named by `RINGMQ_PROFILE`.
+    Profile(&'static str),
     /// A command-line flag such as `-n`.
     Flag(&'static str),
 }
@@ -28,6 +30,7 @@ impl fmt::Display for Source {
             Source::Default => f.write_str("default"),
             Source::File { path, line, .. } => write!(f, "{}:{line}", path.display()),
             Source::Env => f.write_str("env"),
+            Source::Profile(name) => write!(f, "profile {name}"),
             Source::Flag(flag) => write!(f, "flag {flag}"),
         }
     }

@@ -1,7 +1,8 @@
 //! The layers of the configuration and where each effective value came from.
 //!
-//! Precedence, lowest first: the defaults, the broker.conf given by `-c` (Java's key names, see
-//! `broker_conf`), the `RINGMQ_*` environment variables, then the flags (`-n`). The environment
+//! Precedence, lowest first: the defaults, the profile named by `RINGMQ_PROFILE` (see
+//! `profile`), the broker.conf given by `-c` (Java's key names, see `broker_conf`), the
+//! `RINGMQ_*` environment variables, then the flags (`-n`). The environment
 //! beats the file so one file can serve several brokers that differ only in, say, ports or data
 //! dirs; a flag beats both as Java's `BrokerStartup` lets `-n` override the file's namesrvAddr.
 
@@ -11,6 +12,7 @@ use super::broker_conf;
 use super::env;
 use super::error::{ConfigError, ConfigErrors};
 use super::fields::fields;
+use super::profile;
 use super::properties::{self, Property};
 use super::provenance::{describe_source, ConfigInputs, LoadedConfig, Source};
 use super::sections::Config;
@@ -100,6 +102,8 @@ pub(super) fn layer(
 ) -> Result<LoadedConfig, ConfigErrors> {
     let mut loaded = LoadedConfig::defaults();
     let mut errors = Vec::new();
+    let vars: Vec<(String, String)> = vars.into_iter().collect();
+    profile::apply(&mut loaded, &vars, &mut errors);
     if let Some((path, entries)) = file {
         broker_conf::apply(&mut loaded, path, &entries, inputs.process, &mut errors);
     }
