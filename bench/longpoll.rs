@@ -37,11 +37,9 @@
 mod common;
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::task::Poll;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -263,7 +261,7 @@ impl Bench {
             ctrl: &self.ctrl,
             conn: &self.conns[conn].ctx,
         };
-        match ready(pull::pull_message(&cx, &request)) {
+        match pull::pull_message(&cx, &request) {
             Ok(Handled::Parked) => opaque,
             Ok(Handled::Response(r)) => panic!(
                 "pull on {topic}:{queue_id}@{offset} was answered, not parked: code {} {:?}",
@@ -298,16 +296,6 @@ impl Bench {
             t.join().expect("pull-wake thread");
         }
         self.ctrl.store.shutdown().expect("store shutdown");
-    }
-}
-
-/// The output of a broker processor that never waits (the pull handler's future is ready at
-/// its first poll), so the bench thread drives it without a runtime.
-fn ready<F: Future>(future: F) -> F::Output {
-    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    match std::pin::pin!(future).poll(&mut cx) {
-        Poll::Ready(output) => output,
-        Poll::Pending => panic!("the pull handler waited"),
     }
 }
 

@@ -22,6 +22,9 @@ const SLOW: i32 = 9002;
 const BLOCK: i32 = 9003;
 const HOLD: i32 = 9004;
 const PANIC: i32 = 9005;
+/// Served on the reading task ([`RequestHandler::handle_now`]): an echo and a panic.
+const ECHO_NOW: i32 = 9006;
+const PANIC_NOW: i32 = 9007;
 
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -79,6 +82,23 @@ impl RequestHandler for TestHandler {
                 response_code::REQUEST_CODE_NOT_SUPPORTED,
                 None,
             )),
+        }
+    }
+
+    fn handle_now(
+        &self,
+        conn: &ConnectionContext,
+        request: RemotingCommand,
+    ) -> Result<Option<RemotingCommand>, RemotingCommand> {
+        match request.code {
+            ECHO_NOW => {
+                if request.is_oneway() {
+                    self.oneway_seen.fetch_add(1, Ordering::SeqCst);
+                }
+                Ok(Some(echo(conn, &request)))
+            }
+            PANIC_NOW => panic!("test panic served now"),
+            _ => Err(request),
         }
     }
 
@@ -779,4 +799,77 @@ fn invalid_config_is_refused_before_binding() {
             ..
         })
     ));
+}
+
+/// A request served on the reading task is answered like one run as a task: its opaque, the
+/// response flag, its header encoding; a oneway one is not answered; a panic is answered
+/// SYSTEM_ERROR and the connection goes on.
+#[test]
+fn requests_served_now_are_answered_like_tasks() {
+    let (server, handler) = start(config());
+    let mut client = Client::connect(server.local_addrs()[0]);
+    for serialize_type in [SerializeType::Json, SerializeType::RocketMq] {
+        let mut request = RemotingCommand::request(ECHO_NOW).with_body(Bytes::from_static(b"now"));
+        request.serialize_type = serialize_type;
+        let response = client.call(request);
+        assert_eq!(response.code, response_code::SUCCESS);
+        assert_eq!(&response.body[..], b"now");
+        assert_eq!(response.serialize_type, serialize_type);
+    }
+    client.send(RemotingCommand::request(ECHO_NOW).oneway());
+    let normal = client.send(RemotingCommand::request(ECHO_NOW));
+    assert_eq!(client.recv().opaque, normal);
+    assert_eq!(handler.oneway_seen.load(Ordering::SeqCst), 1);
+
+    let response = client.call(RemotingCommand::request(PANIC_NOW));
+    assert_eq!(response.code, response_code::SYSTEM_ERROR);
+    assert!(response.remark.unwrap().contains("test panic served now"));
+    client.send(RemotingCommand::request(PANIC_NOW).oneway());
+    client.expect_silence(Duration::from_millis(300));
+    assert_eq!(
+        client.call(echo_request(b"after")).code,
+        response_code::SUCCESS
+    );
+}
+
+/// The answer of a request served now, on a connection whose write queue is full, waits for
+/// room and is sent after what was queued before it: never dropped.
+#[test]
+fn an_answer_served_now_to_a_full_write_queue_waits_for_room() {
+    let mut config = config();
+    config.write_queue_max_per_connection = 4;
+    let (server, handler) = start(config);
+    let mut client = Client::connect(server.local_addrs()[0]);
+    client.send(RemotingCommand::request(HOLD));
+    eventually("request held", || handler.held.lock().unwrap().len() == 1);
+    let (conn, _request) = handler.held.lock().unwrap().pop().unwrap();
+    let big = RemotingCommand::request(ECHO).with_body(Bytes::from(vec![7_u8; 1024 * 1024]));
+    let mut encoded = BytesMut::new();
+    encode_frame(&echo(&conn, &big), &mut encoded).unwrap();
+    let frame = encoded.freeze();
+    let mut queued = 0;
+    loop {
+        match conn.sender().send(Outbound::Encoded(frame.clone())) {
+            Ok(()) => queued += 1,
+            Err(SendError::Full(_)) => break,
+            Err(SendError::Closed(_)) => panic!("connection closed"),
+        }
+        assert!(queued < 256, "queue never filled");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let opaque =
+        client.send(RemotingCommand::request(ECHO_NOW).with_body(Bytes::from_static(b"late")));
+    let mut big_frames = 0;
+    let answer = loop {
+        let response = client.recv();
+        if response.opaque == opaque {
+            break response;
+        }
+        big_frames += 1;
+    };
+    assert_eq!(&answer.body[..], b"late");
+    assert!(
+        big_frames >= queued,
+        "the answer overtook frames queued before it: {big_frames} of {queued}"
+    );
 }

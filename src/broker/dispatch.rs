@@ -33,10 +33,7 @@ pub(crate) async fn dispatch(
     request: &RemotingCommand,
 ) -> ProcessResult {
     let cx = RequestContext { ctrl, conn };
-    // Java's ACL runs as an RPC hook before any processor.
-    if let Some(acl) = &ctrl.acl {
-        acl.validate(request, conn.remote_addr.ip())?;
-    }
+    check_acl(ctrl, conn, request)?;
     let fast_port = conn.listener_index == FAST_LISTENER_INDEX;
     match request.code {
         code::SEND_MESSAGE | code::SEND_MESSAGE_V2 | code::SEND_BATCH_MESSAGE => {
@@ -46,7 +43,7 @@ pub(crate) async fn dispatch(
         code::END_TRANSACTION => end_transaction::end_transaction(&cx, request).await,
         // Java's fast port serves everything but pulls.
         code::PULL_MESSAGE | code::LITE_PULL_MESSAGE if !fast_port => {
-            pull::pull_message(&cx, request).await
+            pull::pull_message(&cx, request)
         }
         code::HEART_BEAT => client_manage::heart_beat(&cx, request).await,
         code::UNREGISTER_CLIENT => client_manage::unregister_client(&cx, request).await,
@@ -124,6 +121,43 @@ fn record(
     }
 }
 
+/// Java's ACL runs as an RPC hook before any processor.
+fn check_acl(
+    ctrl: &BrokerController,
+    conn: &ConnectionContext,
+    request: &RemotingCommand,
+) -> Result<(), BrokerError> {
+    match &ctrl.acl {
+        Some(acl) => Ok(acl.validate(request, conn.remote_addr.ip())?),
+        None => Ok(()),
+    }
+}
+
+/// Whether `request` is one [`serve_now`] serves: a pull (it parks or answers at once, never
+/// waits), on a port that serves pulls. Everything else may wait (a send for its flush or its
+/// slave, a relayed call for the client) and runs in a task of its own.
+fn serves_now(conn: &ConnectionContext, request: &RemotingCommand) -> bool {
+    matches!(request.code, code::PULL_MESSAGE | code::LITE_PULL_MESSAGE)
+        && conn.listener_index != FAST_LISTENER_INDEX
+        && !request.is_response()
+}
+
+/// [`serve`] for the requests that never wait, on the caller's thread and without a future;
+/// `None` for the others. Same ACL check, processor, metrics and error answers as [`serve`].
+pub(crate) fn serve_now(
+    ctrl: &BrokerController,
+    conn: &ConnectionContext,
+    request: &RemotingCommand,
+) -> Option<Option<RemotingCommand>> {
+    if !serves_now(conn, request) {
+        return None;
+    }
+    let started = std::time::Instant::now();
+    let result = check_acl(ctrl, conn, request)
+        .and_then(|()| pull::pull_message(&RequestContext { ctrl, conn }, request));
+    Some(finish(ctrl, conn, request, started, result))
+}
+
 /// Serves `request` as it came on `conn`: [`dispatch`], then the metrics, then the answer to
 /// send back (an error's answer says it; nothing for a oneway request, a parked pull or a
 /// response already queued on the connection).
@@ -134,6 +168,17 @@ pub(crate) async fn serve(
 ) -> Option<RemotingCommand> {
     let started = std::time::Instant::now();
     let result = dispatch(ctrl, conn, request).await;
+    finish(ctrl, conn, request, started, result)
+}
+
+/// What [`serve`] and [`serve_now`] do after the processor: the metrics, then the answer.
+fn finish(
+    ctrl: &BrokerController,
+    conn: &ConnectionContext,
+    request: &RemotingCommand,
+    started: std::time::Instant,
+    result: ProcessResult,
+) -> Option<RemotingCommand> {
     if let Some(metrics) = ctrl.metrics() {
         record(metrics, request.code, started.elapsed(), &result);
     }
@@ -176,6 +221,14 @@ impl RequestHandler for BrokerRequestHandler {
             return None;
         }
         serve(&self.ctrl, &conn, &request).await
+    }
+
+    fn handle_now(
+        &self,
+        conn: &ConnectionContext,
+        request: RemotingCommand,
+    ) -> Result<Option<RemotingCommand>, RemotingCommand> {
+        serve_now(&self.ctrl, conn, &request).ok_or(request)
     }
 
     fn on_connection_closed(&self, conn: &ConnectionContext) {

@@ -75,10 +75,14 @@ pub(crate) fn dispatch_on(
 }
 
 /// The broker's answer to `request` on a fresh connection, as it would be sent back: an error
-/// is answered with its response code and remark, and the metrics record it.
+/// is answered with its response code and remark, and the metrics record it. Routed as the
+/// network runtime routes it: served at once when the broker serves that request now
+/// ([`dispatch::serve_now`]), else through the request's future.
 pub(crate) fn answer(ctrl: &BrokerController, request: &RemotingCommand) -> RemotingCommand {
     let (conn, _queued) = connection(1, local_addr());
-    ready(dispatch::serve(ctrl, &conn, request)).expect("expected an answer at once")
+    dispatch::serve_now(ctrl, &conn, request)
+        .unwrap_or_else(|| ready(dispatch::serve(ctrl, &conn, request)))
+        .expect("expected an answer at once")
 }
 
 /// [`answer`], which must be SUCCESS.

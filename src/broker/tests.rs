@@ -367,3 +367,65 @@ fn an_inline_answer_to_a_full_write_queue_is_retried_by_a_wake_thread() {
     );
     broker.stop();
 }
+
+/// The runtime serves a pull on the reading task (it parks or answers, never waits) and hands
+/// every other request back to run as a task: a send may wait for its flush or its slave, and a
+/// pull on the fast port is refused by the dispatch, as Java's fast port serves no pulls.
+#[test]
+fn pulls_are_served_now_and_other_requests_are_handed_back_whole() {
+    use crate::broker::dispatch::{BrokerRequestHandler, FAST_LISTENER_INDEX};
+    use crate::net::RequestHandler;
+    let (ctrl, _dir) = broker_with(|_| {});
+    let handler = BrokerRequestHandler { ctrl: ctrl.clone() };
+    let (conn, _queued) = connection(1, local_addr());
+    answer(&ctrl, &send_request("Now", b"one"));
+
+    let pull = pull_request("g", "Now", pull_sys_flag::SUBSCRIPTION, 0);
+    let served = handler
+        .handle_now(&conn, pull.clone())
+        .expect("a pull is served now");
+    let response = served.expect("a pull that finds a message is answered");
+    assert_eq!(
+        response.code,
+        response_code::SUCCESS,
+        "{:?}",
+        response.remark
+    );
+    assert_eq!(response.ext_i64("nextBeginOffset").unwrap(), 1);
+
+    let send = send_request("Now", b"two");
+    assert_eq!(handler.handle_now(&conn, send.clone()), Err(send));
+    let mut fast = conn.clone();
+    fast.listener_index = FAST_LISTENER_INDEX;
+    assert_eq!(handler.handle_now(&fast, pull.clone()), Err(pull));
+    assert_eq!(
+        ctrl.store.max_offset_in_queue("Now", 0),
+        1,
+        "nothing ran twice"
+    );
+    ctrl.store.shutdown().unwrap();
+}
+
+/// A pull served now gets the same ACL check as any request: unsigned, it is refused
+/// NO_PERMISSION before the pull processor reads anything.
+#[test]
+fn with_acl_on_an_unsigned_pull_served_now_is_refused() {
+    use crate::broker::dispatch::serve_now;
+    let dir = tempfile::tempdir().unwrap();
+    let acl_file = dir.path().join("plain_acl.yml");
+    std::fs::write(&acl_file, ONE_TOPIC_ACL).unwrap();
+    let mut config = config_in(dir.path());
+    config.acl.enabled = true;
+    config.acl.file_path = acl_file.to_string_lossy().into_owned();
+    let ctrl = build_controller(config).unwrap().ctrl;
+    let (conn, _queued) = connection(1, local_addr());
+    let refused = serve_now(&ctrl, &conn, &pull_request("g", "Allowed", 0, 0))
+        .expect("a pull is served now")
+        .expect("and answered");
+    assert_eq!(refused.code, response_code::NO_PERMISSION);
+    assert_eq!(
+        refused.remark.as_deref(),
+        Some("No accessKey is configured")
+    );
+    ctrl.store.shutdown().unwrap();
+}

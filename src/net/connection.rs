@@ -2,7 +2,8 @@
 //!
 //! The reader frames bytes and spawns one task per request without waiting for it, so a slow
 //! request never delays later ones on the same connection (responses are matched by opaque, in
-//! any order). At most `requests_in_flight_max_per_connection` handler tasks run at once; when
+//! any order). A request the handler can serve without waiting
+//! ([`RequestHandler::handle_now`]) is served by the reader itself, with no task. At most `requests_in_flight_max_per_connection` handler tasks run at once; when
 //! that many are running the reader stops reading, which pushes back on the peer through TCP
 //! instead of growing a queue. A framing error closes this connection only.
 
@@ -384,55 +385,121 @@ fn dispatch<H: RequestHandler>(
         }
         return;
     }
-    let handler = worker.shared.handler.clone();
+    let request = RequestMeta::of(&cmd);
+    let handler = &worker.shared.handler;
+    let cmd = match std::panic::catch_unwind(AssertUnwindSafe(|| handler.handle_now(ctx, cmd))) {
+        Ok(Err(cmd)) => cmd,
+        Ok(Ok(response)) => return queue_now(request, Ok(response), &ctx.sender, permit),
+        Err(panic) => return queue_now(request, Err(panic), &ctx.sender, permit),
+    };
+    let handler = handler.clone();
     let ctx = ctx.clone();
     let task = async move {
-        let oneway = cmd.is_oneway();
-        let (code, opaque) = (cmd.code, cmd.opaque);
-        // Built before the request moves into the handler; empty map and body do not allocate.
-        let error_template = (!oneway)
-            .then(|| RemotingCommand::response_to(&cmd, response_code::SYSTEM_ERROR, None));
         let sender = ctx.sender.clone();
         let outcome = catch_unwind(handler.handle(ctx, cmd)).await;
-        let response = match outcome {
-            Ok(response) => response,
-            Err(panic) => {
-                let message = panic_message(&*panic);
-                tracing::error!(code, opaque, panic = message, "request handler panicked");
-                error_template.map(|mut response| {
-                    response.remark = Some(format!("request handler panicked: {message}"));
-                    response
-                })
-            }
-        };
-        let Some(mut response) = response else {
-            drop(permit);
-            return;
-        };
-        if oneway {
-            tracing::debug!(
-                code,
-                opaque,
-                "dropping the handler's response to a oneway request"
-            );
-            drop(permit);
-            return;
-        }
-        response.opaque = opaque;
-        response.flag |= crate::remoting::command::FLAG_RESPONSE;
-        // The permit is held until the response is queued, so in-flight requests plus queued
-        // responses stay bounded.
-        if sender.send_wait(Outbound::Command(response)).await.is_err() {
-            tracing::debug!(
-                code,
-                opaque,
-                "connection closed before the response was sent"
-            );
+        if let Some(response) = request.answer(outcome) {
+            send_answer(&sender, response, request).await;
         }
         drop(permit);
     };
     // The task's JoinHandle is not awaited: it reports through the writer queue and the permit.
     drop(tokio_uring::spawn(task.in_current_span()));
+}
+
+/// What the runtime keeps of a request while its handler has it.
+#[derive(Clone, Copy)]
+struct RequestMeta {
+    code: i32,
+    opaque: i32,
+    oneway: bool,
+    serialize_type: crate::remoting::command::SerializeType,
+}
+
+impl RequestMeta {
+    fn of(cmd: &RemotingCommand) -> Self {
+        RequestMeta {
+            code: cmd.code,
+            opaque: cmd.opaque,
+            oneway: cmd.is_oneway(),
+            serialize_type: cmd.serialize_type,
+        }
+    }
+
+    /// The frame to send for the handler's `outcome`: its response with the request's opaque
+    /// and the response flag, `SYSTEM_ERROR` for a panic, nothing for a oneway request.
+    fn answer(
+        self,
+        outcome: Result<Option<RemotingCommand>, Box<dyn Any + Send>>,
+    ) -> Option<RemotingCommand> {
+        let RequestMeta { code, opaque, .. } = self;
+        let response = match outcome {
+            Ok(response) => response,
+            Err(panic) => {
+                let message = panic_message(&*panic);
+                tracing::error!(code, opaque, panic = message, "request handler panicked");
+                let mut response = RemotingCommand::request(response_code::SYSTEM_ERROR);
+                response.serialize_type = self.serialize_type;
+                response.remark = Some(format!("request handler panicked: {message}"));
+                Some(response)
+            }
+        }?;
+        if self.oneway {
+            tracing::debug!(
+                code,
+                opaque,
+                "dropping the handler's response to a oneway request"
+            );
+            return None;
+        }
+        let mut response = response;
+        response.opaque = opaque;
+        response.flag |= crate::remoting::command::FLAG_RESPONSE;
+        Some(response)
+    }
+}
+
+/// Queues the answer of a request served on the reading task. The permit is held until the
+/// response is queued, so in-flight requests plus queued responses stay bounded: a full write
+/// queue hands the answer to a task that waits for room.
+fn queue_now(
+    request: RequestMeta,
+    outcome: Result<Option<RemotingCommand>, Box<dyn Any + Send>>,
+    sender: &ConnectionSender,
+    permit: OwnedSemaphorePermit,
+) {
+    let Some(response) = request.answer(outcome) else {
+        return;
+    };
+    match sender.send(Outbound::Command(response)) {
+        Ok(()) => {}
+        Err(writer::SendError::Closed(_)) => {
+            tracing::debug!(
+                code = request.code,
+                opaque = request.opaque,
+                "connection closed before the response was sent"
+            );
+        }
+        Err(writer::SendError::Full(outbound)) => {
+            let sender = sender.clone();
+            let task = async move {
+                if let Outbound::Command(response) = *outbound {
+                    send_answer(&sender, response, request).await;
+                }
+                drop(permit);
+            };
+            drop(tokio_uring::spawn(task.in_current_span()));
+        }
+    }
+}
+
+async fn send_answer(sender: &ConnectionSender, response: RemotingCommand, request: RequestMeta) {
+    if sender.send_wait(Outbound::Command(response)).await.is_err() {
+        tracing::debug!(
+            code = request.code,
+            opaque = request.opaque,
+            "connection closed before the response was sent"
+        );
+    }
 }
 
 /// Polls `fut`, turning a panic inside it into `Err` so one bad request cannot take down the

@@ -26,6 +26,22 @@ pub trait RequestHandler: Send + Sync + 'static {
         request: RemotingCommand,
     ) -> impl Future<Output = Option<RemotingCommand>>;
 
+    /// Serves `request` on the reading task itself, when the handler can do so without waiting:
+    /// `Ok` carries what [`RequestHandler::handle`] would have returned, `Err` hands the request
+    /// back to run in a task of its own. Nothing may block here. The default serves nothing now.
+    ///
+    /// A request served now costs no task: a spawned handler future is its own heap allocation
+    /// (a large one, aligned to a cache line), a schedule and a poll through the task machinery.
+    /// Requests that cannot wait (a pull parks or answers at once) gain all of that back.
+    fn handle_now(
+        &self,
+        conn: &ConnectionContext,
+        request: RemotingCommand,
+    ) -> Result<Option<RemotingCommand>, RemotingCommand> {
+        let _ = conn;
+        Err(request)
+    }
+
     /// Called once, on the connection's thread, after the connection is closed and its writer has
     /// stopped (so `conn.sender().is_closed()` is true).
     fn on_connection_closed(&self, conn: &ConnectionContext) {

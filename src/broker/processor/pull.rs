@@ -100,7 +100,7 @@ pub struct FileResponse {
 
 /// PULL_MESSAGE / LITE_PULL_MESSAGE as it arrives. Never waits: the future is ready at its
 /// first poll.
-pub async fn pull_message(cx: &RequestContext<'_>, request: &RemotingCommand) -> ProcessResult {
+pub fn pull_message(cx: &RequestContext<'_>, request: &RemotingCommand) -> ProcessResult {
     let header = PullMessageRequestHeader::decode(request)?;
     let envelope = RequestEnvelope::of(request, cx.conn);
     let sender = cx.conn.sender();
