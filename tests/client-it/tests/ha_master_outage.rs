@@ -3,7 +3,8 @@
 //! works through a stream of messages. The master is SIGKILLed mid-way: the consumer goes on
 //! from the slave and its offset commits land on the slave. The master restarts on its data:
 //! the consumer goes back to it, without consuming again more than the messages it had in
-//! flight at the kill, and gets the messages sent after the restart from it. Every
+//! flight at the kill, and gets the messages sent after the restart from it (all but one
+//! batch per queue, which a pull still parked on the slave may take). Every
 //! acknowledged message is received; duplicates are counted and bounded.
 
 #![recursion_limit = "512"]
@@ -40,6 +41,11 @@ const CLIENT_PERSIST_PERIOD_MS: u32 = 1000;
 /// (one pull batch per queue being consumed and one answered but uncommitted per queue), with
 /// room for the client's own retry of an uncommitted batch.
 const DUPLICATES_MAX: usize = 4 * 4 * PULL_BATCH as usize;
+/// New messages the slave may still serve once the master is back: a pull parked on the slave
+/// (the client parks for 15 s, and goes on pulling from the slave until a route refresh shows
+/// it the master) is answered by the slave when the new messages reach it, one batch per
+/// queue; that answer suggests the master (brokerId 0), so the queue's next pull goes there.
+const SERVED_BY_THE_SLAVE_MAX: u64 = 4 * PULL_BATCH as u64;
 const TEST_TIMEOUT: Duration = Duration::from_secs(300);
 const PHASE_TIMEOUT: Duration = Duration::from_secs(90);
 
@@ -117,8 +123,9 @@ async fn outage(g: &mut HaGroup) {
     );
     let master_served = runtime_number(&master, "msgGetTotalTodayNow").unwrap() - master_got;
     assert!(
-        master_served >= AFTER as i64,
-        "the restarted master served {master_served} of the {AFTER} new messages"
+        master_served >= (AFTER - SERVED_BY_THE_SLAVE_MAX) as i64,
+        "the restarted master served {master_served} of the {AFTER} new messages (pulls \
+         parked on the slave may take {SERVED_BY_THE_SLAVE_MAX})"
     );
     tokio::time::sleep(Duration::from_secs(3)).await;
     check_deliveries(&r.log);
