@@ -154,6 +154,16 @@ fn log_warnings(loaded: &LoadedConfig) {
     }
 }
 
+/// jemalloc, not glibc's malloc: see docs/ARCHITECTURE.md, "The allocator".
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// jemalloc's options, read at its start. Purging unused pages runs on jemalloc's own
+/// background thread: without it the allocating thread purges inline now and then, a stall
+/// that showed in the e2e tail.
+#[export_name = "_rjem_malloc_conf"]
+static MALLOC_CONF: &[u8; 23] = b"background_thread:true\0";
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let command = cli.command.unwrap_or(Command::Broker(cli.broker));
