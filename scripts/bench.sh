@@ -113,10 +113,14 @@ BENCH_LOG_DIR=
 # Starts a fresh ringmq broker (embedded name server) with flush policy $1; sets RINGMQ_PID and
 # RINGMQ_NAMESRV. Optional $2: a command prefix (e.g. `ip netns exec NS`) to run it under.
 start_ringmq() {
-  local flush=$1 prefix=${2:-} broker_port namesrv_port log waited=0
+  local flush=$1 prefix=${2:-} broker_port namesrv_port ha_listen_port log waited=0
   broker_port=$(free_port)
   namesrv_port=$(free_port)
   while [[ $namesrv_port == "$broker_port" ]]; do namesrv_port=$(free_port); done
+  # The HA port gets a free port of its own: by default it is the listen port + 1, which
+  # another socket may hold (a benchmark run lost its broker so: AddrInUse on the HA port).
+  ha_listen_port=$(free_port)
+  while [[ $ha_listen_port == "$broker_port" || $ha_listen_port == "$namesrv_port" ]]; do ha_listen_port=$(free_port); done
   RINGMQ_STORE=$(mktemp -d "${TMPDIR:-/tmp}/ringmq-bench-store.XXXXXX")
   log=$RINGMQ_STORE.log
   # shellcheck disable=SC2086
@@ -124,6 +128,7 @@ start_ringmq() {
     RINGMQ_BROKER_LISTEN_PORT="$broker_port" \
     RINGMQ_METRICS_LISTEN="${BENCH_METRICS_LISTEN-127.0.0.1:0}" \
     RINGMQ_NAMESRV_LISTEN_PORT="$namesrv_port" \
+    RINGMQ_HA_LISTEN_PORT="$ha_listen_port" \
     RINGMQ_BROKER_FAST_PORT_ENABLED=false \
     RINGMQ_STORE_FLUSH_POLICY="$flush" \
     RINGMQ_LOG_LEVEL=warn \

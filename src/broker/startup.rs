@@ -350,6 +350,12 @@ fn embedded_namesrv_config(config: &Config) -> Config {
 pub fn start_broker(config: Config) -> Result<BrokerHandle, StartupError> {
     // Checked before anything starts; `build_controller` computes the levels again.
     config.delay_levels_ms().map_err(StartupError::Config)?;
+    // Before any file opens: no thread serving requests waits for the fd table to grow.
+    match crate::net::presize_fd_table(crate::net::FD_TABLE_PRESIZE_FDS) {
+        Ok(fds) => tracing::debug!(fds, "fd table sized"),
+        // Only a latency saving: the table still grows on demand.
+        Err(e) => tracing::warn!(error = %e, "could not size the fd table up front"),
+    }
     let namesrv = if config.namesrv.addr.trim().is_empty() {
         Some(start_namesrv(&embedded_namesrv_config(&config))?)
     } else {

@@ -265,6 +265,42 @@ pub(crate) fn nofile_soft_limit() -> Option<u64> {
     (rc == 0 && limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur)
 }
 
+/// File descriptors the process's fd table is sized for at startup ([`presize_fd_table`]): a
+/// broker with 2,048 queues holds a ConsumeQueue file open per queue, beside its CommitLog,
+/// index and connections.
+pub const FD_TABLE_PRESIZE_FDS: u64 = 8192;
+
+/// Grows the process's fd table to hold `fds` descriptors (at most the open-file soft limit)
+/// now, so it never grows while requests are served. The kernel grows the table when a new fd
+/// does not fit, and in a process with more than one thread each growth waits for an RCU grace
+/// period (`expand_fdtable` calls `synchronize_rcu`): milliseconds on a loaded machine, taken
+/// by whichever thread opened the file. Under W5 that was a network thread appending the first
+/// message of a queue, which opens the queue's ConsumeQueue file (kernel stacks of that thread:
+/// `openat` → `expand_files` → `synchronize_rcu`). The table never shrinks, so one duplicate
+/// at the highest fd wanted, closed again, sizes it for good. Returns the size asked for.
+pub fn presize_fd_table(fds: u64) -> std::io::Result<u64> {
+    let wanted = nofile_soft_limit().map_or(fds, |soft| fds.min(soft));
+    let Some(highest) = wanted.checked_sub(1).and_then(|h| i32::try_from(h).ok()) else {
+        return Ok(0);
+    };
+    let probe = std::fs::File::open("/dev/null")?;
+    // SAFETY: F_DUPFD_CLOEXEC duplicates a descriptor we own onto the lowest free fd at or
+    // above `highest`; it touches no memory of ours.
+    let dup = unsafe {
+        libc::fcntl(
+            std::os::fd::AsRawFd::as_raw_fd(&probe),
+            libc::F_DUPFD_CLOEXEC,
+            highest,
+        )
+    };
+    if dup < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `dup` was just returned to us by fcntl and nothing else holds it.
+    drop(unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(dup) });
+    Ok(wanted)
+}
+
 /// Below this no real request fits; it catches a unit mistake (KiB vs bytes) at startup.
 const FRAME_SIZE_MAX_FLOOR_BYTES: usize = 64;
 
@@ -287,6 +323,30 @@ mod tests {
 
     fn addr(s: &str) -> SocketAddr {
         s.parse().unwrap()
+    }
+
+    /// The fd table's size, `FDSize` in /proc/self/status.
+    fn fd_table_size() -> u64 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let line = status.lines().find(|l| l.starts_with("FDSize:")).unwrap();
+        line["FDSize:".len()..].trim().parse().unwrap()
+    }
+
+    #[test]
+    fn the_fd_table_is_sized_for_the_fds_asked_for_within_the_soft_limit() {
+        let asked = 4096;
+        let wanted = presize_fd_table(asked).unwrap();
+        assert_eq!(wanted, nofile_soft_limit().map_or(asked, |s| s.min(asked)));
+        assert!(
+            fd_table_size() >= wanted,
+            "FDSize {} after asking for {wanted}",
+            fd_table_size()
+        );
+        assert_eq!(
+            presize_fd_table(0).unwrap(),
+            0,
+            "nothing asked, nothing sized"
+        );
     }
 
     #[test]
