@@ -507,8 +507,9 @@ fn held_response_and_encoded_frame_sent_from_another_thread() {
     assert!(matches!(refused, Err(SendError::Closed(_))));
 }
 
-#[test]
-fn write_queue_is_bounded_when_the_peer_does_not_read() {
+/// A server whose connections queue at most 4 frames, a client connected to it, and that
+/// client's connection, held by a request the handler keeps unanswered.
+fn held_connection() -> (ServerHandle, Arc<TestHandler>, Client, ConnectionContext) {
     let mut config = config();
     config.write_queue_max_per_connection = 4;
     let (server, handler) = start(config);
@@ -516,19 +517,33 @@ fn write_queue_is_bounded_when_the_peer_does_not_read() {
     client.send(RemotingCommand::request(HOLD));
     eventually("request held", || handler.held.lock().unwrap().len() == 1);
     let (conn, _request) = handler.held.lock().unwrap().pop().unwrap();
-    // 1 MiB frames: socket buffers absorb a few, then the writer blocks and the queue fills.
-    let frame = Bytes::from(vec![0_u8; 1024 * 1024]);
+    (server, handler, client, conn)
+}
+
+/// Queues `frame` on `conn` until the queue is full (the peer reads nothing): how many went
+/// in, or `None` if the connection closed first.
+fn fill_write_queue(conn: &ConnectionContext, frame: &Bytes) -> Option<usize> {
     let mut queued = 0;
-    let full = loop {
+    loop {
         match conn.sender().send(Outbound::Encoded(frame.clone())) {
             Ok(()) => queued += 1,
-            Err(SendError::Full(_)) => break true,
-            Err(SendError::Closed(_)) => break false,
+            Err(SendError::Full(_)) => return Some(queued),
+            Err(SendError::Closed(_)) => return None,
         }
         assert!(queued < 256, "queue never filled");
         std::thread::sleep(Duration::from_millis(2));
-    };
-    assert!(full);
+    }
+}
+
+#[test]
+fn write_queue_is_bounded_when_the_peer_does_not_read() {
+    let (_server, _handler, _client, conn) = held_connection();
+    // 1 MiB frames: socket buffers absorb a few, then the writer blocks and the queue fills.
+    let frame = Bytes::from(vec![0_u8; 1024 * 1024]);
+    assert!(
+        fill_write_queue(&conn, &frame).is_some(),
+        "connection closed"
+    );
 }
 
 #[test]
@@ -836,27 +851,11 @@ fn requests_served_now_are_answered_like_tasks() {
 /// room and is sent after what was queued before it: never dropped.
 #[test]
 fn an_answer_served_now_to_a_full_write_queue_waits_for_room() {
-    let mut config = config();
-    config.write_queue_max_per_connection = 4;
-    let (server, handler) = start(config);
-    let mut client = Client::connect(server.local_addrs()[0]);
-    client.send(RemotingCommand::request(HOLD));
-    eventually("request held", || handler.held.lock().unwrap().len() == 1);
-    let (conn, _request) = handler.held.lock().unwrap().pop().unwrap();
+    let (_server, _handler, mut client, conn) = held_connection();
     let big = RemotingCommand::request(ECHO).with_body(Bytes::from(vec![7_u8; 1024 * 1024]));
     let mut encoded = BytesMut::new();
     encode_frame(&echo(&conn, &big), &mut encoded).unwrap();
-    let frame = encoded.freeze();
-    let mut queued = 0;
-    loop {
-        match conn.sender().send(Outbound::Encoded(frame.clone())) {
-            Ok(()) => queued += 1,
-            Err(SendError::Full(_)) => break,
-            Err(SendError::Closed(_)) => panic!("connection closed"),
-        }
-        assert!(queued < 256, "queue never filled");
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    let queued = fill_write_queue(&conn, &encoded.freeze()).expect("connection closed");
     let opaque =
         client.send(RemotingCommand::request(ECHO_NOW).with_body(Bytes::from_static(b"late")));
     let mut big_frames = 0;

@@ -218,18 +218,23 @@ accounts:
       - Allowed=PUB
 ";
 
+/// A controller in `dir` with ACL on and [`ONE_TOPIC_ACL`] as its plain_acl.yml.
+fn controller_with_one_topic_acl(dir: &std::path::Path) -> Arc<BrokerController> {
+    let acl_file = dir.join("plain_acl.yml");
+    std::fs::write(&acl_file, ONE_TOPIC_ACL).unwrap();
+    let mut config = config_in(dir);
+    config.acl.enabled = true;
+    config.acl.file_path = acl_file.to_string_lossy().into_owned();
+    build_controller(config).unwrap().ctrl
+}
+
 /// With ACL on, the tests' requests are checked before any processor, as Java's RPC hook
 /// does: an unsigned send and one with an unknown access key are refused NO_PERMISSION with
 /// `PlainPermissionManager`'s words, and nothing is stored.
 #[test]
 fn with_acl_on_an_unsigned_send_is_refused_before_the_processor() {
     let dir = tempfile::tempdir().unwrap();
-    let acl_file = dir.path().join("plain_acl.yml");
-    std::fs::write(&acl_file, ONE_TOPIC_ACL).unwrap();
-    let mut config = config_in(dir.path());
-    config.acl.enabled = true;
-    config.acl.file_path = acl_file.to_string_lossy().into_owned();
-    let ctrl = build_controller(config).unwrap().ctrl;
+    let ctrl = controller_with_one_topic_acl(dir.path());
     let unsigned = answer(&ctrl, &send_request("Allowed", b"unsigned"));
     assert_eq!(unsigned.code, response_code::NO_PERMISSION);
     assert_eq!(
@@ -412,12 +417,7 @@ fn pulls_are_served_now_and_other_requests_are_handed_back_whole() {
 fn with_acl_on_an_unsigned_pull_served_now_is_refused() {
     use crate::broker::dispatch::serve_now;
     let dir = tempfile::tempdir().unwrap();
-    let acl_file = dir.path().join("plain_acl.yml");
-    std::fs::write(&acl_file, ONE_TOPIC_ACL).unwrap();
-    let mut config = config_in(dir.path());
-    config.acl.enabled = true;
-    config.acl.file_path = acl_file.to_string_lossy().into_owned();
-    let ctrl = build_controller(config).unwrap().ctrl;
+    let ctrl = controller_with_one_topic_acl(dir.path());
     let (conn, _queued) = connection(1, local_addr());
     let refused = serve_now(&ctrl, &conn, &pull_request("g", "Allowed", 0, 0))
         .expect("a pull is served now")
