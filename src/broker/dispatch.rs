@@ -139,7 +139,6 @@ fn check_acl(
 fn serves_now(conn: &ConnectionContext, request: &RemotingCommand) -> bool {
     matches!(request.code, code::PULL_MESSAGE | code::LITE_PULL_MESSAGE)
         && conn.listener_index != FAST_LISTENER_INDEX
-        && !request.is_response()
 }
 
 /// [`serve`] for the requests that never wait, on the caller's thread and without a future;

@@ -425,6 +425,14 @@ impl RequestMeta {
         }
     }
 
+    fn closed_before_answer(self) {
+        tracing::debug!(
+            code = self.code,
+            opaque = self.opaque,
+            "connection closed before the response was sent"
+        );
+    }
+
     /// The frame to send for the handler's `outcome`: its response with the request's opaque
     /// and the response flag, `SYSTEM_ERROR` for a panic, nothing for a oneway request.
     fn answer(
@@ -432,15 +440,17 @@ impl RequestMeta {
         outcome: Result<Option<RemotingCommand>, Box<dyn Any + Send>>,
     ) -> Option<RemotingCommand> {
         let RequestMeta { code, opaque, .. } = self;
-        let response = match outcome {
+        let mut response = match outcome {
             Ok(response) => response,
             Err(panic) => {
                 let message = panic_message(&*panic);
                 tracing::error!(code, opaque, panic = message, "request handler panicked");
-                let mut response = RemotingCommand::request(response_code::SYSTEM_ERROR);
-                response.serialize_type = self.serialize_type;
-                response.remark = Some(format!("request handler panicked: {message}"));
-                Some(response)
+                Some(RemotingCommand::response(
+                    response_code::SYSTEM_ERROR,
+                    opaque,
+                    self.serialize_type,
+                    Some(format!("request handler panicked: {message}")),
+                ))
             }
         }?;
         if self.oneway {
@@ -451,7 +461,6 @@ impl RequestMeta {
             );
             return None;
         }
-        let mut response = response;
         response.opaque = opaque;
         response.flag |= crate::remoting::command::FLAG_RESPONSE;
         Some(response)
@@ -472,13 +481,7 @@ fn queue_now(
     };
     match sender.send(Outbound::Command(response)) {
         Ok(()) => {}
-        Err(writer::SendError::Closed(_)) => {
-            tracing::debug!(
-                code = request.code,
-                opaque = request.opaque,
-                "connection closed before the response was sent"
-            );
-        }
+        Err(writer::SendError::Closed(_)) => request.closed_before_answer(),
         Err(writer::SendError::Full(outbound)) => {
             let sender = sender.clone();
             let task = async move {
@@ -494,11 +497,7 @@ fn queue_now(
 
 async fn send_answer(sender: &ConnectionSender, response: RemotingCommand, request: RequestMeta) {
     if sender.send_wait(Outbound::Command(response)).await.is_err() {
-        tracing::debug!(
-            code = request.code,
-            opaque = request.opaque,
-            "connection closed before the response was sent"
-        );
+        request.closed_before_answer();
     }
 }
 

@@ -203,16 +203,27 @@ impl RemotingCommand {
     /// The serialize type mirrors the request because old C++ clients ignore the type byte and
     /// always parse JSON (4.9.x Java behaves the same way).
     pub fn response_to(req: &RemotingCommand, code: i32, remark: Option<String>) -> Self {
+        Self::response(code, req.opaque, req.serialize_type, remark)
+    }
+
+    /// [`RemotingCommand::response_to`] for a request known only by its opaque and serialize
+    /// type (the request itself has moved on, e.g. into a handler that panicked).
+    pub fn response(
+        code: i32,
+        opaque: i32,
+        serialize_type: SerializeType,
+        remark: Option<String>,
+    ) -> Self {
         Self {
             code,
             language: LanguageCode::Java,
             version: CURRENT_VERSION,
-            opaque: req.opaque,
+            opaque,
             flag: FLAG_RESPONSE,
             remark,
             ext_fields: ExtFields::default(),
             body: Bytes::new(),
-            serialize_type: req.serialize_type,
+            serialize_type,
         }
     }
 

@@ -202,7 +202,7 @@ type SlotMap<P> = HashMap<String, HashMap<i32, Arc<QueueSlot<P>>, Fold>, Fold>;
 /// The bounded, sharded, lock-free-on-the-hot-path hold table.
 pub struct HoldTable<P> {
     shards: Box<[RwLock<SlotMap<P>>]>,
-    hasher: foldhash::fast::RandomState,
+    hasher: Fold,
     parked_pulls: AtomicUsize,
     parked_pulls_max: usize,
 }
@@ -214,7 +214,7 @@ impl<P: ParkedPull> HoldTable<P> {
             shards: (0..HOLD_SHARDS)
                 .map(|_| RwLock::new(SlotMap::default()))
                 .collect(),
-            hasher: foldhash::fast::RandomState::default(),
+            hasher: Fold::default(),
             parked_pulls: AtomicUsize::new(0),
             parked_pulls_max,
         }
