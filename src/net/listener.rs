@@ -11,15 +11,18 @@
 //! Left alone, a burst of connections piles onto one worker: re-queuing an accept first tries
 //! to take a connection at once, so the first worker to run drains the queue while the others
 //! are still waking (measured: 59 of 64 on one of 4 workers; and the two connections of a
-//! client that opens two at once both on one of 2 workers). So a worker that would hold more
-//! than an even share of the server's connections with the next one waits [`ACCEPT_YIELD_MS`]
-//! before it accepts again, and the others, which hold fewer, take the burst. The worker with
-//! the fewest connections never waits, so someone always accepts.
+//! client that opens two at once both on one of 2 workers). So the worker that accepted a
+//! connection does not decide alone who serves it: the connection goes to the worker with the
+//! fewest connections, ties taken in turn ([`super::worker::least_loaded`]), handed over through that worker's
+//! queue when it is another ([`super::worker::Handoff`]). Which worker wins an accept then
+//! makes no difference to the spread. (An earlier rule had a worker that held more than its
+//! share wait 1 ms before its next accept; on a busy machine the other worker often did not
+//! run within that 1 ms, and under load a client's pair still landed on one worker.)
 
 use super::connection::{self, Accepted};
 use super::error::ServerError;
 use super::handler::RequestHandler;
-use super::worker::{Refused, Worker};
+use super::worker::{ConnectionSlot, Handoff, Refused, Worker};
 use nix::sys::socket::{
     self, sockopt, AddressFamily, Backlog, SockFlag, SockType, SockaddrStorage,
 };
@@ -35,11 +38,6 @@ use tracing::Instrument;
 /// After an accept error that is likely to repeat at once (out of file descriptors or memory),
 /// wait this long before accepting again instead of spinning on the error.
 const ACCEPT_ERROR_BACKOFF_MS: u64 = 100;
-
-/// How long a worker that holds more than its share of the connections waits before it accepts
-/// again, so that a burst of new connections goes to the other workers. Short, because it is
-/// also how long a connection may wait when every other worker is busy.
-const ACCEPT_YIELD_MS: u64 = 1;
 
 /// How long [`bind_listener`] keeps trying an address in use, and how often. A second server on
 /// the address fails this much later; a killed one's socket is gone well within it.
@@ -146,10 +144,7 @@ pub(crate) async fn accept_loop<H: RequestHandler>(
         }
         match accepted {
             Ok((stream, remote_addr)) => {
-                start_connection(stream, remote_addr, listener_index, &worker);
-                if worker.holds_its_share() {
-                    tokio::time::sleep(Duration::from_millis(ACCEPT_YIELD_MS)).await;
-                }
+                accepted_connection(stream, remote_addr, listener_index, &worker);
             }
             Err(e) => {
                 tracing::warn!(error = %e, "accept failed");
@@ -180,33 +175,111 @@ fn close_refused(stream: &TcpStream) {
     }
 }
 
-fn start_connection<H: RequestHandler>(
+/// Counts an accepted connection on the worker that is to serve it, then serves it here or
+/// hands it to that worker.
+fn accepted_connection<H: RequestHandler>(
     stream: TcpStream,
     remote_addr: SocketAddr,
     listener_index: usize,
     worker: &Rc<Worker<H>>,
 ) {
-    let slot = match worker.claim_connection_slot(remote_addr.ip()) {
+    let shared = &worker.shared;
+    let slot = match shared.claim_connection_slot(remote_addr.ip()) {
         Ok(slot) => slot,
-        Err(Refused::ConnectionsMax) => {
-            tracing::warn!(
-                %remote_addr,
-                connections_max = worker.shared.connections_max,
-                "too many connections; closing the new one"
-            );
-            close_refused(&stream);
-            return;
-        }
-        Err(Refused::ConnectionsMaxPerIp) => {
-            tracing::warn!(
-                %remote_addr,
-                connections_max_per_ip = worker.shared.config.connections_max_per_ip,
-                "too many connections from this address; closing the new one"
-            );
+        Err(refused) => {
+            log_refused(refused, remote_addr, worker);
             close_refused(&stream);
             return;
         }
     };
+    let target = slot.worker_index();
+    if target == worker.index {
+        start_connection(stream, remote_addr, listener_index, slot, worker);
+        return;
+    }
+    // The socket leaves this worker's runtime as a duplicate of its fd; the original closes
+    // when `stream` drops, the connection stays open through the duplicate.
+    let stream = match duplicate_stream(&stream) {
+        Ok(duplicate) => duplicate,
+        Err(e) => {
+            tracing::warn!(%remote_addr, error = %e, "cannot hand a connection to another worker; closing it");
+            close_refused(&stream);
+            return;
+        }
+    };
+    let handoff = Handoff {
+        stream,
+        remote_addr,
+        listener_index,
+        slot,
+    };
+    if let Err(unserved) = shared.hand_off(target, handoff) {
+        // The target worker is shutting down: the connection closes with the hand-off.
+        tracing::debug!(%remote_addr, target, "worker stopped taking connections; closing");
+        drop(unserved);
+    }
+}
+
+fn log_refused<H>(refused: Refused, remote_addr: SocketAddr, worker: &Worker<H>) {
+    match refused {
+        Refused::ConnectionsMax => tracing::warn!(
+            %remote_addr,
+            connections_max = worker.shared.connections_max,
+            "too many connections; closing the new one"
+        ),
+        Refused::ConnectionsMaxPerIp => tracing::warn!(
+            %remote_addr,
+            connections_max_per_ip = worker.shared.config.connections_max_per_ip,
+            "too many connections from this address; closing the new one"
+        ),
+    }
+}
+
+fn duplicate_stream(stream: &TcpStream) -> io::Result<std::net::TcpStream> {
+    // SAFETY: `stream` owns this descriptor and outlives the borrow.
+    let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(stream.as_raw_fd()) };
+    // F_DUPFD_CLOEXEC.
+    Ok(std::net::TcpStream::from(borrowed.try_clone_to_owned()?))
+}
+
+/// Serves the connections other workers accepted for this one, until shutdown; those that
+/// arrive after it are closed.
+pub(crate) async fn receive_handoffs<H: RequestHandler>(
+    mut handoffs: tokio::sync::mpsc::UnboundedReceiver<Handoff<H>>,
+    worker: Rc<Worker<H>>,
+) {
+    loop {
+        let handoff = tokio::select! {
+            biased;
+            () = worker.shared.shutdown.triggered() => break,
+            handoff = handoffs.recv() => handoff,
+        };
+        // The senders live as long as the server's shared state, which this worker holds.
+        let Some(handoff) = handoff else { break };
+        let Handoff {
+            stream,
+            remote_addr,
+            listener_index,
+            slot,
+        } = handoff;
+        debug_assert_eq!(slot.worker_index(), worker.index);
+        let stream = TcpStream::from_std(stream);
+        start_connection(stream, remote_addr, listener_index, slot, &worker);
+    }
+    // Whatever was handed over after shutdown closes here, its slot given back.
+    handoffs.close();
+    while let Ok(unserved) = handoffs.try_recv() {
+        drop(unserved);
+    }
+}
+
+fn start_connection<H: RequestHandler>(
+    stream: TcpStream,
+    remote_addr: SocketAddr,
+    listener_index: usize,
+    slot: ConnectionSlot<H>,
+    worker: &Rc<Worker<H>>,
+) {
     // Java sets TCP_NODELAY on every client channel (`NettyServerConfig`); responses are small
     // and latency-bound.
     if let Err(e) = stream.set_nodelay(true) {
@@ -225,6 +298,7 @@ fn start_connection<H: RequestHandler>(
         "conn",
         id,
         remote = %remote_addr,
+        local = %local_addr,
         worker = worker.index,
         listener = listener_index
     );

@@ -3,9 +3,9 @@
 use super::config::ServerConfig;
 use super::error::ServerError;
 use super::handler::RequestHandler;
-use super::listener::{accept_loop, bind_socket, listen, stop_listening};
+use super::listener::{accept_loop, bind_socket, listen, receive_handoffs, stop_listening};
 use super::shutdown::{ShutdownSignal, StopSignals};
-use super::worker::{LiveConnections, Shared, Worker};
+use super::worker::{Handoff, LiveConnections, Shared, Worker};
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::{mpsc as std_mpsc, Arc};
@@ -130,7 +130,8 @@ fn start_workers<H: RequestHandler>(
         external: shutdown,
         own: stop.clone(),
     };
-    let shared = Arc::new(Shared::new(config, handler, signals));
+    let (shared, handoff_receivers) = Shared::new(config, handler, signals);
+    let shared = Arc::new(shared);
     let (ready_tx, ready_rx) = std_mpsc::channel();
     let mut handle = ServerHandle {
         local_addrs,
@@ -138,12 +139,13 @@ fn start_workers<H: RequestHandler>(
         threads: Vec::new(),
         connections: shared.live_connections(),
     };
-    for (worker_index, worker_listeners) in listeners.drain(..).enumerate() {
+    let workers = listeners.drain(..).zip(handoff_receivers).enumerate();
+    for (worker_index, (worker_listeners, handoffs)) in workers {
         let shared = shared.clone();
         let ready = ready_tx.clone();
         let spawned = std::thread::Builder::new()
             .name(format!("ringmq-net-{worker_index}"))
-            .spawn(move || run_worker(worker_index, worker_listeners, shared, ready));
+            .spawn(move || run_worker(worker_index, worker_listeners, handoffs, shared, ready));
         match spawned {
             Ok(thread) => handle.threads.push(thread),
             // Dropping `handle` stops and joins the workers already started.
@@ -210,6 +212,7 @@ fn bind_all(config: &ServerConfig) -> Result<(Vec<SocketAddr>, Vec<WorkerListene
 fn run_worker<H: RequestHandler>(
     index: usize,
     listeners: WorkerListeners,
+    handoffs: tokio::sync::mpsc::UnboundedReceiver<Handoff<H>>,
     shared: Arc<Shared<H>>,
     ready: std_mpsc::Sender<Result<(), ServerError>>,
 ) {
@@ -228,6 +231,7 @@ fn run_worker<H: RequestHandler>(
     };
     let worker = Rc::new(Worker::new(index, shared));
     runtime.block_on(async move {
+        let receiving = tokio_uring::spawn(receive_handoffs(handoffs, worker.clone()));
         let mut accepting = Vec::with_capacity(listeners.len());
         for (listener_index, listener) in listeners {
             let listener = Rc::new(tokio_uring::net::TcpListener::from_std(listener));
@@ -247,6 +251,9 @@ fn run_worker<H: RequestHandler>(
             if let Err(e) = task.await {
                 tracing::error!(worker = index, error = %e, "accept loop failed");
             }
+        }
+        if let Err(e) = receiving.await {
+            tracing::error!(worker = index, error = %e, "hand-off receiver failed");
         }
         worker.wait_connections_closed().await;
     });
