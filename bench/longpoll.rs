@@ -4,7 +4,10 @@
 //! Pipeline measured: `MessageStore::put_message` → `ArrivalNotifier` → `HoldTable` →
 //! pull-wake thread → `pull::execute` with `PullExecution::Woken` (re-executed pull, store
 //! read) → `ConnectionSender` →
-//! the connection's outbound queue. The controller is built by `startup::build_controller` (what
+//! the connection's outbound queue. An arrival that wakes at most
+//! `WAKE_ON_CONNECTION_THREAD_PULLS_MAX` pulls (the `spread` layout) is not re-executed on the
+//! wake thread but queued as a deferred frame: the bench thread that finds it re-executes it,
+//! as the connection's writer would, and the latency includes that. The controller is built by `startup::build_controller` (what
 //! `start_broker` runs, without sockets); connections are `ConnectionContext::detached`, whose
 //! outbound queue is the receiver the bench reads. Pulls are parked by sending real
 //! PULL_MESSAGE requests through `pull::pull_message`, the handler the dispatcher calls.
@@ -342,6 +345,12 @@ fn check_response(frame: Outbound, opaque: i32, full: bool) -> i32 {
         }
         // The bench's `*` pulls of small records are below the zero-copy threshold.
         Outbound::File(_) => panic!("unexpected zero-copy frame"),
+        // An arrival that woke few pulls hands each to its connection's thread; this thread
+        // plays that connection's writer and re-executes it.
+        Outbound::Deferred(deferred) => {
+            let produced = deferred.produce().expect("a woken pull is answered");
+            return check_response(produced, opaque, full);
+        }
     };
     assert_eq!(
         code,

@@ -3,8 +3,8 @@
 
 use bytes::{Bytes, BytesMut};
 use ringmq::net::{
-    bind, serve, ConnectionContext, Outbound, RequestHandler, SendError, ServerConfig, ServerError,
-    ServerHandle, ShutdownSignal,
+    bind, serve, ConnectionContext, DeferredFrame, Outbound, RequestHandler, SendError,
+    ServerConfig, ServerError, ServerHandle, ShutdownSignal,
 };
 use ringmq::remoting::codes::{request_code, response_code};
 use ringmq::remoting::command::{RemotingCommand, SerializeType};
@@ -505,6 +505,73 @@ fn held_response_and_encoded_frame_sent_from_another_thread() {
         .sender()
         .send(Outbound::Encoded(Bytes::from_static(b"late")));
     assert!(matches!(refused, Err(SendError::Closed(_))));
+}
+
+/// Work handed to a connection's writer from another thread runs on the connection's thread
+/// in queue order: its frame is written where it was queued, nothing is written for work that
+/// produced nothing, and work that panicked answers its request SYSTEM_ERROR while the
+/// connection keeps serving.
+#[test]
+fn deferred_frames_are_produced_in_order_on_the_connections_thread() {
+    let (server, handler) = start(config());
+    let mut client = Client::connect(server.local_addrs()[0]);
+    client.send(RemotingCommand::request(HOLD));
+    eventually("request held", || handler.held.lock().unwrap().len() == 1);
+    let (conn, request) = handler.held.lock().unwrap().pop().unwrap();
+    let sender = conn.sender().clone();
+    std::thread::spawn(move || {
+        let answer = |opaque: i32, body: &'static [u8]| {
+            let mut response = RemotingCommand::response_to(&request, response_code::SUCCESS, None)
+                .with_body(Bytes::from_static(body));
+            response.opaque = opaque;
+            response
+        };
+        let deferred = |opaque: i32, produce: Box<dyn FnOnce() -> Option<Outbound> + Send>| {
+            Outbound::Deferred(DeferredFrame {
+                opaque,
+                serialize_type: SerializeType::Json,
+                produce,
+            })
+        };
+        sender.send(Outbound::Command(answer(1, b"first"))).unwrap();
+        let thread_name = || std::thread::current().name().map(str::to_owned);
+        let second = answer(2, b"second");
+        sender
+            .send(deferred(
+                2,
+                Box::new(move || {
+                    let mut second = second;
+                    second.set_ext("thread", thread_name().unwrap_or_default());
+                    Some(Outbound::Command(second))
+                }),
+            ))
+            .unwrap();
+        sender.send(deferred(3, Box::new(|| None))).unwrap();
+        sender
+            .send(deferred(4, Box::new(|| panic!("deferred boom"))))
+            .unwrap();
+        sender.send(Outbound::Command(answer(5, b"fifth"))).unwrap();
+    })
+    .join()
+    .unwrap();
+
+    let first = client.recv();
+    assert_eq!((first.opaque, &first.body[..]), (1, &b"first"[..]));
+    let second = client.recv();
+    assert_eq!((second.opaque, &second.body[..]), (2, &b"second"[..]));
+    let thread = second.ext_opt_str("thread").unwrap_or_default();
+    assert!(
+        thread.starts_with("ringmq-net-"),
+        "produced on the connection's network thread, not {thread:?}"
+    );
+    let failed = client.recv();
+    assert_eq!(failed.opaque, 4, "opaque 3 produced nothing");
+    assert_eq!(failed.code, response_code::SYSTEM_ERROR);
+    assert!(failed.remark.unwrap_or_default().contains("deferred boom"));
+    let fifth = client.recv();
+    assert_eq!((fifth.opaque, &fifth.body[..]), (5, &b"fifth"[..]));
+    let echoed = client.call(echo_request(b"still serving"));
+    assert_eq!(&echoed.body[..], b"still serving");
 }
 
 /// A server whose connections queue at most 4 frames, a client connected to it, and that

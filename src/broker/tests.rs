@@ -139,6 +139,10 @@ fn answer_command(outbound: Outbound) -> RemotingCommand {
             response
         }
         Outbound::File(_) => panic!("a 5-byte message is sent by copy"),
+        // A pull handed to its connection's thread: re-executed here, as its writer would.
+        Outbound::Deferred(deferred) => {
+            answer_command(deferred.produce().expect("a woken pull is answered"))
+        }
     }
 }
 
@@ -178,6 +182,74 @@ fn a_fan_out_shared_by_several_wake_threads_answers_every_pull_once() {
         answered, expected,
         "every parked pull answered exactly once"
     );
+    broker.stop();
+}
+
+/// Waits up to 10 s for one frame on `rx`.
+fn next_frame(rx: &mut mpsc::Receiver<Outbound>) -> Outbound {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(outbound) = rx.try_recv() {
+            return outbound;
+        }
+        assert!(Instant::now() < deadline, "no frame within 10 s");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// An arrival that wakes few pulls (here one per queue offset, up to
+/// `WAKE_ON_CONNECTION_THREAD_PULLS_MAX`) hands each to its connection's writer to re-execute
+/// there; one that wakes more re-executes them on the wake thread, sharing one read. Either
+/// way each pull gets the message once.
+#[test]
+fn few_woken_pulls_go_to_their_connections_and_many_stay_on_the_wake_thread() {
+    use crate::broker::longpoll::pull_request_hold_service::WAKE_ON_CONNECTION_THREAD_PULLS_MAX;
+    let broker = WakingBroker::start(1);
+    let ctrl = &broker.ctrl;
+    ctrl.topics
+        .create_topic_if_absent(FAN_OUT_TOPIC, 1, 6, 0)
+        .unwrap();
+    let addr = local_addr();
+    for (round, pulls) in [
+        1,
+        WAKE_ON_CONNECTION_THREAD_PULLS_MAX,
+        WAKE_ON_CONNECTION_THREAD_PULLS_MAX + 1,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut receivers = Vec::new();
+        for p in 0..pulls {
+            let remote = SocketAddr::new(addr.ip(), 21_000 + (round * 10 + p) as u16);
+            let (ctx, rx) = connection((round * 10 + p) as u64, remote);
+            let opaque = p as i32;
+            // Offset of this round's message, each pull its own group.
+            let mut request = suspending_pull(&format!("r{round}g{p}"), opaque);
+            request.set_ext("queueOffset", round.to_string());
+            let handled = dispatch_on(ctrl, &ctx, &request);
+            assert!(matches!(handled, Ok(Handled::Parked)), "pull {p} must park");
+            receivers.push((ctx, rx, opaque));
+        }
+        put_hello(ctrl, addr);
+        for (_ctx, rx, opaque) in &mut receivers {
+            let frame = next_frame(rx);
+            let handed_over = matches!(frame, Outbound::Deferred(_));
+            assert_eq!(
+                handed_over,
+                pulls <= WAKE_ON_CONNECTION_THREAD_PULLS_MAX,
+                "{pulls} woken pulls: handed over is {handed_over}"
+            );
+            let response = answer_command(frame);
+            assert_eq!(
+                response.code,
+                response_code::SUCCESS,
+                "{:?}",
+                response.remark
+            );
+            assert_eq!(response.opaque, *opaque);
+            assert!(rx.try_recv().is_err(), "one answer per pull");
+        }
+    }
     broker.stop();
 }
 

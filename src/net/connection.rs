@@ -7,6 +7,7 @@
 //! that many are running the reader stops reading, which pushes back on the peer through TCP
 //! instead of growing a queue. A framing error closes this connection only.
 
+use super::error::panic_message;
 use super::handler::{ConnectionContext, RequestHandler};
 use super::worker::Worker;
 use super::writer::{self, ConnectionSender, Outbound, QueuedBytes, WriterExit, WriterState};
@@ -513,16 +514,6 @@ async fn catch_unwind<F: Future>(fut: F) -> Result<F::Output, Box<dyn Any + Send
         }
     })
     .await
-}
-
-fn panic_message(panic: &(dyn Any + Send)) -> &str {
-    if let Some(s) = panic.downcast_ref::<&'static str>() {
-        s
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        s
-    } else {
-        "non-string panic payload"
-    }
 }
 
 #[cfg(test)]

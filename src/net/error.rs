@@ -73,3 +73,15 @@ pub enum ClientCallError {
     #[error("no response from the client within {timeout_ms} ms")]
     Timeout { timeout_ms: u64 },
 }
+
+/// The text of a caught panic's payload (a `&str` or `String` message), for the log and the
+/// SYSTEM_ERROR remark that answer it.
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    if let Some(s) = panic.downcast_ref::<&'static str>() {
+        s
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s
+    } else {
+        "non-string panic payload"
+    }
+}

@@ -56,7 +56,7 @@ pub use listener::bind_listener;
 pub use runtime::{bind, serve, BoundServer, ServerHandle};
 pub use shutdown::ShutdownSignal;
 pub use worker::LiveConnections;
-pub use writer::{ConnectionSender, FileFrame, Outbound, SendError};
+pub use writer::{ConnectionSender, DeferredFrame, FileFrame, Outbound, SendError};
 pub use zerocopy::{FileRange, PIPES_MAX_PER_THREAD, PIPE_SIZE_BYTES};
 
 #[cfg(test)]

@@ -6,13 +6,14 @@
 //! small responses costs one syscall; a large pre-encoded frame (a pull response) is written from
 //! its own buffer without copying. A frame whose body lies in files ([`Outbound::File`], a
 //! zero-copy pull response) is written as its head followed by the file ranges, spliced from the
-//! files to the socket ([`super::zerocopy`]).
+//! files to the socket ([`super::zerocopy`]). A [`DeferredFrame`] is produced by the writer
+//! itself when its turn comes: work another thread hands to the connection's own thread.
 
 use super::call::{CallGuard, PendingCalls};
 use super::error::ClientCallError;
 use super::zerocopy::{self, FileRange};
 use crate::remoting::codes::response_code;
-use crate::remoting::command::RemotingCommand;
+use crate::remoting::command::{RemotingCommand, SerializeType};
 use crate::remoting::frame::encode_frame;
 use bytes::{Bytes, BytesMut};
 use std::cell::Cell;
@@ -37,7 +38,7 @@ const COMMAND_HEADER_ESTIMATE_BYTES: usize = 128;
 const EXT_FIELD_OVERHEAD_BYTES: usize = 6;
 
 /// One frame for a connection's writer.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub enum Outbound {
     /// Encoded by the writer (`remoting::frame::encode_frame`).
     Command(RemotingCommand),
@@ -48,6 +49,57 @@ pub enum Outbound {
     /// order. The frame on the wire is byte for byte the one `Encoded` would carry with the
     /// body read into memory.
     File(FileFrame),
+    /// A frame the writer produces when its turn comes, on the connection's thread.
+    Deferred(DeferredFrame),
+}
+
+/// What a [`DeferredFrame`] counts against the write queue's byte bound until it is produced:
+/// what it is known to be by then, a response's header (its body is read when it runs).
+const DEFERRED_FRAME_ESTIMATE_BYTES: usize = COMMAND_HEADER_ESTIMATE_BYTES;
+
+/// Work another thread hands to a connection's writer, run on the connection's thread when the
+/// frames queued before it are written: its result, if any, is written next. A woken pull's
+/// re-execution goes this way, so that its store read and encoding run on the network thread
+/// that serves the consumer rather than queue behind the other wake-ups on the wake thread.
+/// `opaque` and `serialize_type` are those of the request it answers: if `produce` panics,
+/// that request is answered SYSTEM_ERROR.
+pub struct DeferredFrame {
+    pub opaque: i32,
+    pub serialize_type: SerializeType,
+    pub produce: Box<dyn FnOnce() -> Option<Outbound> + Send>,
+}
+
+impl std::fmt::Debug for DeferredFrame {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeferredFrame")
+            .field("opaque", &self.opaque)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DeferredFrame {
+    /// Runs the work: its frame, a SYSTEM_ERROR answer if it panicked, or nothing.
+    pub fn produce(self) -> Option<Outbound> {
+        let DeferredFrame {
+            opaque,
+            serialize_type,
+            produce,
+        } = self;
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(produce)) {
+            Ok(produced) => produced,
+            Err(panic) => {
+                let message = super::error::panic_message(&*panic);
+                tracing::error!(opaque, panic = message, "deferred frame panicked");
+                let remark = format!("the broker failed while answering: {message}");
+                Some(Outbound::Command(RemotingCommand::response(
+                    response_code::SYSTEM_ERROR,
+                    opaque,
+                    serialize_type,
+                    Some(remark),
+                )))
+            }
+        }
+    }
 }
 
 /// The parts of an [`Outbound::File`] frame.
@@ -80,6 +132,19 @@ impl Outbound {
             }
             Outbound::Encoded(frame) => frame.len(),
             Outbound::File(frame) => frame.len_bytes(),
+            Outbound::Deferred(_) => DEFERRED_FRAME_ESTIMATE_BYTES,
+        }
+    }
+
+    /// This frame with any deferred work done ([`DeferredFrame::produce`]); `None` when the
+    /// work produced nothing.
+    pub fn resolve(self) -> Option<Outbound> {
+        let mut outbound = self;
+        loop {
+            match outbound {
+                Outbound::Deferred(deferred) => outbound = deferred.produce()?,
+                ready => return Some(ready),
+            }
         }
     }
 }
@@ -368,8 +433,13 @@ impl Writer {
         queue: &mut mpsc::Receiver<Outbound>,
     ) -> io::Result<()> {
         let mut next = first.or_else(|| queue.try_recv().ok());
-        while let Some(outbound) = next {
-            self.taken_bytes += outbound.queued_len_bytes();
+        while let Some(queued) = next {
+            // What it counted against the bound when queued, whatever it produces.
+            self.taken_bytes += queued.queued_len_bytes();
+            let Some(outbound) = queued.resolve() else {
+                next = queue.try_recv().ok();
+                continue;
+            };
             match outbound {
                 Outbound::Command(cmd) => encode_into(&cmd, &mut self.buf),
                 Outbound::Encoded(frame) if frame.len() >= WRITE_DIRECT_MIN_BYTES => {
@@ -394,6 +464,7 @@ impl Writer {
                     }
                     continue;
                 }
+                Outbound::Deferred(_) => unreachable!("resolve() runs deferred frames"),
             }
             if self.buf.len() >= self.state.coalesce_max_bytes {
                 self.flush().await?;

@@ -15,8 +15,13 @@
 //! default 0, i.e. never): the appending thread drains them and answers the woken pulls
 //! itself, so the answer reaches the consumer's connection without first waiting for a wake
 //! thread to be scheduled (docs/BENCHMARKS.md "W3: the e2e tail"). Otherwise the arrival goes
-//! to the wake threads, which run the filters, the drain and the re-executed pulls. So a send does a
-//! bounded amount of long-polling work whether 0 or 100,000 pulls wait on its queue.
+//! to the wake threads, which run the filters and the drain. An arrival that woke at most
+//! [`WAKE_ON_CONNECTION_THREAD_PULLS_MAX`] pulls hands each to its connection's own network
+//! thread ([`DeferredFrame`]), where the pull is re-executed when that connection's writer
+//! gets to it; more (many consumers on one queue) are re-executed by the wake threads, which
+//! share one store read between the pulls that ask the same thing. So a send does a bounded
+//! amount of long-polling work whether 0 or 100,000 pulls wait on its queue, and a wake thread
+//! spends on a common wake-up (one pull per message) only the drain and a hand-over.
 
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -25,7 +30,7 @@ use crossbeam::channel::{Receiver, RecvTimeoutError, Sender};
 
 use crate::common::now_ms;
 use crate::common::StopFlag;
-use crate::net::{ConnectionSender, Outbound, SendError};
+use crate::net::{ConnectionSender, DeferredFrame, Outbound, SendError};
 use crate::remoting::headers::PullMessageRequestHeader;
 use crate::store::{ArrivalListener, MessageStore};
 
@@ -281,16 +286,36 @@ fn wake_inline<H: PullWakeHost>(
     host.observe_wake_latency(arrived_at.elapsed());
 }
 
+/// An arrival that woke at most this many pulls hands each to its connection's thread
+/// (`hand_to_connection`); one that woke more has them re-executed on the wake threads, where
+/// pulls that ask the same thing share a store read. The wake thread got about a fifth of a
+/// core on a busy 2-core machine and spent about 6 µs re-executing each woken pull, so at
+/// W5's rate wake-ups queued behind it (docs/BENCHMARKS.md, "Woken pulls re-executed on their
+/// connection's thread").
+pub const WAKE_ON_CONNECTION_THREAD_PULLS_MAX: usize = 4;
+
 /// Runs one wake item on a wake thread.
-fn handle<H: PullWakeHost>(host: &H, item: WakeItem, share_fan_out: bool, unsent: &mut Unsent) {
+fn handle<H: PullWakeHost>(
+    host: &Arc<H>,
+    item: WakeItem,
+    share_fan_out: bool,
+    unsent: &mut Unsent,
+) {
+    let host_ref: &H = host;
     match item {
         WakeItem::Pull { mut pull, reason } => {
-            execute_when_wakeup(host, &mut pull, reason, &mut H::Shared::default(), unsent);
+            execute_when_wakeup(
+                host_ref,
+                &mut pull,
+                reason,
+                &mut H::Shared::default(),
+                unsent,
+            );
         }
         WakeItem::Pulls(mut pulls) => {
             let mut shared = H::Shared::default();
             for (pull, reason) in &mut pulls {
-                execute_when_wakeup(host, pull, *reason, &mut shared, unsent);
+                execute_when_wakeup(host_ref, pull, *reason, &mut shared, unsent);
             }
             drop(pulls);
         }
@@ -313,10 +338,71 @@ fn handle<H: PullWakeHost>(host: &H, item: WakeItem, share_fan_out: bool, unsent
             if woken.is_empty() {
                 return;
             }
-            run_woken(host, woken, share_fan_out, unsent);
+            if woken.len() <= WAKE_ON_CONNECTION_THREAD_PULLS_MAX {
+                for (pull, reason) in woken {
+                    hand_to_connection(host, pull, reason, arrived_at, unsent);
+                }
+                return;
+            }
+            run_woken(host_ref, woken, share_fan_out, unsent);
             host.observe_wake_latency(arrived_at.elapsed());
         }
     }
+}
+
+/// Hands a woken pull to its connection's writer, which re-executes it on the connection's
+/// thread once the frames queued before it are written ([`DeferredFrame`]). The wake latency
+/// is observed when it runs. A full write queue refuses it: it is re-executed here then, and
+/// its answer kept for retry like any other.
+fn hand_to_connection<H: PullWakeHost>(
+    host: &Arc<H>,
+    pull: ParkedPullRequest,
+    reason: WakeReason,
+    arrived_at: Instant,
+    unsent: &mut Unsent,
+) {
+    if pull.sender.is_closed() {
+        // Nobody to answer; dropping the pull gives back its place among the connection's.
+        return;
+    }
+    let sender = pull.sender.clone();
+    let deferred = DeferredFrame {
+        opaque: pull.envelope.opaque,
+        serialize_type: pull.envelope.serialize_type,
+        produce: Box::new({
+            let host = Arc::clone(host);
+            move || reexecute_handed_over(&*host, pull, reason, arrived_at)
+        }),
+    };
+    match sender.send(Outbound::Deferred(deferred)) {
+        Ok(()) => {}
+        Err(SendError::Full(refused)) => {
+            if let Some(outbound) = refused.resolve() {
+                unsent.send_or_keep(&sender, outbound);
+            }
+        }
+        Err(SendError::Closed(_)) => {}
+    }
+}
+
+/// A handed-over pull's re-execution, on whichever thread runs it.
+fn reexecute_handed_over<H: PullWakeHost>(
+    host: &H,
+    mut pull: ParkedPullRequest,
+    reason: WakeReason,
+    arrived_at: Instant,
+) -> Option<Outbound> {
+    tracing::trace!(
+        ?reason,
+        topic = pull.header.topic,
+        queue_id = pull.header.queue_id,
+        "re-executing parked pull on its connection's thread"
+    );
+    let outbound = host.execute_woken(&pull.header, pull.envelope, &mut H::Shared::default());
+    debug_assert!(outbound.is_some(), "a re-executed pull is never parked");
+    pull.permit = None;
+    host.observe_wake_latency(arrived_at.elapsed());
+    outbound
 }
 
 /// Re-executes the pulls one drain woke. With `share_fan_out` this thread runs the first and
@@ -460,13 +546,13 @@ impl<H: PullWakeHost> WakeService<H> {
             match wake_rx.recv_timeout(timeout) {
                 Ok(item) => {
                     let Some(host) = host.upgrade() else { return };
-                    handle(&*host, item, share_fan_out, &mut unsent);
+                    handle(&host, item, share_fan_out, &mut unsent);
                     // Drain what is already queued without re-checking the clock each time,
                     // but in bounded batches, so a steady stream of wake items cannot keep
                     // this thread from the periodic check, the unsent retries or the stop flag.
                     for _ in 0..WAKE_ITEMS_PER_BATCH {
                         let Ok(item) = wake_rx.try_recv() else { break };
-                        handle(&*host, item, share_fan_out, &mut unsent);
+                        handle(&host, item, share_fan_out, &mut unsent);
                     }
                 }
                 Err(RecvTimeoutError::Timeout) => {}
