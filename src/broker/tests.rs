@@ -58,6 +58,17 @@ impl WakingBroker {
         }
     }
 
+    /// With the fan-out topic ([`FAN_OUT_TOPIC`], one queue) created.
+    fn with_fan_out_topic(wake_threads: u64) -> WakingBroker {
+        let broker = WakingBroker::start(wake_threads);
+        broker
+            .ctrl
+            .topics
+            .create_topic_if_absent(FAN_OUT_TOPIC, 1, 6, 0)
+            .unwrap();
+        broker
+    }
+
     fn stop(self) {
         self.stop.raise();
         for t in self.threads {
@@ -152,11 +163,8 @@ fn answer_command(outbound: Outbound) -> RemotingCommand {
 fn a_fan_out_shared_by_several_wake_threads_answers_every_pull_once() {
     const CONNECTIONS: usize = 6;
     const PULLS_PER_CONNECTION: usize = 20;
-    let broker = WakingBroker::start(3);
+    let broker = WakingBroker::with_fan_out_topic(3);
     let ctrl = &broker.ctrl;
-    ctrl.topics
-        .create_topic_if_absent(FAN_OUT_TOPIC, 1, 6, 0)
-        .unwrap();
     let addr = local_addr();
     let mut receivers = Vec::new();
     let mut opaque = 0;
@@ -204,11 +212,8 @@ fn next_frame(rx: &mut mpsc::Receiver<Outbound>) -> Outbound {
 #[test]
 fn few_woken_pulls_go_to_their_connections_and_many_stay_on_the_wake_thread() {
     use crate::broker::longpoll::pull_request_hold_service::WAKE_ON_CONNECTION_THREAD_PULLS_MAX;
-    let broker = WakingBroker::start(1);
+    let broker = WakingBroker::with_fan_out_topic(1);
     let ctrl = &broker.ctrl;
-    ctrl.topics
-        .create_topic_if_absent(FAN_OUT_TOPIC, 1, 6, 0)
-        .unwrap();
     let addr = local_addr();
     for (round, pulls) in [
         1,
