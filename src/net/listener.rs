@@ -266,11 +266,9 @@ pub(crate) async fn receive_handoffs<H: RequestHandler>(
         let stream = TcpStream::from_std(stream);
         start_connection(stream, remote_addr, listener_index, slot, &worker);
     }
-    // Whatever was handed over after shutdown closes here, its slot given back.
-    handoffs.close();
-    while let Ok(unserved) = handoffs.try_recv() {
-        drop(unserved);
-    }
+    // Dropping the receiver closes the queue: what was handed over after shutdown is dropped
+    // with it (its socket closed, its slot given back), and later hand-offs fail and close.
+    drop(handoffs);
 }
 
 fn start_connection<H: RequestHandler>(

@@ -58,7 +58,8 @@ pub enum Outbound {
 const DEFERRED_FRAME_ESTIMATE_BYTES: usize = COMMAND_HEADER_ESTIMATE_BYTES;
 
 /// Work another thread hands to a connection's writer, run on the connection's thread when the
-/// frames queued before it are written: its result, if any, is written next. A woken pull's
+/// writer takes it from the queue: its result, if any, goes on the wire after the frames queued
+/// before it and before those queued after it. A woken pull's
 /// re-execution goes this way, so that its store read and encoding run on the network thread
 /// that serves the consumer rather than queue behind the other wake-ups on the wake thread.
 /// `opaque` and `serialize_type` are those of the request it answers: if `produce` panics,

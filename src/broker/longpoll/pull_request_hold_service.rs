@@ -17,8 +17,7 @@
 //! thread to be scheduled (docs/BENCHMARKS.md "W3: the e2e tail"). Otherwise the arrival goes
 //! to the wake threads, which run the filters and the drain. An arrival that woke at most
 //! [`WAKE_ON_CONNECTION_THREAD_PULLS_MAX`] pulls hands each to its connection's own network
-//! thread ([`DeferredFrame`]), where the pull is re-executed when that connection's writer
-//! gets to it; more (many consumers on one queue) are re-executed by the wake threads, which
+//! thread ([`DeferredFrame`]), where that connection's writer re-executes it in queue order; more (many consumers on one queue) are re-executed by the wake threads, which
 //! share one store read between the pulls that ask the same thing. So a send does a bounded
 //! amount of long-polling work whether 0 or 100,000 pulls wait on its queue, and a wake thread
 //! spends on a common wake-up (one pull per message) only the drain and a hand-over.
@@ -351,27 +350,27 @@ fn handle<H: PullWakeHost>(
 }
 
 /// Hands a woken pull to its connection's writer, which re-executes it on the connection's
-/// thread once the frames queued before it are written ([`DeferredFrame`]). The wake latency
-/// is observed when it runs. A full write queue refuses it: it is re-executed here then, and
-/// its answer kept for retry like any other.
+/// thread in queue order, after the frames queued before it ([`DeferredFrame`]). The wake
+/// latency is observed when it runs. A full write queue refuses it: it is re-executed here
+/// then, and its answer kept for retry like any other; a closed connection drops it.
 fn hand_to_connection<H: PullWakeHost>(
     host: &Arc<H>,
-    pull: ParkedPullRequest,
+    mut pull: ParkedPullRequest,
     reason: WakeReason,
     arrived_at: Instant,
     unsent: &mut Unsent,
 ) {
-    if pull.sender.is_closed() {
-        // Nobody to answer; dropping the pull gives back its place among the connection's.
-        return;
-    }
     let sender = pull.sender.clone();
     let deferred = DeferredFrame {
         opaque: pull.envelope.opaque,
         serialize_type: pull.envelope.serialize_type,
         produce: Box::new({
             let host = Arc::clone(host);
-            move || reexecute_handed_over(&*host, pull, reason, arrived_at)
+            move || {
+                let outbound = reexecute(&*host, &mut pull, reason, &mut H::Shared::default());
+                host.observe_wake_latency(arrived_at.elapsed());
+                outbound
+            }
         }),
     };
     match sender.send(Outbound::Deferred(deferred)) {
@@ -383,26 +382,6 @@ fn hand_to_connection<H: PullWakeHost>(
         }
         Err(SendError::Closed(_)) => {}
     }
-}
-
-/// A handed-over pull's re-execution, on whichever thread runs it.
-fn reexecute_handed_over<H: PullWakeHost>(
-    host: &H,
-    mut pull: ParkedPullRequest,
-    reason: WakeReason,
-    arrived_at: Instant,
-) -> Option<Outbound> {
-    tracing::trace!(
-        ?reason,
-        topic = pull.header.topic,
-        queue_id = pull.header.queue_id,
-        "re-executing parked pull on its connection's thread"
-    );
-    let outbound = host.execute_woken(&pull.header, pull.envelope, &mut H::Shared::default());
-    debug_assert!(outbound.is_some(), "a re-executed pull is never parked");
-    pull.permit = None;
-    host.observe_wake_latency(arrived_at.elapsed());
-    outbound
 }
 
 /// Re-executes the pulls one drain woke. With `share_fan_out` this thread runs the first and
@@ -485,19 +464,33 @@ fn execute_when_wakeup<H: PullWakeHost>(
     shared: &mut H::Shared,
     unsent: &mut Unsent,
 ) {
-    if !pull.sender.is_closed() {
-        tracing::trace!(
-            ?reason,
-            topic = pull.header.topic,
-            queue_id = pull.header.queue_id,
-            "re-executing parked pull"
-        );
-        match host.execute_woken(&pull.header, pull.envelope, shared) {
-            Some(outbound) => unsent.send_or_keep(&pull.sender, outbound),
-            None => debug_assert!(false, "a re-executed pull is never parked"),
-        }
+    if pull.sender.is_closed() {
+        pull.permit = None;
+        return;
     }
+    if let Some(outbound) = reexecute(host, pull, reason, shared) {
+        unsent.send_or_keep(&pull.sender, outbound);
+    }
+}
+
+/// Re-executes a woken pull (on a wake thread, or on its connection's thread when handed
+/// over) and gives back its place among its connection's parked pulls.
+fn reexecute<H: PullWakeHost>(
+    host: &H,
+    pull: &mut ParkedPullRequest,
+    reason: WakeReason,
+    shared: &mut H::Shared,
+) -> Option<Outbound> {
+    tracing::trace!(
+        ?reason,
+        topic = pull.header.topic,
+        queue_id = pull.header.queue_id,
+        "re-executing parked pull"
+    );
+    let outbound = host.execute_woken(&pull.header, pull.envelope, shared);
+    debug_assert!(outbound.is_some(), "a re-executed pull is never parked");
     pull.permit = None;
+    outbound
 }
 
 /// Longest the loop sleeps before looking at the stop flag.
