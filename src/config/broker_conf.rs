@@ -70,7 +70,10 @@ pub const NOT_SUPPORTED: &[(&str, &str)] = &[
         "transientStorePoolEnable",
         "there is no transient store pool",
     ),
-    ("warmMapedFileEnable", "CommitLog files are not pre-touched"),
+    (
+        "warmMapedFileEnable",
+        "no whole file is pre-touched; with sync flush RINGMQ_STORE_ZERO_AHEAD_BYTES writes zeros ahead of the write position",
+    ),
     (
         "useReentrantLockWhenPutMessage",
         "appends take one writer lock",

@@ -362,6 +362,12 @@ static FIELDS: &[FieldSpec] = &[
         "Delete unexpired files when the disk is above the clean-forcibly ratio."
     ),
     field!(
+        "RINGMQ_STORE_ZERO_AHEAD_BYTES",
+        "",
+        store.zero_ahead_bytes,
+        "With sync flush: bytes past the CommitLog write position kept written with zeros, so a group commit's fsync writes data only. 0: off."
+    ),
+    field!(
         "RINGMQ_STORE_CORRUPTION_POLICY",
         "",
         store.corruption_policy,

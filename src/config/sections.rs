@@ -116,6 +116,7 @@ pub struct StoreSection {
     pub disk_space_clean_forcibly_ratio_percent: u64,
     pub disk_space_warning_level_ratio_percent: u64,
     pub clean_file_forcibly_enabled: bool,
+    pub zero_ahead_bytes: u64,
 }
 
 impl Default for StoreSection {
@@ -150,6 +151,7 @@ impl Default for StoreSection {
             disk_space_clean_forcibly_ratio_percent: 85,
             disk_space_warning_level_ratio_percent: 90,
             clean_file_forcibly_enabled: true,
+            zero_ahead_bytes: crate::store::config::ZERO_AHEAD_DEFAULT_BYTES,
         }
     }
 }

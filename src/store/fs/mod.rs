@@ -90,6 +90,17 @@ pub trait FileSystem: Send + Sync + std::fmt::Debug {
     ) -> Result<(), StoreError>;
     /// fsyncs a file or a directory handle.
     fn sync(&self, file: &File, path: &Path, kind: SyncKind) -> Result<(), StoreError>;
+    /// Starts writing back the dirty pages of `len_bytes` at `offset_bytes` and returns
+    /// without waiting (`sync_file_range` with `SYNC_FILE_RANGE_WRITE` only). It makes
+    /// nothing durable and, unlike the wait flags, does not consume a writeback error the next
+    /// fsync of the file must report.
+    fn start_writeback(
+        &self,
+        file: &File,
+        path: &Path,
+        offset_bytes: u64,
+        len_bytes: u64,
+    ) -> Result<(), StoreError>;
     /// Renames `from` to `to` (the caller fsyncs the directory).
     fn rename(&self, from: &Path, to: &Path) -> Result<(), StoreError>;
     /// Total and free bytes of the file system holding `path`.
@@ -175,6 +186,39 @@ impl FileSystem for RealFs {
             SyncKind::All => file.sync_all(),
         };
         result.map_err(|e| StoreError::io("fsync", path, e))
+    }
+
+    fn start_writeback(
+        &self,
+        file: &File,
+        path: &Path,
+        offset_bytes: u64,
+        len_bytes: u64,
+    ) -> Result<(), StoreError> {
+        use std::os::fd::AsRawFd;
+        let invalid = || {
+            StoreError::io(
+                "sync_file_range",
+                path,
+                io::Error::from(io::ErrorKind::InvalidInput),
+            )
+        };
+        let offset = libc::off64_t::try_from(offset_bytes).map_err(|_| invalid())?;
+        let len = libc::off64_t::try_from(len_bytes).map_err(|_| invalid())?;
+        // SAFETY: the descriptor is open for the duration of the call (borrowed from `file`);
+        // the call reads no memory of this process.
+        let rc = unsafe {
+            libc::sync_file_range(file.as_raw_fd(), offset, len, libc::SYNC_FILE_RANGE_WRITE)
+        };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(StoreError::io(
+                "sync_file_range",
+                path,
+                io::Error::last_os_error(),
+            ))
+        }
     }
 
     fn rename(&self, from: &Path, to: &Path) -> Result<(), StoreError> {

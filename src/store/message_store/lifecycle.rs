@@ -78,6 +78,8 @@ impl MessageStore {
             flush_loop_wakeups: AtomicU64::new(0),
             commit_log_flush_latency: crate::metrics::Histogram::new(),
             retention_cv: Condvar::new(),
+            zero_ahead_cv: Condvar::new(),
+            zero_ahead_bytes_written: AtomicU64::new(0),
             last_store_timestamp_ms: AtomicI64::new(0),
             last_checkpoint_phy_offset: AtomicI64::new(-1),
             checkpoint_file,
@@ -145,6 +147,7 @@ impl MessageStore {
         self.inner.signal_cv.notify_all();
         self.inner.second_flusher_cv.notify_all();
         self.inner.retention_cv.notify_all();
+        self.inner.zero_ahead_cv.notify_all();
         self.inner.index_stop.store(true, Ordering::Release);
         self.inner.unpark_index();
         let threads: Vec<JoinHandle<()>> = lock(&self.threads).drain(..).collect();
@@ -165,12 +168,15 @@ impl Drop for MessageStore {
     }
 }
 
-/// The store's background threads: flush (and the second flusher for `sync` flush),
-/// retention, and the index thread when the index is on.
+/// The store's background threads: flush (and for `sync` flush the second flusher and the
+/// zero-ahead thread), retention, and the index thread when the index is on.
 fn spawn_threads(inner: &Arc<Inner>) -> Result<Vec<JoinHandle<()>>, StoreError> {
     let mut threads = vec![spawn_flush_thread(inner)?, spawn_retention_thread(inner)?];
     if inner.config.flush_policy == FlushPolicy::Sync {
         threads.push(spawn_second_flusher(inner)?);
+        if inner.config.zero_ahead_bytes > 0 {
+            threads.push(spawn_zero_ahead_thread(inner)?);
+        }
     }
     if inner.index.is_some() {
         threads.push(spawn_index_thread(inner)?);
@@ -194,6 +200,14 @@ fn spawn_second_flusher(inner: &Arc<Inner>) -> Result<JoinHandle<()>, StoreError
         .name("store-flush-2".to_owned())
         .spawn(move || inner.second_flusher_loop())
         .map_err(|e| StoreError::io("spawn thread", "store-flush-2", e))
+}
+
+fn spawn_zero_ahead_thread(inner: &Arc<Inner>) -> Result<JoinHandle<()>, StoreError> {
+    let inner = Arc::clone(inner);
+    std::thread::Builder::new()
+        .name("store-zero-ahead".to_owned())
+        .spawn(move || inner.zero_ahead_loop())
+        .map_err(|e| StoreError::io("spawn thread", "store-zero-ahead", e))
 }
 
 fn spawn_retention_thread(inner: &Arc<Inner>) -> Result<JoinHandle<()>, StoreError> {

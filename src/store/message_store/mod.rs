@@ -17,7 +17,9 @@
 //! - `flush`: group commit, the flush loop, the checkpoint, poisoning;
 //! - `retention`: deletion of expired files;
 //! - `lifecycle`: open, the root directory's files, the threads, shutdown;
-//! - `recovery`: what `open` does to find the end of the log and repair the queues.
+//! - `recovery`: what `open` does to find the end of the log and repair the queues;
+//! - `zero_ahead`: with `sync` flush, zeros written past the CommitLog write position, so a
+//!   group commit's fsync does not also write the file's block map.
 //!
 //! - `replica`: replication: the CommitLog bytes an HA master sends from an offset, and the
 //!   slave's append of the master's bytes. It takes the writer lock, checks `check_writable`
@@ -39,6 +41,7 @@ mod recovery;
 mod replica;
 mod reput;
 mod retention;
+mod zero_ahead;
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -174,6 +177,10 @@ struct Inner {
     /// Duration of each CommitLog flush that fsynced something (metrics).
     commit_log_flush_latency: crate::metrics::Histogram,
     retention_cv: Condvar,
+    /// The zero-ahead thread sleeps here between passes (see `zero_ahead`).
+    zero_ahead_cv: Condvar,
+    /// Bytes of zeros the zero-ahead thread wrote (tests and metrics).
+    zero_ahead_bytes_written: AtomicU64,
     /// Store timestamp of the last appended record (informational checkpoint fields).
     last_store_timestamp_ms: AtomicI64,
     /// CommitLog offset recorded by the last checkpoint write (an unchanged one is not rewritten).
