@@ -3,8 +3,9 @@
 # sides see the same machine: for each pair and workload, side A then side B, each on a fresh
 # broker started as scripts/bench.sh starts it. Per run it records the bench's figures, the
 # broker's CPU time per message consumed (or sent, for send-only workloads) from
-# /proc/<pid>/stat, and its resident memory (idle after start, VmHWM at the end). Then a
-# table of medians per side.
+# /proc/<pid>/stat, its resident memory (idle after start, VmHWM at the end), the bytes it
+# dirtied for the disk (/proc/<pid>/io write_bytes) and the mean CommitLog flush (fsync) time
+# from its metrics endpoint. Then a table of medians per side.
 #
 # Usage: scripts/bench-ab.sh A_BIN B_BIN [W ...]     (default workloads: W5 W3)
 #   e.g. scripts/bench-ab.sh /tmp/old/ringmq target/release/ringmq W5 W3
@@ -19,7 +20,7 @@
 #   AB_OUT_DIR     reports, logs and AB.md [target/bench/ab-<timestamp>]
 #   AB_DSTATE      1 = also count, every 2 ms, the broker threads found in uninterruptible sleep
 #                  (state D) and keep their kernel stacks (/proc/<pid>/task/<tid>/stack: root) [0]
-# Needs python3 (reads the bench's JSON reports). The bench client is target/release's
+# Needs python3 (reads the bench's JSON reports and the broker's metrics). The bench client is target/release's
 # ringmq-bench for both sides (RINGMQ_BENCH_BIN to change it). Loopback only.
 set -euo pipefail
 
@@ -72,6 +73,19 @@ with open(out, "w") as f:
 PY
 }
 
+# Mean seconds of one CommitLog flush (the metrics' histogram sum over its count) at
+# http://$1/metrics, or -1 when none ran or the endpoint did not answer.
+flush_mean_s() {
+  python3 - "$1" <<'PY' || echo -1
+import re, sys, urllib.request
+text = urllib.request.urlopen(f"http://{sys.argv[1]}/metrics", timeout=5).read().decode()
+total = re.search(r"^ringmq_commitlog_flush_latency_seconds_sum (\S+)", text, re.M)
+count = re.search(r"^ringmq_commitlog_flush_latency_seconds_count (\S+)", text, re.M)
+n = float(count.group(1)) if count else 0
+print(float(total.group(1)) / n if n else -1)
+PY
+}
+
 # The table of runs and the medians per side, from $1/runs.txt and the reports; $2 = clock ticks.
 ab_table() {
   python3 - "$1" "$2" <<'PY'
@@ -79,19 +93,21 @@ import json, statistics, sys
 out_dir, tick = sys.argv[1], int(sys.argv[2])
 rows, by_side = [], {}
 for line in open(f"{out_dir}/runs.txt"):
-    pair, w, side, idle_kib, hwm_kib, ticks = line.split()
+    pair, w, side, idle_kib, hwm_kib, ticks, written, flush_s = line.split()
     with open(f"{out_dir}/{w}-{side}-{pair}.json") as f:
         results = json.load(f)["results"]
     meter = results.get("e2e") or results.get("catchup") or results.get("send")
     lat, msgs = meter["latency_us"], max(1, meter["messages"])
     cpu_us = int(ticks) / tick * 1e6 / msgs
     row = (meter["messages_per_s"], lat["p50"] / 1e3, lat["p99"] / 1e3, lat["p99_9"] / 1e3,
-           cpu_us, int(idle_kib) / 1024, int(hwm_kib) / 1024)
+           cpu_us, int(idle_kib) / 1024, int(hwm_kib) / 1024, int(written) / 2**20,
+           float(flush_s) * 1e3 if float(flush_s) >= 0 else float("nan"))
     rows.append((pair, w, side, row))
     by_side.setdefault((w, side), []).append(row)
-head = "| {} | msg/s | p50 ms | p99 ms | p99.9 ms | broker CPU per message µs | RSS idle MiB | peak RSS MiB |"
-rule = "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-cells = lambda r: "{:,.0f} | {:.2f} | {:.2f} | {:.2f} | {:.1f} | {:.1f} | {:.1f}".format(*r)
+head = ("| {} | msg/s | p50 ms | p99 ms | p99.9 ms | broker CPU per message µs | RSS idle MiB"
+        " | peak RSS MiB | disk writes MiB | CommitLog flush mean ms |")
+rule = "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+cells = lambda r: "{:,.0f} | {:.2f} | {:.2f} | {:.2f} | {:.1f} | {:.1f} | {:.1f} | {:,.0f} | {:.3f}".format(*r)
 print(head.format("pair, workload, side")); print(rule)
 for pair, w, side, r in rows:
     print(f"| {pair}, {w}, {side} | {cells(r)} |")
@@ -105,12 +121,13 @@ PY
 
 # Runs workload $1 on a fresh broker of binary $2 with extra env words $3; side label $4, pair $5.
 ab_run() {
-  local w=$1 bin=$2 extra=$3 side=$4 pair=$5 name idle sampler='' var
+  local w=$1 bin=$2 extra=$3 side=$4 pair=$5 name idle sampler='' var metrics
   name=$w-$side-$pair
   local saved_bin=$RINGMQ_BIN
   RINGMQ_BIN=$bin
   for var in $extra; do export "${var?}"; done
-  start_ringmq "$(workload_flush "$w")"
+  metrics=127.0.0.1:$(free_port)
+  BENCH_METRICS_LISTEN=$metrics start_ringmq "$(workload_flush "$w")"
   for var in $extra; do unset "${var%%=*}"; done
   RINGMQ_BIN=$saved_bin
   sleep 1
@@ -120,12 +137,14 @@ ab_run() {
     sampler=$!
   fi
   run_workload "$w" "$RINGMQ_NAMESRV" "$AB_OUT_DIR/$name.json" "$name" >/dev/null
-  local hwm cpu_ticks
+  local hwm cpu_ticks written flush_s
   hwm=$(awk '/^VmHWM/ {print $2}' "/proc/$RINGMQ_PID/status")
   cpu_ticks=$(awk '{print $14 + $15}' "/proc/$RINGMQ_PID/stat")
+  written=$(awk '/^write_bytes/ {print $2}' "/proc/$RINGMQ_PID/io" 2>/dev/null || echo 0)
+  flush_s=$(flush_mean_s "$metrics")
   [[ -n $sampler ]] && { kill -TERM "$sampler" 2>/dev/null || true; wait "$sampler" 2>/dev/null || true; }
   stop_ringmq
-  echo "$pair $w $side $idle $hwm $cpu_ticks" >>"$AB_OUT_DIR/runs.txt"
+  echo "$pair $w $side $idle $hwm $cpu_ticks ${written:-0} $flush_s" >>"$AB_OUT_DIR/runs.txt"
 }
 
 ab_main() {

@@ -288,6 +288,8 @@ fn consume_queue_running_ahead_is_cut_back() {
 // A real process killed with SIGKILL while appending with sync flush.
 
 const CHILD_ENV: &str = "RINGMQ_STORE_CRASH_CHILD_DIR";
+/// The child's `zero_ahead_bytes` (0 when unset).
+const CHILD_ZERO_AHEAD_ENV: &str = "RINGMQ_STORE_CRASH_CHILD_ZERO_AHEAD_BYTES";
 
 /// Runs only inside the re-executed child: append forever, print each acknowledged record.
 #[test]
@@ -297,6 +299,10 @@ fn crash_child_entry() {
     };
     let mut cfg = config(Path::new(&dir));
     cfg.flush_policy = FlushPolicy::Sync;
+    cfg.zero_ahead_bytes = std::env::var(CHILD_ZERO_AHEAD_ENV)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
     let store = open(cfg);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
@@ -332,6 +338,17 @@ fn crash_child_entry() {
 
 #[test]
 fn sigkill_during_sync_flush_loses_no_acknowledged_record() {
+    sigkill_during_sync_flush(0);
+}
+
+/// The same with the zero-ahead thread writing zeros past the write position of each 16 KiB
+/// file (the window reaches every file's end, so it also runs across each roll).
+#[test]
+fn sigkill_during_sync_flush_with_zero_ahead_loses_no_acknowledged_record() {
+    sigkill_during_sync_flush(FILE_SIZE);
+}
+
+fn sigkill_during_sync_flush(zero_ahead_bytes: u64) {
     let dir = tempfile::tempdir().unwrap();
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
@@ -341,6 +358,7 @@ fn sigkill_during_sync_flush_loses_no_acknowledged_record() {
             "--test-threads=1",
         ])
         .env(CHILD_ENV, dir.path())
+        .env(CHILD_ZERO_AHEAD_ENV, zero_ahead_bytes.to_string())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

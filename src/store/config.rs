@@ -153,9 +153,11 @@ pub struct StoreConfig {
     pub zero_ahead_bytes: u64,
 }
 
-/// Default of [`StoreConfig::zero_ahead_bytes`]: 16 MiB is about half a second of sync-flush
-/// appends at the rates measured here, and 64 writer-lock holds to fill.
-pub const ZERO_AHEAD_DEFAULT_BYTES: u64 = 16 * 1024 * 1024;
+/// Default of [`StoreConfig::zero_ahead_bytes`]: off, as Java's `warmMapedFileEnable`. It
+/// doubles the bytes the disk writes, which halves what a disk-bound broker can take, and W2
+/// showed no end-to-end gain on the 2-core host it was measured on (docs/BENCHMARKS.md,
+/// "CommitLog zero-ahead"); 16 MiB (about half a second of W2's appends) is the value measured.
+pub const ZERO_AHEAD_DEFAULT_BYTES: u64 = 0;
 
 /// Java's bounds for `diskMaxUsedSpaceRatio` (`MessageStoreConfig.getDiskMaxUsedSpaceRatio`).
 pub const DISK_MAX_USED_SPACE_RATIO_PERCENT_RANGE: std::ops::RangeInclusive<u64> = 10..=95;
