@@ -378,15 +378,6 @@ mod tests {
             self.0.lock().unwrap().push((path.to_path_buf(), kind));
             RealFs.sync(file, path, kind)
         }
-        fn start_writeback(
-            &self,
-            file: &File,
-            path: &Path,
-            at: u64,
-            len_bytes: u64,
-        ) -> Result<(), StoreError> {
-            RealFs.start_writeback(file, path, at, len_bytes)
-        }
         fn rename(&self, from: &Path, to: &Path) -> Result<(), StoreError> {
             RealFs.rename(from, to)
         }

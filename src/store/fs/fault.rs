@@ -186,16 +186,6 @@ impl FileSystem for FaultFs {
         RealFs.sync(file, path, kind)
     }
 
-    fn start_writeback(
-        &self,
-        file: &File,
-        path: &Path,
-        offset_bytes: u64,
-        len_bytes: u64,
-    ) -> Result<(), StoreError> {
-        RealFs.start_writeback(file, path, offset_bytes, len_bytes)
-    }
-
     fn rename(&self, from: &Path, to: &Path) -> Result<(), StoreError> {
         if self.fires(Failpoint::RenameError, to) {
             return Err(failed("rename", to, nix::errno::Errno::EIO));

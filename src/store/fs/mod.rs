@@ -93,18 +93,47 @@ pub trait FileSystem: Send + Sync + std::fmt::Debug {
     /// Starts writing back the dirty pages of `len_bytes` at `offset_bytes` and returns
     /// without waiting (`sync_file_range` with `SYNC_FILE_RANGE_WRITE` only). It makes
     /// nothing durable and, unlike the wait flags, does not consume a writeback error the next
-    /// fsync of the file must report.
+    /// fsync of the file must report. No test file system fails it, so every one shares this.
     fn start_writeback(
         &self,
         file: &File,
         path: &Path,
         offset_bytes: u64,
         len_bytes: u64,
-    ) -> Result<(), StoreError>;
+    ) -> Result<(), StoreError> {
+        use std::os::fd::AsRawFd;
+        let (offset, len) = range_args("sync_file_range", path, offset_bytes, len_bytes)?;
+        // SAFETY: the descriptor is open for the duration of the call (borrowed from `file`);
+        // the call reads no memory of this process.
+        let rc = unsafe {
+            libc::sync_file_range(file.as_raw_fd(), offset, len, libc::SYNC_FILE_RANGE_WRITE)
+        };
+        if rc == 0 {
+            Ok(())
+        } else {
+            let e = io::Error::last_os_error();
+            Err(StoreError::io("sync_file_range", path, e))
+        }
+    }
     /// Renames `from` to `to` (the caller fsyncs the directory).
     fn rename(&self, from: &Path, to: &Path) -> Result<(), StoreError>;
     /// Total and free bytes of the file system holding `path`.
     fn disk_usage(&self, path: &Path) -> Result<DiskUsage, StoreError>;
+}
+
+/// A byte range as the signed offset and length the system calls take; `op` fails with
+/// `InvalidInput` for one past `i64::MAX`.
+fn range_args(
+    op: &'static str,
+    path: &Path,
+    offset_bytes: u64,
+    len_bytes: u64,
+) -> Result<(i64, i64), StoreError> {
+    let invalid = |_| StoreError::io(op, path, io::Error::from(io::ErrorKind::InvalidInput));
+    Ok((
+        i64::try_from(offset_bytes).map_err(invalid)?,
+        i64::try_from(len_bytes).map_err(invalid)?,
+    ))
 }
 
 /// The real file system.
@@ -137,15 +166,7 @@ impl FileSystem for RealFs {
         len_bytes: u64,
         keep_size: bool,
     ) -> Result<(), StoreError> {
-        let invalid = || {
-            StoreError::io(
-                "fallocate",
-                path,
-                io::Error::from(io::ErrorKind::InvalidInput),
-            )
-        };
-        let offset = i64::try_from(offset_bytes).map_err(|_| invalid())?;
-        let len = i64::try_from(len_bytes).map_err(|_| invalid())?;
+        let (offset, len) = range_args("fallocate", path, offset_bytes, len_bytes)?;
         let flags = if keep_size {
             nix::fcntl::FallocateFlags::FALLOC_FL_KEEP_SIZE
         } else {
@@ -186,39 +207,6 @@ impl FileSystem for RealFs {
             SyncKind::All => file.sync_all(),
         };
         result.map_err(|e| StoreError::io("fsync", path, e))
-    }
-
-    fn start_writeback(
-        &self,
-        file: &File,
-        path: &Path,
-        offset_bytes: u64,
-        len_bytes: u64,
-    ) -> Result<(), StoreError> {
-        use std::os::fd::AsRawFd;
-        let invalid = || {
-            StoreError::io(
-                "sync_file_range",
-                path,
-                io::Error::from(io::ErrorKind::InvalidInput),
-            )
-        };
-        let offset = libc::off64_t::try_from(offset_bytes).map_err(|_| invalid())?;
-        let len = libc::off64_t::try_from(len_bytes).map_err(|_| invalid())?;
-        // SAFETY: the descriptor is open for the duration of the call (borrowed from `file`);
-        // the call reads no memory of this process.
-        let rc = unsafe {
-            libc::sync_file_range(file.as_raw_fd(), offset, len, libc::SYNC_FILE_RANGE_WRITE)
-        };
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(StoreError::io(
-                "sync_file_range",
-                path,
-                io::Error::last_os_error(),
-            ))
-        }
     }
 
     fn rename(&self, from: &Path, to: &Path) -> Result<(), StoreError> {

@@ -168,65 +168,48 @@ impl Drop for MessageStore {
     }
 }
 
-/// The store's background threads: flush (and for `sync` flush the second flusher and the
+/// The store's background threads: flush (and for `sync` flush the second flusher, which
+/// fsyncs for the producers that came in while the flush thread's fsync runs, and the
 /// zero-ahead thread), retention, and the index thread when the index is on.
 fn spawn_threads(inner: &Arc<Inner>) -> Result<Vec<JoinHandle<()>>, StoreError> {
-    let mut threads = vec![spawn_flush_thread(inner)?, spawn_retention_thread(inner)?];
+    let mut threads = vec![
+        spawn_store_thread(inner, "store-flush", Inner::flush_loop)?,
+        spawn_store_thread(inner, "store-retention", Inner::retention_loop)?,
+    ];
     if inner.config.flush_policy == FlushPolicy::Sync {
-        threads.push(spawn_second_flusher(inner)?);
+        threads.push(spawn_store_thread(
+            inner,
+            "store-flush-2",
+            Inner::second_flusher_loop,
+        )?);
         if inner.config.zero_ahead_bytes > 0 {
-            threads.push(spawn_zero_ahead_thread(inner)?);
+            threads.push(spawn_store_thread(
+                inner,
+                "store-zero-ahead",
+                Inner::zero_ahead_loop,
+            )?);
         }
     }
     if inner.index.is_some() {
-        threads.push(spawn_index_thread(inner)?);
+        let handle = spawn_store_thread(inner, "store-index", Inner::index_loop)?;
+        // Set once: `open` spawns one index thread per store.
+        let _ = inner.index_thread.set(handle.thread().clone());
+        threads.push(handle);
     }
     Ok(threads)
 }
 
-fn spawn_flush_thread(inner: &Arc<Inner>) -> Result<JoinHandle<()>, StoreError> {
+/// Runs `body` on a thread named `name` that shares the store.
+fn spawn_store_thread(
+    inner: &Arc<Inner>,
+    name: &'static str,
+    body: fn(&Inner),
+) -> Result<JoinHandle<()>, StoreError> {
     let inner = Arc::clone(inner);
     std::thread::Builder::new()
-        .name("store-flush".to_owned())
-        .spawn(move || inner.flush_loop())
-        .map_err(|e| StoreError::io("spawn thread", "store-flush", e))
-}
-
-/// The second group-commit flusher (`sync` flush only): it fsyncs for the producers that came
-/// in while the flush thread's fsync runs, instead of letting them wait for it to end.
-fn spawn_second_flusher(inner: &Arc<Inner>) -> Result<JoinHandle<()>, StoreError> {
-    let inner = Arc::clone(inner);
-    std::thread::Builder::new()
-        .name("store-flush-2".to_owned())
-        .spawn(move || inner.second_flusher_loop())
-        .map_err(|e| StoreError::io("spawn thread", "store-flush-2", e))
-}
-
-fn spawn_zero_ahead_thread(inner: &Arc<Inner>) -> Result<JoinHandle<()>, StoreError> {
-    let inner = Arc::clone(inner);
-    std::thread::Builder::new()
-        .name("store-zero-ahead".to_owned())
-        .spawn(move || inner.zero_ahead_loop())
-        .map_err(|e| StoreError::io("spawn thread", "store-zero-ahead", e))
-}
-
-fn spawn_retention_thread(inner: &Arc<Inner>) -> Result<JoinHandle<()>, StoreError> {
-    let inner = Arc::clone(inner);
-    std::thread::Builder::new()
-        .name("store-retention".to_owned())
-        .spawn(move || inner.retention_loop())
-        .map_err(|e| StoreError::io("spawn thread", "store-retention", e))
-}
-
-fn spawn_index_thread(inner: &Arc<Inner>) -> Result<JoinHandle<()>, StoreError> {
-    let thread_inner = Arc::clone(inner);
-    let handle = std::thread::Builder::new()
-        .name("store-index".to_owned())
-        .spawn(move || thread_inner.index_loop())
-        .map_err(|e| StoreError::io("spawn thread", "store-index", e))?;
-    // Set once: `open` spawns one index thread per store.
-    let _ = inner.index_thread.set(handle.thread().clone());
-    Ok(handle)
+        .name(name.to_owned())
+        .spawn(move || body(&inner))
+        .map_err(|e| StoreError::io("spawn thread", name, e))
 }
 
 // -------------------------------------------------------------------------------------------
