@@ -161,9 +161,8 @@ impl<H> Shared<H> {
             .iter()
             .map(|w| w.live.load(Ordering::Acquire))
             .collect();
-        let chosen = least_loaded(&live, *next_in_turn);
+        let chosen = take_turn(&live, &mut next_in_turn);
         self.per_worker[chosen].live.fetch_add(1, Ordering::AcqRel);
-        *next_in_turn = (chosen + 1) % live.len();
         chosen
     }
 
@@ -212,6 +211,13 @@ pub(crate) fn least_loaded(live: &[usize], next_in_turn: usize) -> usize {
         .map(|step| (next_in_turn + step) % workers)
         .find(|&i| live.get(i) == Some(&fewest))
         .unwrap_or(0)
+}
+
+/// [`least_loaded`], moving the turn to the worker after the one chosen.
+fn take_turn(live: &[usize], next_in_turn: &mut usize) -> usize {
+    let chosen = least_loaded(live, *next_in_turn);
+    *next_in_turn = (chosen + 1) % live.len().max(1);
+    chosen
 }
 
 /// Why a new connection was refused.
@@ -292,7 +298,7 @@ impl<H> Drop for ConnectionSlot<H> {
 
 #[cfg(test)]
 mod tests {
-    use super::least_loaded;
+    use super::{least_loaded, take_turn};
 
     #[test]
     fn a_new_connection_goes_to_the_worker_with_the_fewest() {
@@ -307,11 +313,10 @@ mod tests {
         assert_eq!(least_loaded(&[0, 0], 5), 1);
     }
 
-    /// Chooses as `Shared::choose_worker` does: the least loaded, the turn after the chosen.
+    /// Chooses as `Shared::choose_worker` does, and counts the connection on the chosen.
     fn choose(live: &mut [usize], next_in_turn: &mut usize) -> usize {
-        let chosen = least_loaded(live, *next_in_turn);
+        let chosen = take_turn(live, next_in_turn);
         live[chosen] += 1;
-        *next_in_turn = (chosen + 1) % live.len();
         chosen
     }
 

@@ -154,9 +154,10 @@ pub struct StoreConfig {
 }
 
 /// Default of [`StoreConfig::zero_ahead_bytes`]: off, as Java's `warmMapedFileEnable`. It
-/// doubles the bytes the disk writes, which halves what a disk-bound broker can take, and W2
-/// showed no end-to-end gain on the 2-core host it was measured on (docs/BENCHMARKS.md,
-/// "CommitLog zero-ahead"); 16 MiB (about half a second of W2's appends) is the value measured.
+/// doubles the bytes the disk writes, which halves what a disk-bound broker can take, and W2's
+/// 64 producers showed no end-to-end gain on the 2-core host it was measured on (one producer
+/// did: docs/BENCHMARKS.md, "CommitLog zero-ahead"); 16 MiB (about half a second of W2's
+/// appends) is the value measured.
 pub const ZERO_AHEAD_DEFAULT_BYTES: u64 = 0;
 
 /// Java's bounds for `diskMaxUsedSpaceRatio` (`MessageStoreConfig.getDiskMaxUsedSpaceRatio`).

@@ -179,7 +179,7 @@ struct Inner {
     retention_cv: Condvar,
     /// The zero-ahead thread sleeps here between passes (see `zero_ahead`).
     zero_ahead_cv: Condvar,
-    /// Bytes of zeros the zero-ahead thread wrote (tests and metrics).
+    /// Bytes of zeros the zero-ahead thread wrote (read by tests).
     zero_ahead_bytes_written: AtomicU64,
     /// Store timestamp of the last appended record (informational checkpoint fields).
     last_store_timestamp_ms: AtomicI64,

@@ -47,22 +47,14 @@ const ZERO_AHEAD_RETRY_MS: u64 = 1_000;
 const PAGE_BYTES: i64 = 4096;
 static ZERO_PAGE: [u8; PAGE_BYTES as usize] = [0; PAGE_BYTES as usize];
 
-/// What the zero-ahead thread remembers between passes.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub(super) struct ZeroAheadState {
-    /// CommitLog offset up to which bytes past the write position are zeroed.
-    pub zeroed_until_phy_offset: i64,
-    /// Write position seen by the last pass (a lower one means the log was cut back).
-    pub last_max_phy_offset: i64,
-}
-
-/// The next range of CommitLog offsets to zero, given the write position `max_phy_offset`:
+/// The next range of CommitLog offsets to zero, given the write position `max_phy_offset`
+/// and `zeroed_until_phy_offset`, where the last zeroed range ended:
 /// from the page boundary at or after it (or from what is zeroed already) to one chunk
 /// further, while the zeroed bytes reach less than `window_bytes` past the write position.
 /// Never past the end of the file holding the write position: the next file does not exist
 /// until an append rolls into it.
 pub(super) fn next_zero_range(
-    state: &ZeroAheadState,
+    zeroed_until_phy_offset: i64,
     max_phy_offset: i64,
     file_size_bytes: i64,
     window_bytes: i64,
@@ -75,8 +67,8 @@ pub(super) fn next_zero_range(
     let page_after = file_start + (in_file + PAGE_BYTES - 1) / PAGE_BYTES * PAGE_BYTES;
     // What was zeroed counts only in this file (up to its end, included) and past the write
     // position.
-    let zeroed = if (file_start..=file_end).contains(&state.zeroed_until_phy_offset) {
-        state.zeroed_until_phy_offset
+    let zeroed = if (file_start..=file_end).contains(&zeroed_until_phy_offset) {
+        zeroed_until_phy_offset
     } else {
         0
     };
@@ -89,10 +81,10 @@ impl Inner {
     /// The zero-ahead thread (`sync` flush with `zero_ahead_bytes` > 0).
     pub(super) fn zero_ahead_loop(&self) {
         let window_bytes = i64::try_from(self.config.zero_ahead_bytes).unwrap_or(i64::MAX);
-        let mut state = ZeroAheadState::default();
+        let mut zeroed_until_phy_offset = 0;
         let mut failing = false;
         loop {
-            let pause_ms = match self.zero_ahead_pass(&mut state, window_bytes) {
+            let pause_ms = match self.zero_ahead_pass(&mut zeroed_until_phy_offset, window_bytes) {
                 Ok(()) => {
                     failing = false;
                     ZERO_AHEAD_POLL_MS
@@ -113,10 +105,13 @@ impl Inner {
     }
 
     /// Zeroes chunks, one writer-lock hold each, until the window past the write position
-    /// is zeroed, the file holding it ends, or the store stops taking writes.
+    /// is zeroed, the file holding it ends, or the store stops taking writes;
+    /// `zeroed_until_phy_offset` is where the last zeroed range ended, kept between passes.
+    /// The write position never moves back while the store is open (only recovery, before
+    /// this thread starts, cuts the log), so what was zeroed past it stays zeros.
     pub(super) fn zero_ahead_pass(
         &self,
-        state: &mut ZeroAheadState,
+        zeroed_until_phy_offset: &mut i64,
         window_bytes: i64,
     ) -> Result<(), StoreError> {
         let file_size_bytes = self.commit_log.file_size_bytes();
@@ -126,13 +121,8 @@ impl Inner {
                 return Ok(());
             }
             let max_phy_offset = self.commit_log.max_phy_offset();
-            if max_phy_offset < state.last_max_phy_offset {
-                // Cut back (a slave's log replaced): what was zeroed may hold old bytes again.
-                *state = ZeroAheadState::default();
-            }
-            state.last_max_phy_offset = max_phy_offset;
             let Some(range) = next_zero_range(
-                state,
+                *zeroed_until_phy_offset,
                 max_phy_offset,
                 file_size_bytes,
                 window_bytes,
@@ -153,7 +143,7 @@ impl Inner {
             }
             drop(writer);
             self.fs.start_writeback(&seg.file, &seg.path, pos, len)?;
-            state.zeroed_until_phy_offset = range.end;
+            *zeroed_until_phy_offset = range.end;
             self.zero_ahead_bytes_written
                 .fetch_add(len, std::sync::atomic::Ordering::Relaxed);
         }
@@ -181,60 +171,55 @@ mod tests {
     const WINDOW: i64 = 64 * 1024;
     const CHUNK: i64 = 16 * 1024;
 
-    fn range(zeroed: i64, last_max: i64, max: i64) -> Option<Range<i64>> {
-        let state = ZeroAheadState {
-            zeroed_until_phy_offset: zeroed,
-            last_max_phy_offset: last_max,
-        };
-        next_zero_range(&state, max, FILE, WINDOW, CHUNK)
+    fn range(zeroed: i64, max: i64) -> Option<Range<i64>> {
+        next_zero_range(zeroed, max, FILE, WINDOW, CHUNK)
     }
 
     #[test]
     fn zeros_start_at_the_page_after_the_write_position() {
-        assert_eq!(range(0, 0, 0), Some(0..CHUNK));
-        assert_eq!(range(0, 0, 1), Some(4096..4096 + CHUNK));
-        assert_eq!(range(0, 0, 4096), Some(4096..4096 + CHUNK));
-        assert_eq!(range(0, 0, 5000), Some(8192..8192 + CHUNK));
+        assert_eq!(range(0, 0), Some(0..CHUNK));
+        assert_eq!(range(0, 1), Some(4096..4096 + CHUNK));
+        assert_eq!(range(0, 4096), Some(4096..4096 + CHUNK));
+        assert_eq!(range(0, 5000), Some(8192..8192 + CHUNK));
     }
 
     #[test]
     fn zeroing_goes_on_from_what_is_zeroed_until_the_window_is_covered() {
-        assert_eq!(range(CHUNK, 0, 100), Some(CHUNK..2 * CHUNK));
+        assert_eq!(range(CHUNK, 100), Some(CHUNK..2 * CHUNK));
         // The window reaches 100 + 64 KiB; the last chunk may pass it.
-        assert_eq!(range(4 * CHUNK, 0, 100), Some(4 * CHUNK..5 * CHUNK));
-        assert_eq!(range(5 * CHUNK, 0, 100), None);
-        assert_eq!(range(WINDOW + 100, 0, 100), None);
+        assert_eq!(range(4 * CHUNK, 100), Some(4 * CHUNK..5 * CHUNK));
+        assert_eq!(range(5 * CHUNK, 100), None);
+        assert_eq!(range(WINDOW + 100, 100), None);
     }
 
     #[test]
     fn zeroing_stops_at_the_end_of_the_file_holding_the_write_position() {
         let max = FILE - 10_000;
-        let r = range(0, 0, max).unwrap();
+        let r = range(0, max).unwrap();
         assert_eq!(r.start, FILE - 8192);
         assert_eq!(r.end, FILE);
-        assert_eq!(range(FILE, 0, max), None);
+        assert_eq!(range(FILE, max), None);
     }
 
     #[test]
     fn a_roll_into_the_next_file_starts_over_at_its_write_position() {
         // Zeroed to the end of file 0; the write position is now 200 bytes into file 1.
         assert_eq!(
-            range(FILE, FILE - 100, FILE + 200),
+            range(FILE, FILE + 200),
             Some(FILE + 4096..FILE + 4096 + CHUNK)
         );
     }
 
     #[test]
     fn a_zeroed_mark_before_the_write_position_is_not_trusted() {
-        assert_eq!(range(8192, 0, 40_000), Some(40_960..40_960 + CHUNK));
+        assert_eq!(range(8192, 40_000), Some(40_960..40_960 + CHUNK));
     }
 
     #[test]
     fn a_file_size_that_is_not_a_page_multiple_never_zeroes_past_the_file() {
-        let state = ZeroAheadState::default();
-        assert_eq!(next_zero_range(&state, 5000, 6000, WINDOW, CHUNK), None);
+        assert_eq!(next_zero_range(0, 5000, 6000, WINDOW, CHUNK), None);
         assert_eq!(
-            next_zero_range(&state, 6000 + 10, 6000, WINDOW, CHUNK),
+            next_zero_range(0, 6000 + 10, 6000, WINDOW, CHUNK),
             Some(6000 + 4096..12_000)
         );
     }
@@ -253,7 +238,6 @@ mod store_tests {
 
     use std::sync::Arc;
 
-    use super::ZeroAheadState;
     use crate::store::fs::fault::{Failpoint, FaultFs};
     use crate::store::io::IoEngine;
     use crate::store::message_store::MessageStore;
@@ -278,34 +262,45 @@ mod store_tests {
         let store = store_without_thread(dir.path(), Arc::new(FaultFs::new()));
         let chunk = ZERO_AHEAD_CHUNK_BYTES as i64;
         let window = 2 * chunk;
-        let mut state = ZeroAheadState::default();
+        let mut zeroed_until = 0;
         // No CommitLog file yet: nothing to zero.
-        store.inner.zero_ahead_pass(&mut state, window).unwrap();
+        store
+            .inner
+            .zero_ahead_pass(&mut zeroed_until, window)
+            .unwrap();
         assert_eq!(
             store.inner.zero_ahead_bytes_written.load(Ordering::Relaxed),
             0
         );
         let first = store.put_message(&msg("T", 0, b"first", "A")).unwrap();
-        store.inner.zero_ahead_pass(&mut state, window).unwrap();
+        store
+            .inner
+            .zero_ahead_pass(&mut zeroed_until, window)
+            .unwrap();
         let end = first.end_phy_offset();
         assert!(end < 4096);
-        assert_eq!(state.zeroed_until_phy_offset, 4096 + 2 * chunk);
-        assert_eq!(state.last_max_phy_offset, end);
+        assert_eq!(zeroed_until, 4096 + 2 * chunk);
         let written = || store.inner.zero_ahead_bytes_written.load(Ordering::Relaxed);
         assert_eq!(written(), 2 * ZERO_AHEAD_CHUNK_BYTES);
         // Covered: a second pass writes nothing.
-        store.inner.zero_ahead_pass(&mut state, window).unwrap();
+        store
+            .inner
+            .zero_ahead_pass(&mut zeroed_until, window)
+            .unwrap();
         assert_eq!(written(), 2 * ZERO_AHEAD_CHUNK_BYTES);
         // Appends move the write position past the first chunk: the window moves with it.
         let body = vec![b'y'; 1000];
         while store.max_phy_offset() < 4096 + chunk {
             store.put_message(&msg("T", 0, &body, "A")).unwrap();
         }
-        store.inner.zero_ahead_pass(&mut state, window).unwrap();
+        store
+            .inner
+            .zero_ahead_pass(&mut zeroed_until, window)
+            .unwrap();
         // Whole chunks from where the first pass stopped, up to a window past the position.
         let want_chunks =
             ((store.max_phy_offset() + window - 4096) as u64).div_ceil(chunk as u64) as i64;
-        assert_eq!(state.zeroed_until_phy_offset, 4096 + want_chunks * chunk);
+        assert_eq!(zeroed_until, 4096 + want_chunks * chunk);
         assert_eq!(written(), want_chunks as u64 * ZERO_AHEAD_CHUNK_BYTES);
         assert_eq!(
             store
@@ -323,27 +318,24 @@ mod store_tests {
         let store = store_without_thread(dir.path(), Arc::clone(&fs));
         store.put_message(&msg("T", 0, b"first", "A")).unwrap();
         fs.arm(Failpoint::WriteEnospc, "commitlog", 1);
-        let mut state = ZeroAheadState::default();
+        let mut zeroed_until = 0;
         let err = store
             .inner
-            .zero_ahead_pass(&mut state, 4 * ZERO_AHEAD_CHUNK_BYTES as i64)
+            .zero_ahead_pass(&mut zeroed_until, 4 * ZERO_AHEAD_CHUNK_BYTES as i64)
             .unwrap_err();
         assert!(
             matches!(err, StoreError::Io { op: "pwrite", .. }),
             "{err:?}"
         );
-        assert_eq!(state.zeroed_until_phy_offset, 0);
+        assert_eq!(zeroed_until, 0);
         assert_eq!(store.is_read_only(), None);
         let second = store.put_message(&msg("T", 0, b"second", "A")).unwrap();
         assert_eq!(second.queue_offset, 1);
         store
             .inner
-            .zero_ahead_pass(&mut state, 4 * ZERO_AHEAD_CHUNK_BYTES as i64)
+            .zero_ahead_pass(&mut zeroed_until, 4 * ZERO_AHEAD_CHUNK_BYTES as i64)
             .unwrap();
-        assert_eq!(
-            state.zeroed_until_phy_offset,
-            4096 + 4 * ZERO_AHEAD_CHUNK_BYTES as i64
-        );
+        assert_eq!(zeroed_until, 4096 + 4 * ZERO_AHEAD_CHUNK_BYTES as i64);
     }
 
     #[test]
