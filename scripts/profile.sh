@@ -42,9 +42,35 @@ profile_cleanup() {
   stop_ringmq
 }
 
+# One line per thread name of process $1: name, voluntary and involuntary context switches,
+# CPU ticks (threads of one name summed).
+thread_switches() {
+  local t name
+  for t in /proc/"$1"/task/*; do
+    name=$(tr -c 'A-Za-z0-9.\n-' '_' <"$t/comm" 2>/dev/null) || continue
+    printf '%s %s %s\n' "$name" \
+      "$(awk '/^voluntary_ctxt/ { v = $2 } /^nonvoluntary_ctxt/ { n = $2 } END { print v + 0, n + 0 }' "$t/status" 2>/dev/null)" \
+      "$(sed 's/.*) //' "$t/stat" 2>/dev/null | awk '{ print $12 + $13 }')"
+  done | awk 'NF == 4 { v[$1] += $2; n[$1] += $3; c[$1] += $4 } END { for (k in v) print k, v[k], n[k], c[k] }' | sort
+}
+
+# Per thread name, context switches per second and CPU between two thread_switches snapshots
+# $1 and $2 taken $3 seconds apart.
+switches_table() {
+  local hz
+  hz=$(getconf CLK_TCK)
+  echo "thread, voluntary switches/s, involuntary switches/s, CPU %:"
+  join "$1" "$2" | awk -v s="$3" -v hz="$hz" '($5 - $2) + ($6 - $3) + ($7 - $4) > 0 {
+    printf "  %-18s %8.0f %8.0f %6.1f\n", $1, ($5 - $2) / s, ($6 - $3) / s, ($7 - $4) * 100 / hz / s }'
+}
+
 # Writes the flat report, the per-thread split and the per-DSO split of perf data $1 to $2.txt.
 report_profile() {
   local data=$1 out=$2
+  # `head` closes the pipes early; perf's SIGPIPE is not a failure (it ended the script before
+  # the callers' report and the bench client's).
+  local -
+  set +o pipefail
   {
     echo "## by thread (comm)"
     perf report -i "$data" --stdio --no-children --sort comm -g none 2>/dev/null | grep -v '^$' | head -30
@@ -98,7 +124,11 @@ profile_main() {
   hz=$(getconf CLK_TCK)
   t0b=$(awk '{print $14+$15}' "/proc/$RINGMQ_PID/stat")
   t0c=$(awk '{print $14+$15}' "/proc/$BENCH_CLIENT_PID/stat")
+  thread_switches "$RINGMQ_PID" >"$out_dir/broker.switches0"
+  thread_switches "$BENCH_CLIENT_PID" >"$out_dir/bench.switches0"
   wait "$perf_broker" "$perf_bench"
+  thread_switches "$RINGMQ_PID" >"$out_dir/broker.switches1"
+  thread_switches "$BENCH_CLIENT_PID" >"$out_dir/bench.switches1"
   t1b=$(awk '{print $14+$15}' "/proc/$RINGMQ_PID/stat" 2>/dev/null || echo "$t0b")
   t1c=$(awk '{print $14+$15}' "/proc/$BENCH_CLIENT_PID/stat" 2>/dev/null || echo "$t0c")
   {
@@ -108,6 +138,8 @@ profile_main() {
     awk -v b=$((t1b - t0b)) -v c=$((t1c - t0c)) -v hz="$hz" -v s="$PROFILE_SECONDS" \
       'BEGIN { printf "cpu: broker %.2f cores, bench client %.2f cores (of %d)\n", b/hz/s, c/hz/s, '"$(nproc)"' }'
     echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "broker $(switches_table "$out_dir/broker.switches0" "$out_dir/broker.switches1" "$PROFILE_SECONDS")"
+    echo "bench client $(switches_table "$out_dir/bench.switches0" "$out_dir/bench.switches1" "$PROFILE_SECONDS")"
   } >"$out_dir/summary.txt"
 
   wait "$BENCH_CLIENT_PID" || plog "ringmq-bench exited with $?"

@@ -205,16 +205,33 @@ fn next_frame(rx: &mut mpsc::Receiver<Outbound>) -> Outbound {
     }
 }
 
-/// An arrival that wakes few pulls (here one per queue offset, up to
-/// `WAKE_ON_CONNECTION_THREAD_PULLS_MAX`) hands each to its connection's writer to re-execute
-/// there; one that wakes more re-executes them on the wake thread, sharing one read. Either
-/// way each pull gets the message once.
+/// On a queue with more parked pulls than the appending thread drains (the arrival goes to
+/// the wake thread), an arrival that wakes few of them (here one round's pulls, up to
+/// `WAKE_ON_CONNECTION_THREAD_PULLS_MAX`) has the wake thread hand each to its connection's
+/// writer to re-execute there; one that wakes more re-executes them on the wake thread,
+/// sharing one read. Either way each pull gets the message once.
 #[test]
 fn few_woken_pulls_go_to_their_connections_and_many_stay_on_the_wake_thread() {
     use crate::broker::longpoll::pull_request_hold_service::WAKE_ON_CONNECTION_THREAD_PULLS_MAX;
     let broker = WakingBroker::with_fan_out_topic(1);
     let ctrl = &broker.ctrl;
     let addr = local_addr();
+    // Bystanders waiting for an offset no round reaches keep the queue's parked count above
+    // what the appending thread drains, so every round's arrival goes to the wake thread.
+    let mut bystanders = Vec::new();
+    for b in 0..=WAKE_ON_CONNECTION_THREAD_PULLS_MAX {
+        let remote = SocketAddr::new(addr.ip(), 22_000 + b as u16);
+        let (ctx, rx) = connection(100 + b as u64, remote);
+        // Subscribed to a tag no round sends, so no round's arrival wakes it.
+        let mut request = suspending_pull(&format!("bystander{b}"), -1);
+        request.set_ext("subscription", "TagB");
+        let handled = dispatch_on(ctrl, &ctx, &request);
+        assert!(
+            matches!(handled, Ok(Handled::Parked)),
+            "bystander {b} must park"
+        );
+        bystanders.push((ctx, rx));
+    }
     for (round, pulls) in [
         1,
         WAKE_ON_CONNECTION_THREAD_PULLS_MAX,
@@ -235,6 +252,10 @@ fn few_woken_pulls_go_to_their_connections_and_many_stay_on_the_wake_thread() {
             assert!(matches!(handled, Ok(Handled::Parked)), "pull {p} must park");
             receivers.push((ctx, rx, opaque));
         }
+        assert!(
+            ctrl.pull_hold.parked_pulls() > WAKE_ON_CONNECTION_THREAD_PULLS_MAX,
+            "the arrival goes to the wake thread"
+        );
         put_hello(ctrl, addr);
         for (_ctx, rx, opaque) in &mut receivers {
             let frame = next_frame(rx);
@@ -255,6 +276,7 @@ fn few_woken_pulls_go_to_their_connections_and_many_stay_on_the_wake_thread() {
             assert!(rx.try_recv().is_err(), "one answer per pull");
         }
     }
+    drop(bystanders);
     broker.stop();
 }
 
@@ -398,12 +420,48 @@ fn an_arrival_on_a_queue_with_many_parked_pulls_goes_to_the_wake_threads() {
     arrival_goes_to_the_wake_threads(config, 5);
 }
 
-/// By default (`RINGMQ_LONGPOLL_WAKE_INLINE_PARKED_MAX=0`) every arrival goes to the wake
-/// threads (Java's way), even with one pull parked.
+/// By default (`RINGMQ_LONGPOLL_WAKE_INLINE_PARKED_MAX=0`) an arrival on a queue with up to
+/// `WAKE_ON_CONNECTION_THREAD_PULLS_MAX` parked pulls is drained by the appending thread, which
+/// hands each pull to its connection (a deferred frame, re-executed by the connection's
+/// writer) before the put returns, with no wake thread running: the hop through a wake thread
+/// is gone from the common wake-up.
 #[test]
-fn by_default_one_parked_pull_is_woken_by_the_wake_threads() {
+fn by_default_few_parked_pulls_are_handed_to_their_connections_by_the_appending_thread() {
+    use crate::broker::longpoll::pull_request_hold_service::WAKE_ON_CONNECTION_THREAD_PULLS_MAX;
+    for pulls in [1, WAKE_ON_CONNECTION_THREAD_PULLS_MAX] {
+        let dir = tempfile::tempdir().unwrap();
+        // No wake threads are started: only the appending thread can hand them over.
+        let parts = build_controller(config_in(dir.path())).unwrap();
+        let ctrl = &parts.ctrl;
+        let mut receivers = park_pulls(ctrl, pulls, 4);
+        put_hello(ctrl, local_addr());
+        for (i, (_, rx)) in receivers.iter_mut().enumerate() {
+            let frame = rx.try_recv().expect("handed over before the put returned");
+            assert!(matches!(frame, Outbound::Deferred(_)), "{pulls} pulls");
+            let response = answer_command(frame);
+            assert_eq!(response.code, response_code::SUCCESS);
+            assert_eq!(response.opaque, i as i32 + 1);
+            assert!(rx.try_recv().is_err(), "one frame per pull");
+        }
+        assert!(
+            parts.wake_rx.is_empty(),
+            "nothing handed to the wake threads"
+        );
+        assert_eq!(ctrl.pull_hold.parked_pulls(), 0);
+        ctrl.store.shutdown().unwrap();
+    }
+}
+
+/// By default, a queue with more parked pulls than the appending thread hands over: the
+/// arrival goes to the wake threads (which share one read between them).
+#[test]
+fn by_default_more_parked_pulls_are_woken_by_the_wake_threads() {
+    use crate::broker::longpoll::pull_request_hold_service::WAKE_ON_CONNECTION_THREAD_PULLS_MAX;
     let dir = tempfile::tempdir().unwrap();
-    arrival_goes_to_the_wake_threads(config_in(dir.path()), 1);
+    arrival_goes_to_the_wake_threads(
+        config_in(dir.path()),
+        WAKE_ON_CONNECTION_THREAD_PULLS_MAX + 1,
+    );
 }
 
 /// Parks `pulls` pulls, appends, and checks that the append answered none of them and handed
@@ -428,11 +486,18 @@ fn arrival_goes_to_the_wake_threads(config: Config, pulls: usize) {
     ctrl.store.shutdown().unwrap();
 }
 
-/// An answer the appending thread cannot queue (the connection's write queue is full) is
-/// handed to a wake thread, which delivers it once the queue has room: never dropped.
+/// An answer (with `RINGMQ_LONGPOLL_WAKE_INLINE_PARKED_MAX=4`) or a hand-over (by default) the
+/// appending thread cannot queue, because the connection's write queue is full, is handed to
+/// a wake thread, which delivers it once the queue has room: never dropped.
 #[test]
-fn an_inline_answer_to_a_full_write_queue_is_retried_by_a_wake_thread() {
-    let broker = WakingBroker::start_with(1, 4);
+fn an_appending_threads_answer_to_a_full_write_queue_is_retried_by_a_wake_thread() {
+    for inline_max in [4, 0] {
+        full_write_queue_on_the_appending_thread(inline_max);
+    }
+}
+
+fn full_write_queue_on_the_appending_thread(wake_inline_parked_max: u64) {
+    let broker = WakingBroker::start_with(1, wake_inline_parked_max);
     let ctrl = &broker.ctrl;
     let mut receivers = park_pulls(ctrl, 1, 1);
     let (ctx, rx) = &mut receivers[0];

@@ -467,7 +467,7 @@ static FIELDS: &[FieldSpec] = &[
         "RINGMQ_LONGPOLL_WAKE_INLINE_PARKED_MAX",
         "",
         longpoll.wake_inline_parked_max,
-        "Arrivals on a queue with at most this many parked pulls are answered by the appending thread; 0 = always by the wake threads."
+        "Arrivals on a queue with at most this many parked pulls are answered by the appending thread; 0 = never (up to 4 are handed to their connections' threads, more to the wake threads)."
     ),
     field!(
         "RINGMQ_SERVER_WORKER_THREADS",

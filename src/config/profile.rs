@@ -19,7 +19,7 @@ pub enum Profile {
     /// RocketMQ's defaults: nothing changes.
     Default,
     /// The shortest end-to-end tail: a message that arrives on a queue with up to four parked
-    /// pulls is answered by the thread that appended it, not handed to a wake thread. Under
+    /// pulls is answered by the thread that appended it, not handed to the consumers' threads. Under
     /// many queues at full rate (W5) the producers slow down to the pace the consumers keep, so
     /// the e2e tail stays near the send tail, at the cost of send throughput.
     LowLatency,
@@ -115,7 +115,7 @@ mod tests {
         assert_eq!(
             Config::default().longpoll.wake_inline_parked_max,
             0,
-            "without a profile the wake threads answer, as Java's pull executor does"
+            "without a profile the appending thread answers no pull itself"
         );
     }
 

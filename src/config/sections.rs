@@ -178,9 +178,10 @@ pub struct LongpollSection {
     /// Threads re-executing woken pulls; 0 = one per core. Default 1 (measured).
     pub wake_threads: u64,
     /// A queue with at most this many parked pulls has its arrivals answered by the appending
-    /// thread; more go to the wake threads. Default 0 = always the wake threads, as Java hands
-    /// every woken pull to its executor (measured, docs/BENCHMARKS.md "W3: the e2e tail": 4
-    /// took the wake step from 0.5 ms to 30 µs but did not shorten the e2e tail).
+    /// thread. Default 0 = never: the appending thread hands up to four woken pulls to their
+    /// connections' threads and more go to the wake threads (measured, docs/BENCHMARKS.md "W3:
+    /// the e2e tail": 4 took the wake step from 0.5 ms to 30 µs but did not shorten the e2e
+    /// tail, and it slows the producers).
     pub wake_inline_parked_max: u64,
 }
 

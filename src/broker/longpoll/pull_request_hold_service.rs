@@ -14,13 +14,14 @@
 //! nothing to do. At most `wake_inline_parked_max` (`RINGMQ_LONGPOLL_WAKE_INLINE_PARKED_MAX`,
 //! default 0, i.e. never): the appending thread drains them and answers the woken pulls
 //! itself, so the answer reaches the consumer's connection without first waiting for a wake
-//! thread to be scheduled (docs/BENCHMARKS.md "W3: the e2e tail"). Otherwise the arrival goes
-//! to the wake threads, which run the filters and the drain. An arrival that woke at most
-//! [`WAKE_ON_CONNECTION_THREAD_PULLS_MAX`] pulls hands each to its connection's own network
-//! thread ([`DeferredFrame`]), where that connection's writer re-executes it in queue order; more (many consumers on one queue) are re-executed by the wake threads, which
-//! share one store read between the pulls that ask the same thing. So a send does a bounded
-//! amount of long-polling work whether 0 or 100,000 pulls wait on its queue, and a wake thread
-//! spends on a common wake-up (one pull per message) only the drain and a hand-over.
+//! thread to be scheduled (docs/BENCHMARKS.md "W3: the e2e tail"). At most
+//! [`WAKE_ON_CONNECTION_THREAD_PULLS_MAX`]: the appending thread drains them (the filters run
+//! there) and hands each to its connection's own network thread ([`DeferredFrame`]), where
+//! that connection's writer re-executes it in queue order; no wake thread is involved. More
+//! (many consumers on one queue): the arrival goes to the wake threads, which drain the pulls
+//! and re-execute them, sharing one store read between the pulls that ask the same thing. So a
+//! send does a bounded amount of long-polling work whether 0 or 100,000 pulls wait on its
+//! queue, and a common wake-up (one pull per message) costs the sender a drain and a hand-over.
 
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -239,6 +240,12 @@ impl<H: PullWakeHost> ArrivalListener for ArrivalNotifier<H> {
             wake_inline(&*host, topic, queue_id, max_offset, tags_code, properties);
             return;
         }
+        if parked <= WAKE_ON_CONNECTION_THREAD_PULLS_MAX {
+            hand_over_from_appending_thread(
+                &host, topic, queue_id, max_offset, tags_code, properties,
+            );
+            return;
+        }
         service.send_wake_item(WakeItem::Arrival {
             topic: topic.to_string(),
             queue_id,
@@ -283,6 +290,42 @@ fn wake_inline<H: PullWakeHost>(
         service.send_wake_item(WakeItem::Unsent(unsent));
     }
     host.observe_wake_latency(arrived_at.elapsed());
+}
+
+/// Drains the pulls an arrival on a queue with few parked pulls satisfies and hands each to its
+/// connection's writer, on this (the appending) thread: the drain and a queue push per pull,
+/// no store read. Going through a wake thread first cost a thread hop per message, two
+/// context switches and a tenth of a core at W3's 10,000 msg/s (docs/BENCHMARKS.md, "Woken
+/// pulls handed over by the appending thread"). More pulls than
+/// [`WAKE_ON_CONNECTION_THREAD_PULLS_MAX`] (parked since the count was read) are re-executed by
+/// the wake threads, sharing reads; a hand-over a full write queue refuses is kept for a wake
+/// thread to retry.
+fn hand_over_from_appending_thread<H: PullWakeHost>(
+    host: &Arc<H>,
+    topic: &str,
+    queue_id: i32,
+    max_offset: i64,
+    tags_code: i64,
+    properties: &[u8],
+) {
+    let arrived_at = Instant::now();
+    let service = host.pull_hold();
+    let woken = service
+        .hold_table
+        .notify_message_arriving(topic, queue_id, max_offset, tags_code, properties);
+    if woken.len() > WAKE_ON_CONNECTION_THREAD_PULLS_MAX {
+        service.send_wake_item(WakeItem::Pulls(woken));
+        return;
+    }
+    let mut unsent = Unsent::default();
+    for (pull, reason) in woken {
+        if let Err((sender, refused)) = hand_to_connection(host, pull, reason, arrived_at) {
+            unsent.responses.push_back((sender, *refused));
+        }
+    }
+    if !unsent.is_empty() {
+        service.send_wake_item(WakeItem::Unsent(unsent));
+    }
 }
 
 /// An arrival that woke at most this many pulls hands each to its connection's thread
@@ -339,7 +382,15 @@ fn handle<H: PullWakeHost>(
             }
             if woken.len() <= WAKE_ON_CONNECTION_THREAD_PULLS_MAX {
                 for (pull, reason) in woken {
-                    hand_to_connection(host, pull, reason, arrived_at, unsent);
+                    // Refused by a full write queue: re-executed here, its answer kept for
+                    // retry like any other.
+                    if let Err((sender, refused)) =
+                        hand_to_connection(host, pull, reason, arrived_at)
+                    {
+                        if let Some(outbound) = refused.resolve() {
+                            unsent.send_or_keep(&sender, outbound);
+                        }
+                    }
                 }
                 return;
             }
@@ -351,15 +402,15 @@ fn handle<H: PullWakeHost>(
 
 /// Hands a woken pull to its connection's writer, which re-executes it on the connection's
 /// thread in queue order, after the frames queued before it ([`DeferredFrame`]). The wake
-/// latency is observed when it runs. A full write queue refuses it: it is re-executed here
-/// then, and its answer kept for retry like any other; a closed connection drops it.
+/// latency is observed when it runs. A full write queue refuses it: the refused frame comes
+/// back with its connection's sender, for the caller to run or keep; a closed connection drops
+/// it.
 fn hand_to_connection<H: PullWakeHost>(
     host: &Arc<H>,
     mut pull: ParkedPullRequest,
     reason: WakeReason,
     arrived_at: Instant,
-    unsent: &mut Unsent,
-) {
+) -> Result<(), (ConnectionSender, Box<Outbound>)> {
     let sender = pull.sender.clone();
     let deferred = DeferredFrame {
         opaque: pull.envelope.opaque,
@@ -374,13 +425,8 @@ fn hand_to_connection<H: PullWakeHost>(
         }),
     };
     match sender.send(Outbound::Deferred(deferred)) {
-        Ok(()) => {}
-        Err(SendError::Full(refused)) => {
-            if let Some(outbound) = refused.resolve() {
-                unsent.send_or_keep(&sender, outbound);
-            }
-        }
-        Err(SendError::Closed(_)) => {}
+        Ok(()) | Err(SendError::Closed(_)) => Ok(()),
+        Err(SendError::Full(refused)) => Err((sender, refused)),
     }
 }
 
