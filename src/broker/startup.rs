@@ -129,6 +129,9 @@ pub fn store_config(config: &Config) -> Result<StoreConfig, StartupError> {
         FlushPolicy::Sync => store::FlushPolicy::Sync,
     };
     sc.flush_interval_ms = s.flush_interval_ms;
+    sc.flush_consume_queue_interval_ms = s.flush_consume_queue_interval_ms;
+    sc.flush_consume_queue_least_pages = s.flush_consume_queue_least_pages;
+    sc.flush_consume_queue_thorough_interval_ms = s.flush_consume_queue_thorough_interval_ms;
     sc.sync_flush_timeout_ms = s.sync_flush_timeout_ms;
     sc.max_message_size_bytes = s.max_message_size_bytes as usize;
     sc.file_reserved_time_hours = s.file_reserved_time_hours;

@@ -63,10 +63,6 @@ pub const NOT_SUPPORTED: &[(&str, &str)] = &[
         "an async flush syncs whatever was written",
     ),
     (
-        "flushIntervalConsumeQueue",
-        "ConsumeQueues are flushed with the CommitLog",
-    ),
-    (
         "transientStorePoolEnable",
         "there is no transient store pool",
     ),

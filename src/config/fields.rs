@@ -278,6 +278,24 @@ static FIELDS: &[FieldSpec] = &[
         "Async flush period."
     ),
     field!(
+        "RINGMQ_STORE_FLUSH_CONSUME_QUEUE_INTERVAL_MS",
+        "flushIntervalConsumeQueue",
+        store.flush_consume_queue_interval_ms,
+        "ConsumeQueue flush period."
+    ),
+    field!(
+        "RINGMQ_STORE_FLUSH_CONSUME_QUEUE_LEAST_PAGES",
+        "flushConsumeQueueLeastPages",
+        store.flush_consume_queue_least_pages,
+        "A periodic flush fsyncs a ConsumeQueue only once its end crossed this many 4 KiB pages; 0: whatever was written."
+    ),
+    field!(
+        "RINGMQ_STORE_FLUSH_CONSUME_QUEUE_THOROUGH_INTERVAL_MS",
+        "flushConsumeQueueThoroughInterval",
+        store.flush_consume_queue_thorough_interval_ms,
+        "This long after the last thorough flush, a flush fsyncs every written ConsumeQueue and writes the checkpoint."
+    ),
+    field!(
         "RINGMQ_STORE_SYNC_FLUSH_TIMEOUT_MS",
         "syncFlushTimeout",
         store.sync_flush_timeout_ms,

@@ -108,6 +108,13 @@ fn check_store(s: &StoreSection, checks: &mut Checks) {
         s.flush_interval_ms.to_string(),
         "must be at least 1",
     );
+    // `StoreConfig::validate` refuses 0 at startup (the flush loop would spin).
+    checks.check(
+        s.flush_consume_queue_interval_ms >= 1,
+        "RINGMQ_STORE_FLUSH_CONSUME_QUEUE_INTERVAL_MS",
+        s.flush_consume_queue_interval_ms.to_string(),
+        "must be at least 1",
+    );
     // `StoreConfig::validate` refuses 0 at startup (the retention loop would spin).
     checks.check(
         s.delete_check_interval_ms >= 1,

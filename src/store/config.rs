@@ -92,8 +92,14 @@ pub struct StoreConfig {
     pub flush_policy: FlushPolicy,
     /// `flushIntervalCommitLog` (async flush period).
     pub flush_interval_ms: u64,
-    /// `flushIntervalConsumeQueue`: period of the ConsumeQueue fsync and checkpoint write.
+    /// `flushIntervalConsumeQueue`: period of the ConsumeQueue fsync.
     pub flush_consume_queue_interval_ms: u64,
+    /// `flushConsumeQueueLeastPages`: a periodic flush fsyncs a ConsumeQueue only when its end
+    /// crossed this many 4 KiB pages since its last fsync.
+    pub flush_consume_queue_least_pages: u64,
+    /// `flushConsumeQueueThoroughInterval`: at least this long after the last thorough flush,
+    /// a flush fsyncs every dirty ConsumeQueue (no least pages) and writes the checkpoint.
+    pub flush_consume_queue_thorough_interval_ms: u64,
     /// `syncFlushTimeout`.
     pub sync_flush_timeout_ms: u64,
     /// `maxMessageSize` (body bytes).
@@ -176,6 +182,8 @@ impl Default for StoreConfig {
             flush_policy: FlushPolicy::Async,
             flush_interval_ms: 500,
             flush_consume_queue_interval_ms: 1000,
+            flush_consume_queue_least_pages: 2,
+            flush_consume_queue_thorough_interval_ms: 60_000,
             sync_flush_timeout_ms: 5000,
             max_message_size_bytes: MESSAGE_SIZE_MAX_DEFAULT_BYTES,
             file_reserved_time_hours: 72,

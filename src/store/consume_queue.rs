@@ -31,6 +31,10 @@ pub struct ConsumeQueue {
     min_offset_in_queue: AtomicI64,
     /// Written since the last ConsumeQueue flush.
     dirty: AtomicBool,
+    /// Queue byte offset (unit index × 20) of the end the last fsync of this queue covered:
+    /// how much was written since is what [`ConsumeQueue::sync_dirty`]'s least-pages rule
+    /// measures. 0 after open.
+    synced_end_bytes: AtomicI64,
     /// Queue byte offset (unit index × 20) below which the blocks of the file being written
     /// are allocated (by [`ConsumeQueue::prepare_write`]); 0 after open.
     reserved_end_bytes: AtomicI64,
@@ -63,6 +67,7 @@ impl ConsumeQueue {
             max_offset_in_queue: AtomicI64::new(0),
             min_offset_in_queue: AtomicI64::new(0),
             dirty: AtomicBool::new(false),
+            synced_end_bytes: AtomicI64::new(0),
             reserved_end_bytes: AtomicI64::new(0),
         }
     }
@@ -255,7 +260,20 @@ impl ConsumeQueue {
     /// then the directories its creation may have added entries to: the queue's, the topic's
     /// and the ConsumeQueue root (each once per flush, through `synced_dirs`). So the units
     /// are durable, and findable after a crash, before the checkpoint counts them.
-    pub fn sync_dirty(&self, synced_dirs: &mut HashSet<PathBuf>) -> Result<(), StoreError> {
+    ///
+    /// With `least_pages` > 0 (Java `flushConsumeQueueLeastPages`), a queue whose end moved
+    /// across fewer than that many 4 KiB page boundaries since its last fsync is left dirty
+    /// for a later flush (Java `MappedFile.isAbleToFlush`); 0 syncs whatever is dirty.
+    pub fn sync_dirty(
+        &self,
+        least_pages: u64,
+        synced_dirs: &mut HashSet<PathBuf>,
+    ) -> Result<(), StoreError> {
+        // Read before the fsyncs: the units below it were written before it was published.
+        let end_bytes = self.max_offset_in_queue() * UNIT;
+        if least_pages > 0 && !spans_pages(self.synced_end_bytes(), end_bytes, least_pages) {
+            return Ok(());
+        }
         if !self.take_dirty() {
             return Ok(());
         }
@@ -277,7 +295,12 @@ impl ConsumeQueue {
                 self.sync_dirs(synced_dirs)?;
             }
         }
+        self.synced_end_bytes.store(end_bytes, Ordering::Release);
         Ok(())
+    }
+
+    fn synced_end_bytes(&self) -> i64 {
+        self.synced_end_bytes.load(Ordering::Acquire)
     }
 
     /// fsyncs the queue's directory, the topic's and the ConsumeQueue root, skipping those in
@@ -295,6 +318,17 @@ impl ConsumeQueue {
         }
         Ok(())
     }
+}
+
+/// The page size of Java's least-pages rule (`MappedFile.OS_PAGE_SIZE`).
+const FLUSH_PAGE_BYTES: i64 = 4096;
+
+/// Whether the written end moved from `synced_end_bytes` to `end_bytes` across at least
+/// `least_pages` page boundaries (Java compares page numbers, not byte counts). An end that
+/// moved back (a truncated queue) spans none: the thorough flush syncs it.
+fn spans_pages(synced_end_bytes: i64, end_bytes: i64, least_pages: u64) -> bool {
+    let pages = end_bytes / FLUSH_PAGE_BYTES - synced_end_bytes / FLUSH_PAGE_BYTES;
+    pages >= i64::try_from(least_pages).unwrap_or(i64::MAX)
 }
 
 fn read_units_op(
@@ -394,6 +428,58 @@ mod tests {
         })
     }
 
+    /// Java's least-pages rule: the periodic flush skips a queue whose end crossed fewer page
+    /// boundaries than asked since its last fsync, and keeps it dirty; 0 (the thorough flush)
+    /// syncs it whatever was written.
+    #[test]
+    fn a_queue_that_grew_less_than_the_least_pages_waits_for_the_thorough_flush() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("consumequeue");
+        std::fs::create_dir(&root).unwrap();
+        let log = Arc::new(SyncLog::default());
+        let q = ConsumeQueue::new(&root, "T", 0, 2_000, log.clone());
+        append(&q);
+        q.sync_dirty(2, &mut HashSet::new()).unwrap();
+        assert_eq!(log.take(), vec![], "one unit: skipped");
+        // Up to the unit that ends at byte 8,180: still inside page 1.
+        while q.max_offset_in_queue() < 409 {
+            append(&q);
+        }
+        q.sync_dirty(2, &mut HashSet::new()).unwrap();
+        assert_eq!(log.take(), vec![], "one page boundary crossed: skipped");
+        append(&q);
+        q.sync_dirty(2, &mut HashSet::new()).unwrap();
+        let file = root.join("T/0/00000000000000000000");
+        assert_eq!(
+            log.take().first(),
+            Some(&(file.clone(), SyncKind::All)),
+            "two page boundaries: synced, the new file with its directories"
+        );
+        append(&q);
+        q.sync_dirty(2, &mut HashSet::new()).unwrap();
+        assert_eq!(log.take(), vec![], "counted from the last fsync");
+        q.sync_dirty(0, &mut HashSet::new()).unwrap();
+        assert_eq!(
+            log.take(),
+            vec![(file, SyncKind::Data)],
+            "the thorough flush syncs what the rule left"
+        );
+        q.sync_dirty(0, &mut HashSet::new()).unwrap();
+        assert_eq!(log.take(), vec![], "nothing dirty: nothing synced");
+    }
+
+    #[test]
+    fn spans_pages_compares_page_numbers_like_java() {
+        assert!(spans_pages(0, 8_192, 2));
+        assert!(!spans_pages(0, 8_191, 2));
+        assert!(
+            spans_pages(4_095, 8_192, 1),
+            "one byte over a boundary counts"
+        );
+        assert!(!spans_pages(8_192, 4_096, 1), "a queue cut back spans none");
+        assert!(spans_pages(100, 100, 0));
+    }
+
     /// Appends one unit at the queue's end, as the store's append does.
     fn append(cq: &ConsumeQueue) {
         let at = cq.max_offset_in_queue();
@@ -424,8 +510,8 @@ mod tests {
                 .join("00000000000000000000")
         };
         let mut synced_dirs = HashSet::new();
-        q0.sync_dirty(&mut synced_dirs).unwrap();
-        q1.sync_dirty(&mut synced_dirs).unwrap();
+        q0.sync_dirty(0, &mut synced_dirs).unwrap();
+        q1.sync_dirty(0, &mut synced_dirs).unwrap();
         assert_eq!(
             log.take(),
             vec![
@@ -442,8 +528,8 @@ mod tests {
         // Later units: the file's data only, and nothing for a queue without new units.
         append(&q0);
         let mut synced_dirs = HashSet::new();
-        q0.sync_dirty(&mut synced_dirs).unwrap();
-        q1.sync_dirty(&mut synced_dirs).unwrap();
+        q0.sync_dirty(0, &mut synced_dirs).unwrap();
+        q1.sync_dirty(0, &mut synced_dirs).unwrap();
         assert_eq!(log.take(), vec![(file(0), SyncKind::Data)]);
 
         // The queue's next file is new again: fsynced with its directories at the flush.
@@ -455,7 +541,7 @@ mod tests {
         let next = root
             .join("T/1")
             .join(format!("{:020}", 100 * CQ_UNIT_SIZE_BYTES));
-        q1.sync_dirty(&mut HashSet::new()).unwrap();
+        q1.sync_dirty(0, &mut HashSet::new()).unwrap();
         assert_eq!(
             log.take(),
             vec![

@@ -107,7 +107,7 @@ impl Inner {
 
     /// The flush thread's group commit: fsyncs the CommitLog unless an fsync already started
     /// (the second flusher's) covers everything written.
-    fn flush_commit_log(&self) -> Result<CommitLogFlush, StoreError> {
+    pub(super) fn flush_commit_log(&self) -> Result<CommitLogFlush, StoreError> {
         let _guard = lock(&self.flush_lock);
         self.fsync_commit_log(&mut FsyncFiles::Segments, Coverage::UnlessStarted)
     }
@@ -271,7 +271,7 @@ impl Inner {
         let dispatched_phy_offset = self.commit_log.max_phy_offset();
         let timestamp = self.last_store_timestamp_ms.load(Ordering::Acquire);
         self.flush_commit_log_locked()?;
-        self.flush_consume_queues()?;
+        self.flush_consume_queues(0)?;
         self.flush_index();
         if self.last_checkpoint_phy_offset.load(Ordering::Acquire) == dispatched_phy_offset {
             return Ok(());
@@ -279,12 +279,28 @@ impl Inner {
         self.write_checkpoint(dispatched_phy_offset, timestamp)
     }
 
-    fn flush_consume_queues(&self) -> Result<(), StoreError> {
+    /// The periodic flush between two thorough ones (Java `FlushConsumeQueueService` with
+    /// `flushConsumeQueueLeastPages`): the CommitLog, the ConsumeQueues whose end crossed at
+    /// least `flush_consume_queue_least_pages` pages since their last fsync, and the index. No
+    /// checkpoint: it vouches only for what a thorough flush ([`Inner::flush_all`]) synced, so
+    /// recovery re-dispatches the units skipped here from the CommitLog. With thousands of
+    /// queues each growing by a few units a second, this is what keeps the flush thread from
+    /// an fsync per queue per second (docs/BENCHMARKS.md, "ConsumeQueue flush: Java's least
+    /// pages").
+    pub(super) fn flush_consume_queues_least_pages(&self) -> Result<(), StoreError> {
+        let _guard = lock(&self.flush_lock);
+        self.flush_commit_log_locked()?;
+        self.flush_consume_queues(self.config.flush_consume_queue_least_pages)?;
+        self.flush_index();
+        Ok(())
+    }
+
+    fn flush_consume_queues(&self, least_pages: u64) -> Result<(), StoreError> {
         // A new queue's files and directories are made durable here (see
         // `ConsumeQueue::sync_dirty`); each directory once per flush.
         let mut synced_dirs = std::collections::HashSet::new();
         for cq in self.all_queues() {
-            if let Err(e) = cq.sync_dirty(&mut synced_dirs) {
+            if let Err(e) = cq.sync_dirty(least_pages, &mut synced_dirs) {
                 self.poison(format!("consume queue fsync failed: {e}"));
                 return Err(e);
             }
@@ -349,6 +365,12 @@ impl Inner {
         let cl_interval = Duration::from_millis(self.config.flush_interval_ms);
         let mut last_cq_flush = Instant::now();
         let mut last_cl_flush = Instant::now();
+        let thorough_interval =
+            Duration::from_millis(self.config.flush_consume_queue_thorough_interval_ms);
+        // As Java's service: the first flush is a thorough one.
+        let mut last_thorough_flush = Instant::now()
+            .checked_sub(thorough_interval)
+            .unwrap_or_else(Instant::now);
         let mut batcher = GroupCommitBatcher::default();
         loop {
             let wait = match self.config.flush_policy {
@@ -383,7 +405,13 @@ impl Inner {
             }
             if last_cq_flush.elapsed() >= cq_interval {
                 last_cq_flush = Instant::now();
-                if let Err(e) = self.flush_all() {
+                let flushed = if last_thorough_flush.elapsed() >= thorough_interval {
+                    last_thorough_flush = Instant::now();
+                    self.flush_all()
+                } else {
+                    self.flush_consume_queues_least_pages()
+                };
+                if let Err(e) = flushed {
                     tracing::error!(error = %e, "consume queue flush failed");
                 }
             }
@@ -496,7 +524,7 @@ impl OwnFiles {
 /// What one CommitLog flush did: the fsync time (`None` when nothing was dirty) and the
 /// waiters it woke.
 #[derive(Debug, Default)]
-struct CommitLogFlush {
+pub(super) struct CommitLogFlush {
     fsync_time: Option<Duration>,
     woken: usize,
 }

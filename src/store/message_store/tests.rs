@@ -938,3 +938,71 @@ fn records_read_as_spans_come_back_whole_and_in_order() {
         }
     }
 }
+
+/// Java's least-pages rule for the ConsumeQueue flush: a periodic flush that leaves a queue's
+/// few new units unsynced writes no checkpoint, so after a crash that lost those units (and
+/// the files made for them) recovery rebuilds them from the CommitLog: every message is
+/// found again, though the CommitLog spans more files than recovery's usual tail.
+#[test]
+fn units_a_least_pages_flush_skipped_are_rebuilt_after_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path());
+    // No background flush: the test runs each one.
+    cfg.flush_interval_ms = 3_600_000;
+    cfg.flush_consume_queue_interval_ms = 3_600_000;
+    assert_eq!(cfg.flush_consume_queue_least_pages, 2, "Java's default");
+    let checkpoint = || {
+        let bytes = std::fs::read(dir.path().join("checkpoint")).unwrap();
+        format::decode_checkpoint(&bytes).unwrap()
+    };
+    let store = open(cfg.clone());
+    for i in 0..3 {
+        store
+            .put_message(&msg("T", 0, format!("first {i}").as_bytes(), "a"))
+            .unwrap();
+    }
+    store.inner.flush_all().unwrap();
+    let thorough = checkpoint();
+    for i in 0..120 {
+        let body = format!("later {i} {}", "x".repeat(100));
+        store
+            .put_message(&msg("T", 0, body.as_bytes(), "a"))
+            .unwrap();
+    }
+    let segments = store.inner.commit_log.segments().snapshot().len();
+    assert!(segments > 4, "{segments} CommitLog files");
+    store.inner.flush_commit_log().unwrap();
+    store.inner.flush_consume_queues_least_pages().unwrap();
+    assert_eq!(
+        checkpoint(),
+        thorough,
+        "no checkpoint for a least-pages flush"
+    );
+    drop(store);
+
+    // The crash lost what was never fsynced of the queue: the units after the first three,
+    // and the files made for them.
+    let queue_dir = dir.path().join("consumequeue/T/0");
+    for entry in std::fs::read_dir(&queue_dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.file_name().unwrap() != "00000000000000000000" {
+            std::fs::remove_file(path).unwrap();
+        }
+    }
+    let first = queue_dir.join("00000000000000000000");
+    let mut units = std::fs::read(&first).unwrap();
+    units[3 * 20..].fill(0);
+    std::fs::write(&first, units).unwrap();
+
+    let store = open(cfg);
+    assert_eq!(store.max_offset_in_queue("T", 0), 123);
+    let mut found = 0;
+    while found < 123 {
+        let got = store
+            .get_message(&pull("T", 0, found, 32, &AcceptAll))
+            .unwrap();
+        assert_eq!(got.status, GetMessageStatus::Found, "at offset {found}");
+        found = got.next_begin_offset;
+    }
+    store.shutdown().unwrap();
+}
