@@ -386,21 +386,37 @@ fn park_pulls(
 /// appending thread answers them itself, before the put returns, with no wake thread running (the hop to a wake thread is what W3's tail waited on).
 #[test]
 fn an_arrival_on_a_queue_with_few_parked_pulls_is_answered_by_the_appending_thread() {
+    assert_eq!(
+        Config::default().longpoll.wake_inline_parked_max,
+        0,
+        "off by default"
+    );
+    appending_thread_takes_the_pulls(4, 4, false);
+}
+
+/// Parks `pulls` pulls with `RINGMQ_LONGPOLL_WAKE_INLINE_PARKED_MAX=wake_inline_parked_max`,
+/// starts no wake thread and appends: each pull gets one frame before the put returns, a
+/// deferred one (handed to its connection) or an answer, as `handed_over` says.
+fn appending_thread_takes_the_pulls(wake_inline_parked_max: u64, pulls: usize, handed_over: bool) {
     let dir = tempfile::tempdir().unwrap();
     let mut config = config_in(dir.path());
-    assert_eq!(config.longpoll.wake_inline_parked_max, 0, "off by default");
-    config.longpoll.wake_inline_parked_max = 4;
-    let inline_max = 4;
+    config.longpoll.wake_inline_parked_max = wake_inline_parked_max;
     // No wake threads are started: only the appending thread can answer.
     let parts = build_controller(config).unwrap();
     let ctrl = &parts.ctrl;
-    let mut receivers = park_pulls(ctrl, inline_max, 4);
+    let mut receivers = park_pulls(ctrl, pulls, 4);
     put_hello(ctrl, local_addr());
     for (i, (_, rx)) in receivers.iter_mut().enumerate() {
-        let outbound = rx.try_recv().expect("answered before the put returned");
-        let response = answer_command(outbound);
+        let frame = rx.try_recv().expect("taken before the put returned");
+        assert_eq!(
+            matches!(frame, Outbound::Deferred(_)),
+            handed_over,
+            "{pulls} pulls"
+        );
+        let response = answer_command(frame);
         assert_eq!(response.code, response_code::SUCCESS);
         assert_eq!(response.opaque, i as i32 + 1);
+        assert!(rx.try_recv().is_err(), "one frame per pull");
     }
     assert!(
         parts.wake_rx.is_empty(),
@@ -429,26 +445,7 @@ fn an_arrival_on_a_queue_with_many_parked_pulls_goes_to_the_wake_threads() {
 fn by_default_few_parked_pulls_are_handed_to_their_connections_by_the_appending_thread() {
     use crate::broker::longpoll::pull_request_hold_service::WAKE_ON_CONNECTION_THREAD_PULLS_MAX;
     for pulls in [1, WAKE_ON_CONNECTION_THREAD_PULLS_MAX] {
-        let dir = tempfile::tempdir().unwrap();
-        // No wake threads are started: only the appending thread can hand them over.
-        let parts = build_controller(config_in(dir.path())).unwrap();
-        let ctrl = &parts.ctrl;
-        let mut receivers = park_pulls(ctrl, pulls, 4);
-        put_hello(ctrl, local_addr());
-        for (i, (_, rx)) in receivers.iter_mut().enumerate() {
-            let frame = rx.try_recv().expect("handed over before the put returned");
-            assert!(matches!(frame, Outbound::Deferred(_)), "{pulls} pulls");
-            let response = answer_command(frame);
-            assert_eq!(response.code, response_code::SUCCESS);
-            assert_eq!(response.opaque, i as i32 + 1);
-            assert!(rx.try_recv().is_err(), "one frame per pull");
-        }
-        assert!(
-            parts.wake_rx.is_empty(),
-            "nothing handed to the wake threads"
-        );
-        assert_eq!(ctrl.pull_hold.parked_pulls(), 0);
-        ctrl.store.shutdown().unwrap();
+        appending_thread_takes_the_pulls(0, pulls, true);
     }
 }
 

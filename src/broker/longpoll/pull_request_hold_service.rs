@@ -236,46 +236,42 @@ impl<H: PullWakeHost> ArrivalListener for ArrivalNotifier<H> {
         if parked == 0 {
             return;
         }
-        if parked <= service.wake_inline_parked_max {
-            wake_inline(&*host, topic, queue_id, max_offset, tags_code, properties);
+        let answer_here = parked <= service.wake_inline_parked_max;
+        if !answer_here && parked > WAKE_ON_CONNECTION_THREAD_PULLS_MAX {
+            service.send_wake_item(WakeItem::Arrival {
+                topic: topic.to_string(),
+                queue_id,
+                max_offset,
+                tags_code,
+                properties: properties.to_vec(),
+                arrived_at: Instant::now(),
+            });
             return;
         }
-        if parked <= WAKE_ON_CONNECTION_THREAD_PULLS_MAX {
-            hand_over_from_appending_thread(
-                &host, topic, queue_id, max_offset, tags_code, properties,
-            );
+        // Few pulls wait: this (the appending) thread drains them, with their filters.
+        let arrived_at = Instant::now();
+        let woken =
+            table.notify_message_arriving(topic, queue_id, max_offset, tags_code, properties);
+        if woken.is_empty() {
             return;
         }
-        service.send_wake_item(WakeItem::Arrival {
-            topic: topic.to_string(),
-            queue_id,
-            max_offset,
-            tags_code,
-            properties: properties.to_vec(),
-            arrived_at: Instant::now(),
-        });
+        if answer_here {
+            wake_inline(&*host, woken, arrived_at);
+        } else {
+            hand_over_from_appending_thread(&host, woken, arrived_at);
+        }
     }
 }
 
-/// Drains the pulls an arrival satisfies and answers them on this (the appending) thread: at
-/// most `wake_inline_parked_max` of them; more (pulls parked since the count was read) go to
-/// the wake threads, as do responses whose write queue is full, to be retried there.
+/// Answers the pulls an arrival woke on this (the appending) thread: at most
+/// `wake_inline_parked_max` of them; more (pulls parked since the count was read) go to the
+/// wake threads, as do responses whose write queue is full, to be retried there.
 fn wake_inline<H: PullWakeHost>(
     host: &H,
-    topic: &str,
-    queue_id: i32,
-    max_offset: i64,
-    tags_code: i64,
-    properties: &[u8],
+    mut woken: Vec<(ParkedPullRequest, WakeReason)>,
+    arrived_at: Instant,
 ) {
-    let arrived_at = Instant::now();
     let service = host.pull_hold();
-    let mut woken = service
-        .hold_table
-        .notify_message_arriving(topic, queue_id, max_offset, tags_code, properties);
-    if woken.is_empty() {
-        return;
-    }
     if woken.len() > service.wake_inline_parked_max {
         let rest = woken.split_off(service.wake_inline_parked_max);
         service.send_wake_item(WakeItem::Pulls(rest));
@@ -292,27 +288,19 @@ fn wake_inline<H: PullWakeHost>(
     host.observe_wake_latency(arrived_at.elapsed());
 }
 
-/// Drains the pulls an arrival on a queue with few parked pulls satisfies and hands each to its
-/// connection's writer, on this (the appending) thread: the drain and a queue push per pull,
-/// no store read. Going through a wake thread first cost a thread hop per message, two
-/// context switches and a tenth of a core at W3's 10,000 msg/s (docs/BENCHMARKS.md, "Woken
-/// pulls handed over by the appending thread"). More pulls than
-/// [`WAKE_ON_CONNECTION_THREAD_PULLS_MAX`] (parked since the count was read) are re-executed by
-/// the wake threads, sharing reads; a hand-over a full write queue refuses is kept for a wake
-/// thread to retry.
+/// Hands each pull an arrival on a queue with few parked pulls woke to its connection's
+/// writer, on this (the appending) thread: a queue push per pull, no store read. Going
+/// through a wake thread first cost a thread hop per message, two context switches and a
+/// tenth of a core at W3's 10,000 msg/s (docs/BENCHMARKS.md, "Woken pulls handed over by the
+/// appending thread"). More pulls than [`WAKE_ON_CONNECTION_THREAD_PULLS_MAX`] (parked since
+/// the count was read) are re-executed by the wake threads, sharing reads; a hand-over a full
+/// write queue refuses is kept for a wake thread to retry.
 fn hand_over_from_appending_thread<H: PullWakeHost>(
     host: &Arc<H>,
-    topic: &str,
-    queue_id: i32,
-    max_offset: i64,
-    tags_code: i64,
-    properties: &[u8],
+    woken: Vec<(ParkedPullRequest, WakeReason)>,
+    arrived_at: Instant,
 ) {
-    let arrived_at = Instant::now();
     let service = host.pull_hold();
-    let woken = service
-        .hold_table
-        .notify_message_arriving(topic, queue_id, max_offset, tags_code, properties);
     if woken.len() > WAKE_ON_CONNECTION_THREAD_PULLS_MAX {
         service.send_wake_item(WakeItem::Pulls(woken));
         return;
