@@ -32,6 +32,12 @@ use super::error::CodecError;
 /// code(2) + language(1) + version(2) + opaque(4) + flag(4) + remarkLen(4) + extLen(4).
 pub const BINARY_HEADER_FIXED_BYTES: usize = 21;
 
+/// Bytes of one ext field in a typical request header (2 + 4 bytes of lengths, a key and a
+/// value of about ten bytes each), to size the map before decoding.
+const EXT_FIELD_BYTES_ESTIMATE: usize = 24;
+/// Most ext fields the decoder makes room for up front; more grow the map as they come.
+const EXT_FIELDS_PRESIZE_MAX: usize = 64;
+
 /// Decodes a binary header into a command with an empty body and `serialize_type` ROCKETMQ.
 pub fn decode_binary_header(header: &[u8]) -> Result<RemotingCommand, CodecError> {
     let mut reader = Reader { header, offset: 0 };
@@ -49,7 +55,10 @@ pub fn decode_binary_header(header: &[u8]) -> Result<RemotingCommand, CodecError
         .checked_add(ext_len)
         .filter(|end| *end <= header.len())
         .ok_or(reader.error("ext fields run past the header end"))?;
-    let mut ext_fields = ExtFields::default();
+    // Sized from the fields' bytes, so the map does not grow field by field (it showed in the
+    // network threads' profiles); bounded, so a large header cannot make it allocate much.
+    let capacity = (ext_len / EXT_FIELD_BYTES_ESTIMATE).min(EXT_FIELDS_PRESIZE_MAX);
+    let mut ext_fields = ExtFields::with_capacity_and_hasher(capacity, Default::default());
     while reader.offset < ext_end {
         let key_len =
             usize::try_from(reader.i16()?).map_err(|_| reader.error("negative ext key length"))?;

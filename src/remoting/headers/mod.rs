@@ -56,6 +56,8 @@ macro_rules! header {
 
             /// Writes every field into `cmd.ext_fields` (optional fields only when `Some`).
             pub fn encode(&self, cmd: &mut $crate::remoting::command::RemotingCommand) {
+                // Room for every field at once: the map grows once, not at each power of two.
+                cmd.ext_fields.reserve([$($key),*].len());
                 $($crate::remoting::headers::field::HeaderField::write(&self.$field, cmd, $key);)*
             }
         }
