@@ -225,14 +225,34 @@ fn put_and_wait(store: &MessageStore, body: &[u8]) -> Result<i64, StoreError> {
     Ok(put.end_phy_offset())
 }
 
-/// A producer that appends while the flush thread's fsync runs gets an fsync of its own at
-/// once (the second flusher's) instead of waiting for that one to end; both are told once
-/// their bytes are durable.
+/// One slow fsync, so the measured fsync time calls for the second flusher
+/// (`SECOND_FLUSHER_MIN_FSYNC`); waits until the flush thread has said so.
+fn measure_a_slow_fsync(store: &MessageStore, fs: &FaultFs) {
+    fs.arm(Failpoint::SlowFsync, "commitlog", 1);
+    put_and_wait(store, b"slow").unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !store
+        .inner
+        .second_flusher_wanted
+        .load(std::sync::atomic::Ordering::Relaxed)
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "slow fsync not measured"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// With fsyncs measured slow, a producer that appends while the flush thread's fsync runs gets
+/// an fsync of its own at once (the second flusher's) instead of waiting for that one to end;
+/// both are told once their bytes are durable.
 #[test]
 fn a_producer_arriving_during_a_long_fsync_gets_its_own_fsync_beside_it() {
     let dir = tempfile::tempdir().unwrap();
     let fs = Arc::new(FaultFs::new());
     let (store, _rt, _first) = sync_store_with_one_flushed(dir.path(), &fs);
+    measure_a_slow_fsync(&store, &fs);
     fs.arm(Failpoint::SlowFsync, "commitlog", 2);
     let (one, two) = std::thread::scope(|s| {
         let one = s.spawn(|| put_and_wait(&store, b"one"));
@@ -260,6 +280,7 @@ fn an_fsync_ending_after_an_earlier_failed_one_vouches_for_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let fs = Arc::new(FaultFs::new());
     let (store, _rt, _first) = sync_store_with_one_flushed(dir.path(), &fs);
+    measure_a_slow_fsync(&store, &fs);
     let durable = store.flushed_phy_offset();
     fs.arm(Failpoint::SlowFsyncError, "commitlog", 1);
     let (one, two) = std::thread::scope(|s| {

@@ -38,6 +38,7 @@ impl Inner {
                 signal.flusher = FlusherState::Busy;
                 self.signal_cv.notify_one();
             } else if signal.second_flusher_idle
+                && self.second_flusher_wanted.load(Ordering::Relaxed)
                 && signal.fsyncs.second_flusher_helps(end_phy_offset)
             {
                 signal.second_flusher_idle = false;
@@ -240,6 +241,7 @@ impl Inner {
                         return;
                     }
                     if !self.is_poisoned()
+                        && self.second_flusher_wanted.load(Ordering::Relaxed)
                         && signal
                             .fsyncs
                             .second_flusher_helps(signal.max_waiter_end_phy_offset)
@@ -398,7 +400,11 @@ impl Inner {
                     Ok(CommitLogFlush {
                         fsync_time: Some(t),
                         woken,
-                    }) => batcher.observe(t, woken),
+                    }) => {
+                        batcher.observe(t, woken);
+                        self.second_flusher_wanted
+                            .store(batcher.wants_second_flusher(), Ordering::Relaxed);
+                    }
                     Ok(_) => {}
                     Err(e) => tracing::error!(error = %e, "commit log flush failed"),
                 }

@@ -32,6 +32,14 @@ pub(super) const GATHER_MAX: Duration = Duration::from_micros(500);
 /// own at once instead of waiting for that one to end; more than two would only add threads.
 pub(super) const FLUSHERS: usize = 2;
 
+/// The second flusher runs only while the measured fsync time (the EWMA) is at least this.
+/// It pays where an fsync is slow: on a loaded VM whose fsyncs took 2.4 to 5 ms it raised W2's
+/// throughput by a median 12 %. Where fsyncs are short and the broker is bound by CPU it costs:
+/// at 0.35 to 0.4 ms it doubled the fsyncs, and W2 without it sent 21 % more at 14 % less CPU
+/// per message (docs/BENCHMARKS.md, "The second flusher only for slow fsyncs"). A producer
+/// that arrives during a short fsync waits for at most that fsync; 1 ms lies between the two.
+pub(super) const SECOND_FLUSHER_MIN_FSYNC: Duration = Duration::from_millis(1);
+
 /// The CommitLog fsyncs started: each takes a ticket as it starts and is published (its
 /// offset made the flushed one, its waiters woken, or its failure told) in ticket order, so a
 /// later fsync never vouches for bytes an earlier one failed on.
@@ -139,6 +147,13 @@ impl GroupCommitBatcher {
             Some(avg) => avg + EWMA_WEIGHT * (t - avg),
         });
         self.batch_ewma += EWMA_WEIGHT * (woken as f64 - self.batch_ewma);
+    }
+
+    /// Whether fsyncs take long enough for a second one beside a running one to pay
+    /// ([`SECOND_FLUSHER_MIN_FSYNC`]); not before the first is measured.
+    pub(super) fn wants_second_flusher(&self) -> bool {
+        self.fsync_ewma_s
+            .is_some_and(|s| s >= SECOND_FLUSHER_MIN_FSYNC.as_secs_f64())
     }
 
     /// Measured fsync time (EWMA), `None` before the first one.
@@ -300,6 +315,24 @@ mod tests {
         let _a = order.start(100);
         let b = order.start(200);
         order.published(b);
+    }
+
+    #[test]
+    fn the_second_flusher_is_wanted_only_while_fsyncs_are_slow() {
+        let mut b = GroupCommitBatcher::default();
+        assert!(!b.wants_second_flusher(), "nothing measured yet");
+        for _ in 0..20 {
+            b.observe(Duration::from_micros(350), 10);
+        }
+        assert!(!b.wants_second_flusher(), "0.35 ms fsyncs");
+        for _ in 0..20 {
+            b.observe(Duration::from_millis(3), 10);
+        }
+        assert!(b.wants_second_flusher(), "3 ms fsyncs");
+        for _ in 0..40 {
+            b.observe(Duration::from_micros(350), 10);
+        }
+        assert!(!b.wants_second_flusher(), "fast again");
     }
 
     #[test]

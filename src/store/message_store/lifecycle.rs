@@ -75,6 +75,7 @@ impl MessageStore {
             signal_cv: Condvar::new(),
             publish_cv: Condvar::new(),
             second_flusher_cv: Condvar::new(),
+            second_flusher_wanted: AtomicBool::new(false),
             flush_loop_wakeups: AtomicU64::new(0),
             commit_log_flush_latency: crate::metrics::Histogram::new(),
             retention_cv: Condvar::new(),

@@ -172,6 +172,9 @@ struct Inner {
     publish_cv: Condvar,
     /// The second flusher (`sync` flush) sleeps here.
     second_flusher_cv: Condvar,
+    /// Whether the measured fsync time makes a second fsync beside a running one worth its
+    /// cost (set by the flush thread, [`group_commit::GroupCommitBatcher::wants_second_flusher`]).
+    second_flusher_wanted: AtomicBool,
     /// Times the flush thread woke up: lets a test see that it sleeps rather than spins.
     flush_loop_wakeups: AtomicU64,
     /// Duration of each CommitLog flush that fsynced something (metrics).
