@@ -433,10 +433,7 @@ mod tests {
     /// syncs it whatever was written.
     #[test]
     fn a_queue_that_grew_less_than_the_least_pages_waits_for_the_thorough_flush() {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path().join("consumequeue");
-        std::fs::create_dir(&root).unwrap();
-        let log = Arc::new(SyncLog::default());
+        let (_tmp, root, log) = queue_root();
         let q = ConsumeQueue::new(&root, "T", 0, 2_000, log.clone());
         append(&q);
         q.sync_dirty(2, &mut HashSet::new()).unwrap();
@@ -480,6 +477,14 @@ mod tests {
         assert!(spans_pages(100, 100, 0));
     }
 
+    /// A ConsumeQueue root in a temporary directory, and the log of the fsyncs made there.
+    fn queue_root() -> (tempfile::TempDir, PathBuf, Arc<SyncLog>) {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("consumequeue");
+        std::fs::create_dir(&root).unwrap();
+        (tmp, root, Arc::new(SyncLog::default()))
+    }
+
     /// Appends one unit at the queue's end, as the store's append does.
     fn append(cq: &ConsumeQueue) {
         let at = cq.max_offset_in_queue();
@@ -490,10 +495,7 @@ mod tests {
 
     #[test]
     fn a_new_queue_file_is_made_durable_by_the_flush_with_its_directories_not_by_the_append() {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path().join("consumequeue");
-        std::fs::create_dir(&root).unwrap();
-        let log = Arc::new(SyncLog::default());
+        let (_tmp, root, log) = queue_root();
         let q0 = ConsumeQueue::new(&root, "T", 0, 100, log.clone());
         let q1 = ConsumeQueue::new(&root, "T", 1, 100, log.clone());
         append(&q0);

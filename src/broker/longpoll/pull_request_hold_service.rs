@@ -290,11 +290,11 @@ fn wake_inline<H: PullWakeHost>(
 
 /// Hands each pull an arrival on a queue with few parked pulls woke to its connection's
 /// writer, on this (the appending) thread: a queue push per pull, no store read. Going
-/// through a wake thread first cost a thread hop per message, two context switches and a
-/// tenth of a core at W3's 10,000 msg/s (docs/BENCHMARKS.md, "Woken pulls handed over by the
+/// through a wake thread first cost a thread hop per message and 7 % of a core at W3's 10,000
+/// msg/s (its profile; docs/BENCHMARKS.md, "Woken pulls handed over by the
 /// appending thread"). More pulls than [`WAKE_ON_CONNECTION_THREAD_PULLS_MAX`] (parked since
 /// the count was read) are re-executed by the wake threads, sharing reads; a hand-over a full
-/// write queue refuses is kept for a wake thread to retry.
+/// write queue refuses goes to a wake thread to retry.
 fn hand_over_from_appending_thread<H: PullWakeHost>(
     host: &Arc<H>,
     woken: Vec<(ParkedPullRequest, WakeReason)>,
@@ -307,9 +307,7 @@ fn hand_over_from_appending_thread<H: PullWakeHost>(
     }
     let mut unsent = Unsent::default();
     for (pull, reason) in woken {
-        if let Err((sender, refused)) = hand_to_connection(host, pull, reason, arrived_at) {
-            unsent.responses.push_back((sender, *refused));
-        }
+        hand_to_connection(host, pull, reason, arrived_at, &mut unsent);
     }
     if !unsent.is_empty() {
         service.send_wake_item(WakeItem::Unsent(unsent));
@@ -370,15 +368,7 @@ fn handle<H: PullWakeHost>(
             }
             if woken.len() <= WAKE_ON_CONNECTION_THREAD_PULLS_MAX {
                 for (pull, reason) in woken {
-                    // Refused by a full write queue: re-executed here, its answer kept for
-                    // retry like any other.
-                    if let Err((sender, refused)) =
-                        hand_to_connection(host, pull, reason, arrived_at)
-                    {
-                        if let Some(outbound) = refused.resolve() {
-                            unsent.send_or_keep(&sender, outbound);
-                        }
-                    }
+                    hand_to_connection(host, pull, reason, arrived_at, unsent);
                 }
                 return;
             }
@@ -390,15 +380,16 @@ fn handle<H: PullWakeHost>(
 
 /// Hands a woken pull to its connection's writer, which re-executes it on the connection's
 /// thread in queue order, after the frames queued before it ([`DeferredFrame`]). The wake
-/// latency is observed when it runs. A full write queue refuses it: the refused frame comes
-/// back with its connection's sender, for the caller to run or keep; a closed connection drops
-/// it.
+/// latency is observed when it runs. A frame a full write queue refuses is kept in `unsent`,
+/// for a wake thread to queue once there is room (it re-executes the pull only then, on the
+/// connection's thread); a closed connection drops it.
 fn hand_to_connection<H: PullWakeHost>(
     host: &Arc<H>,
     mut pull: ParkedPullRequest,
     reason: WakeReason,
     arrived_at: Instant,
-) -> Result<(), (ConnectionSender, Box<Outbound>)> {
+    unsent: &mut Unsent,
+) {
     let sender = pull.sender.clone();
     let deferred = DeferredFrame {
         opaque: pull.envelope.opaque,
@@ -412,10 +403,7 @@ fn hand_to_connection<H: PullWakeHost>(
             }
         }),
     };
-    match sender.send(Outbound::Deferred(deferred)) {
-        Ok(()) | Err(SendError::Closed(_)) => Ok(()),
-        Err(SendError::Full(refused)) => Err((sender, refused)),
-    }
+    unsent.send_or_keep(&sender, Outbound::Deferred(deferred));
 }
 
 /// Re-executes the pulls one drain woke. With `share_fan_out` this thread runs the first and

@@ -267,34 +267,39 @@ impl Inner {
 
     /// fsyncs the CommitLog, every dirty ConsumeQueue file, then writes the checkpoint.
     pub(super) fn flush_all(&self) -> Result<(), StoreError> {
+        self.flush_with_least_pages(0)
+    }
+
+    /// The periodic flush between two thorough ones (Java `FlushConsumeQueueService` with
+    /// `flushConsumeQueueLeastPages`): the CommitLog, the ConsumeQueues whose end crossed at
+    /// least `flush_consume_queue_least_pages` pages since their last fsync, and the index.
+    /// With thousands of queues each growing by a few units a second, this is what keeps the
+    /// flush thread from an fsync per queue per second (docs/BENCHMARKS.md, "ConsumeQueue
+    /// flush: Java's least pages").
+    pub(super) fn flush_consume_queues_least_pages(&self) -> Result<(), StoreError> {
+        self.flush_with_least_pages(self.config.flush_consume_queue_least_pages)
+    }
+
+    /// fsyncs the CommitLog, the ConsumeQueues `least_pages` selects
+    /// ([`ConsumeQueue::sync_dirty`](crate::store::consume_queue::ConsumeQueue::sync_dirty)) and
+    /// the index. Only a flush that synced every dirty queue (`least_pages` 0) writes the
+    /// checkpoint: it vouches for every unit below its offset, so recovery re-dispatches the
+    /// units a least-pages flush skipped from the CommitLog.
+    fn flush_with_least_pages(&self, least_pages: u64) -> Result<(), StoreError> {
         let _guard = lock(&self.flush_lock);
         // Read before the fsyncs: every unit for records below it was written before it was
         // published, so the fsyncs below cover it.
         let dispatched_phy_offset = self.commit_log.max_phy_offset();
         let timestamp = self.last_store_timestamp_ms.load(Ordering::Acquire);
         self.flush_commit_log_locked()?;
-        self.flush_consume_queues(0)?;
+        self.flush_consume_queues(least_pages)?;
         self.flush_index();
-        if self.last_checkpoint_phy_offset.load(Ordering::Acquire) == dispatched_phy_offset {
+        if least_pages > 0
+            || self.last_checkpoint_phy_offset.load(Ordering::Acquire) == dispatched_phy_offset
+        {
             return Ok(());
         }
         self.write_checkpoint(dispatched_phy_offset, timestamp)
-    }
-
-    /// The periodic flush between two thorough ones (Java `FlushConsumeQueueService` with
-    /// `flushConsumeQueueLeastPages`): the CommitLog, the ConsumeQueues whose end crossed at
-    /// least `flush_consume_queue_least_pages` pages since their last fsync, and the index. No
-    /// checkpoint: it vouches only for what a thorough flush ([`Inner::flush_all`]) synced, so
-    /// recovery re-dispatches the units skipped here from the CommitLog. With thousands of
-    /// queues each growing by a few units a second, this is what keeps the flush thread from
-    /// an fsync per queue per second (docs/BENCHMARKS.md, "ConsumeQueue flush: Java's least
-    /// pages").
-    pub(super) fn flush_consume_queues_least_pages(&self) -> Result<(), StoreError> {
-        let _guard = lock(&self.flush_lock);
-        self.flush_commit_log_locked()?;
-        self.flush_consume_queues(self.config.flush_consume_queue_least_pages)?;
-        self.flush_index();
-        Ok(())
     }
 
     fn flush_consume_queues(&self, least_pages: u64) -> Result<(), StoreError> {

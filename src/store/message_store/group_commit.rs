@@ -35,7 +35,7 @@ pub(super) const FLUSHERS: usize = 2;
 /// The second flusher runs only while the measured fsync time (the EWMA) is at least this.
 /// It pays where an fsync is slow: on a loaded VM whose fsyncs took 2.4 to 5 ms it raised W2's
 /// throughput by a median 12 %. Where fsyncs are short and the broker is bound by CPU it costs:
-/// at 0.35 to 0.4 ms it doubled the fsyncs, and W2 without it sent 21 % more at 14 % less CPU
+/// at 0.35 to 0.4 ms W2 without it sent 21 % more at 14 % less CPU
 /// per message (docs/BENCHMARKS.md, "The second flusher only for slow fsyncs"). A producer
 /// that arrives during a short fsync waits for at most that fsync; 1 ms lies between the two.
 pub(super) const SECOND_FLUSHER_MIN_FSYNC: Duration = Duration::from_millis(1);
