@@ -308,6 +308,7 @@ pub fn run_e2e(args: &Args) -> Result<Outcome, BenchError> {
             "offsets_advanced": ctx.advanced(),
             "offset_gaps": ctx.gaps(),
             "target_rate": args.rate,
+            "sides": ctx.sides.to_json(),
         }),
         error: take_fatal(&fatal),
     })
