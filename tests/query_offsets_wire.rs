@@ -407,3 +407,45 @@ fn get_consumer_running_info_of_a_client_that_leaves_instead_of_answering() {
         "{remark}"
     );
 }
+
+/// The index keeps its newest entries and its slot table in memory between flushes (one
+/// second apart, `flushIntervalConsumeQueue`): keys flushed before a SIGKILL, and keys indexed
+/// but not flushed yet, are all found after the restart (recovery indexes the CommitLog again
+/// from the header on disk).
+#[test]
+fn keys_indexed_before_a_sigkill_are_found_after_the_restart() {
+    let mut broker = Broker::start(&[]);
+    let mut c = broker.client();
+    let key = |i: usize| format!("K-{}", i % 7);
+    for i in 0..40 {
+        send(&mut c, "KTopic", (i % 4) as i32, &key(i), &format!("F-{i}"));
+    }
+    wait_indexed(&mut c, "KTopic", "F-39");
+    // Past two flush intervals: the first 40 are on disk.
+    std::thread::sleep(Duration::from_millis(2_200));
+    for i in 40..80 {
+        send(&mut c, "KTopic", (i % 4) as i32, &key(i), &format!("F-{i}"));
+    }
+    wait_indexed(&mut c, "KTopic", "F-79");
+    drop(c);
+    broker.kill_hard();
+    broker.restart();
+    let mut c = broker.client();
+    for i in 0..80 {
+        let r = query(&mut c, "KTopic", &format!("F-{i}"), 1, true);
+        assert_eq!(r.code, rc::SUCCESS, "F-{i}: {r:?}");
+        assert_eq!(records(&r.body)[0].0, format!("F-{i}"));
+    }
+    for k in 0..7 {
+        let r = query(&mut c, "KTopic", &key(k), 64, false);
+        assert_eq!(r.code, rc::SUCCESS, "{r:?}");
+        let mut found: Vec<String> = records(&r.body).into_iter().map(|(u, _)| u).collect();
+        found.sort();
+        let mut want: Vec<String> = (0..80)
+            .filter(|i| i % 7 == k)
+            .map(|i| format!("F-{i}"))
+            .collect();
+        want.sort();
+        assert_eq!(found, want, "key {}", key(k));
+    }
+}

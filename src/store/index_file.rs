@@ -9,14 +9,19 @@
 //!
 //! The file is sparse; the header and the slots get their blocks when the file is created, the
 //! entries [`ENTRY_RESERVE_STEP_BYTES`] ahead of the writes. Reads and writes are positional
-//! (`pread`/`pwrite`): readers copy the header, then follow a slot's chain. Every operation on
-//! the file (create, allocate, read, write, fsync, remove) goes through the store's
-//! [`FileSystem`].
+//! (`pread`/`pwrite`). The file being written keeps its slot table in memory, and its newest
+//! entries until [`IndexFile::publish`] writes them in one `pwrite`; a flush writes them, then
+//! the slot pages that changed, then the header, and fsyncs. Readers copy the header, then
+//! follow a slot's chain, through the memory copies where they are newer than the file. A
+//! crash loses what was not flushed; the header on disk counts only what was, and recovery
+//! indexes the rest again ([`IndexFile::repair_tail`]). Every operation on the file (create,
+//! allocate, read, write, fsync, remove) goes through the store's [`FileSystem`].
 //!
-//! A failed flush (header write or fsync) is never retried as such: a failed fsync may have
-//! dropped the dirty pages, and a second one would then report them durable. The file is in
-//! doubt until [`IndexFile::rewind_to_durable`] sets it back to its last durable header; the
-//! keys after it are indexed (written) again, and the next flush fsyncs them.
+//! A failed write or flush (an entry or slot write, the header's, or the fsync) is never
+//! retried as such: a failed fsync may have dropped the dirty pages, and a second one would
+//! then report them durable. The file is in doubt until [`IndexFile::rewind_to_durable`] sets
+//! it back to its last durable header; the keys after it are indexed (written) again, and the
+//! next flush fsyncs them.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -42,6 +47,13 @@ pub const INDEX_FILE_NAME_DIGITS: usize = 17;
 pub const INDEX_CHAIN_VISITS_MAX: i32 = 100_000;
 /// Entry blocks are allocated this far ahead of the entry being written (3,276 entries).
 const ENTRY_RESERVE_STEP_BYTES: u64 = 64 * 1024;
+/// Slots per page of the slot table whose changes are tracked (4 KiB of slots).
+const SLOTS_PER_PAGE: usize = 1024;
+/// Most slot pages written by one `pwrite` at a flush (1 MiB).
+const SLOT_WRITE_PAGES_MAX: usize = 256;
+/// Pending entries written by a put before it returns, once this many bytes wait (3,276
+/// entries): bounds the memory of one step of the index thread, or of a recovery's rebuild.
+const PENDING_ENTRIES_MAX_BYTES: usize = 64 * 1024;
 
 /// The 40-byte header (Java `IndexHeader`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -184,17 +196,69 @@ struct WriteState {
     header: IndexHeader,
     /// The header of the last flush that succeeded (or as read at open).
     durable: IndexHeader,
-    /// A flush failed since: see the module docs.
+    /// A write or flush failed since: see the module docs.
     in_doubt: bool,
-    /// The slot values as written, so a put reads no slot from the file: loaded at the first
-    /// put (zeros for a new file), dropped when the file is full. `maxHashSlotNum` × 4 bytes
-    /// (20 MB with Java's default, in zeroed pages the OS commits as they are touched), for
-    /// the one file being written.
+    /// The slot values as the writer left them, so a put reads no slot from the file: loaded
+    /// at the first put (zeros for a new file), dropped once a full file is flushed.
+    /// `maxHashSlotNum` × 4 bytes (20 MB with Java's default, in zeroed pages the OS commits
+    /// as they are touched), for the one file being written. While it is loaded it is the
+    /// truth for queries: the file's slots are written at [`IndexFile::flush`] only.
     slots: Option<Vec<i32>>,
+    /// One bit per [`SLOTS_PER_PAGE`] slots changed since they were last written.
+    slot_pages_dirty: Vec<u64>,
+    /// Encoded entries counted in `header` but not yet written, from entry `pending_from` on
+    /// (queries read them from here); written by [`IndexFile::publish`].
+    pending: Vec<u8>,
+    pending_from: i32,
     /// File position below which the entry blocks are allocated.
     reserved_end_bytes: u64,
     /// Header changed since the last [`IndexFile::flush`].
     dirty: bool,
+}
+
+impl WriteState {
+    fn mark_slot_dirty(&mut self, slot: usize) {
+        let page = slot / SLOTS_PER_PAGE;
+        let word = page / 64;
+        if self.slot_pages_dirty.len() <= word {
+            self.slot_pages_dirty.resize(word + 1, 0);
+        }
+        self.slot_pages_dirty[word] |= 1 << (page % 64);
+    }
+
+    /// The runs of dirty slot pages, as `[first, end)` page numbers, at most
+    /// [`SLOT_WRITE_PAGES_MAX`] pages each.
+    fn dirty_slot_runs(&self) -> Vec<(usize, usize)> {
+        let is_dirty = |page: usize| {
+            self.slot_pages_dirty
+                .get(page / 64)
+                .is_some_and(|w| w & (1 << (page % 64)) != 0)
+        };
+        let pages = self.slot_pages_dirty.len() * 64;
+        let mut runs = Vec::new();
+        let mut page = 0;
+        while page < pages {
+            if !is_dirty(page) {
+                page += 1;
+                continue;
+            }
+            let first = page;
+            while page < pages && is_dirty(page) && page - first < SLOT_WRITE_PAGES_MAX {
+                page += 1;
+            }
+            runs.push((first, page));
+        }
+        runs
+    }
+
+    /// The entry `index` if it is pending (not yet written).
+    fn pending_entry(&self, index: i32) -> Option<IndexEntry> {
+        let at = usize::try_from(index.checked_sub(self.pending_from)?).ok()?;
+        let raw = self
+            .pending
+            .get(at * INDEX_ENTRY_SIZE_BYTES..(at + 1) * INDEX_ENTRY_SIZE_BYTES)?;
+        Some(decode_index_entry(raw.try_into().ok()?))
+    }
 }
 
 /// One open index file.
@@ -273,6 +337,7 @@ impl IndexFile {
                 slots: Some(vec![0; hash_slot_num as usize]),
                 reserved_end_bytes: slots_end,
                 dirty: true,
+                ..WriteState::default()
             }),
         };
         index_file.flush()?;
@@ -331,6 +396,7 @@ impl IndexFile {
                 slots: None,
                 reserved_end_bytes: 0,
                 dirty: false,
+                ..WriteState::default()
             }),
         })
     }
@@ -361,6 +427,7 @@ impl IndexFile {
             + index as u64 * INDEX_ENTRY_SIZE_BYTES as u64
     }
 
+    /// The slot's value on disk.
     fn read_slot(&self, key_hash: i32) -> Result<i32, StoreError> {
         let mut raw = [0u8; HASH_SLOT_SIZE_BYTES];
         self.fs
@@ -368,6 +435,17 @@ impl IndexFile {
         Ok(i32::from_be_bytes(raw))
     }
 
+    /// The slot's value as the writer left it: from the slot table while it is loaded (the
+    /// file's copy may be older), else from the file.
+    fn slot_value(&self, key_hash: i32) -> Result<i32, StoreError> {
+        let slot = (key_hash % self.hash_slot_num) as usize;
+        if let Some(slots) = self.lock().slots.as_ref() {
+            return Ok(slots[slot]);
+        }
+        self.read_slot(key_hash)
+    }
+
+    /// The entry on disk.
     fn read_entry(&self, index: i32) -> Result<IndexEntry, StoreError> {
         let mut raw = [0u8; INDEX_ENTRY_SIZE_BYTES];
         self.fs
@@ -375,9 +453,21 @@ impl IndexFile {
         Ok(decode_index_entry(&raw))
     }
 
-    /// Java `IndexFile.putKey`: `Ok(false)` when the file is full. The entry is written before
-    /// the slot that points at it, and the header (in memory; on disk at [`IndexFile::flush`])
-    /// counts it last. A file in doubt after a failed flush takes no key.
+    /// The entry as the writer left it: pending ones from memory, the rest from the file.
+    fn entry_at(&self, index: i32) -> Result<IndexEntry, StoreError> {
+        if let Some(entry) = self.lock().pending_entry(index) {
+            return Ok(entry);
+        }
+        self.read_entry(index)
+    }
+
+    /// Java `IndexFile.putKey`: `Ok(false)` when the file is full. The entry waits in memory
+    /// (queries see it) until [`IndexFile::publish`] or [`IndexFile::flush`] writes it, or
+    /// this put once [`PENDING_ENTRIES_MAX_BYTES`] wait; the slot that points at it is written
+    /// at the flush, after the entries; the header (in memory; on disk at the flush) counts
+    /// it. Java's file is a memory map whose pages the OS writes back; here one write carries
+    /// a step's entries and one a flush's slot pages, not two `pwrite`s per key. A file in
+    /// doubt after a failed write or flush takes no key.
     pub fn put_key(
         &self,
         key: &str,
@@ -393,7 +483,6 @@ impl IndexFile {
             return Ok(false);
         }
         let key_hash = index_key_hash(key);
-        let slot_pos = self.slot_pos(key_hash);
         let slot = (key_hash % self.hash_slot_num) as usize;
         if state.slots.is_none() {
             state.slots = Some(self.read_all_slots()?);
@@ -419,19 +508,18 @@ impl IndexFile {
             time_diff_s,
             prev_index: slot_value,
         };
-        let entry_pos = self.entry_pos(count);
-        self.reserve_entry_blocks(&mut state, entry_pos + INDEX_ENTRY_SIZE_BYTES as u64)?;
-        self.fs.write_at(
-            &self.file,
-            &self.path,
-            &encode_index_entry(&entry),
-            entry_pos,
+        self.reserve_entry_blocks(
+            &mut state,
+            self.entry_pos(count) + INDEX_ENTRY_SIZE_BYTES as u64,
         )?;
-        self.fs
-            .write_at(&self.file, &self.path, &count.to_be_bytes(), slot_pos)?;
+        if state.pending.is_empty() {
+            state.pending_from = count;
+        }
+        state.pending.extend_from_slice(&encode_index_entry(&entry));
         if let Some(slots) = state.slots.as_mut() {
             slots[slot] = count;
         }
+        state.mark_slot_dirty(slot);
         let h = &mut state.header;
         if h.index_count <= 1 {
             h.begin_phy_offset = phy_offset;
@@ -443,11 +531,57 @@ impl IndexFile {
         h.index_count += 1;
         h.end_phy_offset = phy_offset;
         h.end_timestamp_ms = store_timestamp_ms;
-        if h.index_count >= self.index_num {
-            state.slots = None;
-        }
         state.dirty = true;
+        if state.pending.len() >= PENDING_ENTRIES_MAX_BYTES {
+            self.write_pending(&mut state)?;
+        }
         Ok(true)
+    }
+
+    /// Writes the pending entries (one `pwrite`). A failure leaves the file in doubt, as a
+    /// failed flush does: the entries' slots and the header already count them.
+    pub fn publish(&self) -> Result<(), StoreError> {
+        let mut state = self.lock();
+        if state.in_doubt {
+            return Err(self.in_doubt_error());
+        }
+        self.write_pending(&mut state)
+    }
+
+    fn write_pending(&self, state: &mut WriteState) -> Result<(), StoreError> {
+        if state.pending.is_empty() {
+            return Ok(());
+        }
+        let pos = self.entry_pos(state.pending_from);
+        if let Err(e) = self
+            .fs
+            .write_at(&self.file, &self.path, &state.pending, pos)
+        {
+            state.in_doubt = true;
+            return Err(e);
+        }
+        state.pending.clear();
+        Ok(())
+    }
+
+    /// Writes the changed slot pages from the slot table, after the entries they point at.
+    fn write_dirty_slots(&self, state: &mut WriteState) -> Result<(), StoreError> {
+        let runs = state.dirty_slot_runs();
+        let Some(slots) = state.slots.as_ref() else {
+            debug_assert!(runs.is_empty(), "dirty slots without a slot table");
+            return Ok(());
+        };
+        let mut raw = Vec::new();
+        for (first, end) in runs {
+            let from = first * SLOTS_PER_PAGE;
+            let to = (end * SLOTS_PER_PAGE).min(slots.len());
+            raw.clear();
+            raw.extend(slots[from..to].iter().flat_map(|v| v.to_be_bytes()));
+            let pos = INDEX_HEADER_SIZE_BYTES as u64 + (from * HASH_SLOT_SIZE_BYTES) as u64;
+            self.fs.write_at(&self.file, &self.path, &raw, pos)?;
+        }
+        state.slot_pages_dirty.clear();
+        Ok(())
     }
 
     /// The whole slot area, in one read.
@@ -478,32 +612,43 @@ impl IndexFile {
         Ok(())
     }
 
-    /// Writes the header if it changed and fsyncs the file (Java `IndexFile.flush`). A
-    /// failure leaves the file in doubt (see the module docs): later flushes and puts fail
-    /// until [`IndexFile::rewind_to_durable`]. The caller serializes flushes with puts.
+    /// Writes the pending entries, the changed slots and the header, and fsyncs the file
+    /// (Java `IndexFile.flush`), when anything changed. A failure leaves the file in doubt
+    /// (see the module docs): later flushes and puts fail until
+    /// [`IndexFile::rewind_to_durable`]. The caller serializes flushes with puts.
     pub fn flush(&self) -> Result<(), StoreError> {
-        let header = {
-            let mut state = self.lock();
-            if state.in_doubt {
-                return Err(self.in_doubt_error());
-            }
-            if !state.dirty {
-                return Ok(());
-            }
-            state.dirty = false;
-            state.header
-        };
+        let mut state = self.lock();
+        if state.in_doubt {
+            return Err(self.in_doubt_error());
+        }
+        if !state.dirty {
+            return Ok(());
+        }
+        let header = state.header;
         let written = self
-            .fs
-            .write_at(&self.file, &self.path, &encode_index_header(&header), 0)
-            .and_then(|()| self.fs.sync(&self.file, &self.path, fs::SyncKind::Data));
+            .write_pending(&mut state)
+            .and_then(|()| self.write_dirty_slots(&mut state))
+            .and_then(|()| {
+                self.fs
+                    .write_at(&self.file, &self.path, &encode_index_header(&header), 0)
+            });
+        // Queries read the slot table and the pending entries, both written now: the fsync
+        // need not hold them off.
+        drop(state);
+        let written =
+            written.and_then(|()| self.fs.sync(&self.file, &self.path, fs::SyncKind::Data));
         let mut state = self.lock();
         match written {
-            Ok(()) => state.durable = header,
-            Err(_) => {
-                state.dirty = true;
-                state.in_doubt = true;
+            Ok(()) => {
+                state.durable = header;
+                state.dirty = false;
+                if header.index_count >= self.index_num {
+                    // Full and on disk: the file's slots are the truth from now on.
+                    state.slots = None;
+                    state.pending = Vec::new();
+                }
             }
+            Err(_) => state.in_doubt = true,
         }
         written
     }
@@ -533,6 +678,11 @@ impl IndexFile {
             }
             state.header = state.durable;
             state.dirty = true;
+            // What was not flushed is indexed again: the slot table is read from the file
+            // (repaired below), and entries not written are dropped.
+            state.slots = None;
+            state.slot_pages_dirty.clear();
+            state.pending.clear();
         }
         self.repair_tail()?;
         let mut state = self.lock();
@@ -561,7 +711,7 @@ impl IndexFile {
         let header = self.header();
         let count = header.index_count;
         let key_hash = index_key_hash(key);
-        let slot_value = self.read_slot(key_hash)?;
+        let slot_value = self.slot_value(key_hash)?;
         if slot_value <= INVALID_INDEX || slot_value >= count || count <= 1 {
             return Ok(());
         }
@@ -577,7 +727,7 @@ impl IndexFile {
             if out.len() >= max_num {
                 break;
             }
-            let entry = self.read_entry(next)?;
+            let entry = self.entry_at(next)?;
             if entry.time_diff_s < 0 {
                 break;
             }
@@ -832,14 +982,19 @@ mod tests {
         }
         let f = IndexFile::create(Arc::clone(&fs), path.clone(), (8, 16), 0, 0).unwrap();
         for point in [Failpoint::ShortWrite, Failpoint::WriteEnospc] {
+            assert!(f.put_key("T#a", 100, 1000).unwrap());
             fault.arm(point, "2024", 1);
             assert!(matches!(
-                f.put_key("T#a", 100, 1000).unwrap_err(),
+                f.publish().unwrap_err(),
                 StoreError::Io { op: "pwrite", .. }
             ));
+            assert!(f.is_in_doubt(), "{point:?}");
+            assert_eq!(f.rewind_to_durable().unwrap().unwrap().index_count, 1);
             assert_eq!(f.header().index_count, 1, "{point:?}: nothing counted");
+            assert!(offsets(&f, "T#a").is_empty(), "{point:?}");
         }
         assert!(f.put_key("T#a", 100, 1000).unwrap());
+        f.publish().unwrap();
         fault.arm(Failpoint::ReadError, "2024", 1);
         let mut out = Vec::new();
         let err = f
@@ -860,15 +1015,95 @@ mod tests {
         assert_eq!(fault.fired().len(), 9);
     }
 
+    /// Keys wait in memory and queries see them; the file gets the entries at publish and the
+    /// slots and header only at the flush, which another reader of the file then finds.
+    #[test]
+    fn keys_are_found_before_they_are_written_and_on_disk_after_the_flush() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = small(dir.path(), "20240101000000000");
+        f.put_key("T#a", 100, 1000).unwrap();
+        f.put_key("T#a", 200, 2000).unwrap();
+        assert_eq!(offsets(&f, "T#a"), vec![200, 100]);
+        assert_eq!(
+            f.read_entry(1).unwrap(),
+            IndexEntry::default(),
+            "not written yet"
+        );
+        f.publish().unwrap();
+        assert_eq!(f.read_entry(2).unwrap().phy_offset, 200);
+        assert_eq!(
+            f.read_slot(index_key_hash("T#a")).unwrap(),
+            0,
+            "slots wait for the flush"
+        );
+        assert_eq!(offsets(&f, "T#a"), vec![200, 100]);
+        f.flush().unwrap();
+        let reader = IndexFile::open(RealFs::shared(), &f.path, 8, 16).unwrap();
+        assert_eq!(offsets(&reader, "T#a"), vec![200, 100]);
+        assert_eq!(reader.header(), f.header());
+    }
+
+    /// A put writes the waiting entries itself once PENDING_ENTRIES_MAX_BYTES wait, so a step
+    /// with many keys holds a bounded amount of memory.
+    #[test]
+    fn many_waiting_entries_are_written_by_the_put() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = IndexFile::create(
+            RealFs::shared(),
+            dir.path().join("20240101000000000"),
+            (8, 4000),
+            0,
+            0,
+        )
+        .unwrap();
+        let bound = PENDING_ENTRIES_MAX_BYTES.div_ceil(INDEX_ENTRY_SIZE_BYTES) as i64;
+        for i in 0..bound {
+            f.put_key(&format!("T#{i}"), i, 1000).unwrap();
+            assert!(f.lock().pending.len() < PENDING_ENTRIES_MAX_BYTES);
+        }
+        assert_eq!(
+            f.lock().pending.len(),
+            0,
+            "the bound-th entry wrote them all"
+        );
+        assert_eq!(f.read_entry(bound as i32).unwrap().phy_offset, bound - 1);
+    }
+
+    /// The flush writes runs of changed slot pages, each at most SLOT_WRITE_PAGES_MAX long.
+    #[test]
+    fn changed_slot_pages_are_written_in_runs() {
+        let mut state = WriteState::default();
+        for slot in [
+            0,
+            SLOTS_PER_PAGE + 5,
+            5 * SLOTS_PER_PAGE,
+            5 * SLOTS_PER_PAGE + 1,
+        ] {
+            state.mark_slot_dirty(slot);
+        }
+        assert_eq!(state.dirty_slot_runs(), vec![(0, 2), (5, 6)]);
+        let mut state = WriteState::default();
+        for page in 0..SLOT_WRITE_PAGES_MAX + 3 {
+            state.mark_slot_dirty(page * SLOTS_PER_PAGE);
+        }
+        let max = SLOT_WRITE_PAGES_MAX;
+        assert_eq!(state.dirty_slot_runs(), vec![(0, max), (max, max + 3)]);
+    }
+
     #[test]
     fn repair_tail_restores_slots_past_a_stale_header() {
         let dir = tempfile::tempdir().unwrap();
         let f = small(dir.path(), "20240101000000000");
         f.put_key("T#a", 100, 1000).unwrap();
         f.flush().unwrap();
-        // Written after the last header write: lost to a crash.
+        // Written after the last header write: a crash in the middle of the next flush, with
+        // the entries and the slots written and the header not.
         f.put_key("T#a", 200, 2000).unwrap();
         f.put_key("T#b", 300, 3000).unwrap();
+        f.publish().unwrap();
+        let mut state = f.lock();
+        f.write_dirty_slots(&mut state).unwrap();
+        drop(state);
         let again = IndexFile::open(RealFs::shared(), &f.path, 8, 16).unwrap();
         assert_eq!(again.header().index_count, 2);
         assert_eq!(again.repair_tail().unwrap(), 2);

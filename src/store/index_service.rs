@@ -289,6 +289,16 @@ impl IndexService {
         Ok(expired)
     }
 
+    /// Writes the entries the last file holds in memory ([`IndexFile::publish`]): the index
+    /// thread calls it after each step, so the entries of a step take one write.
+    pub fn publish(&self) -> Result<(), StoreError> {
+        let _guard = self.write_lock.lock().unwrap_or_else(|e| e.into_inner());
+        match self.files().last() {
+            Some(last) => last.publish(),
+            None => Ok(()),
+        }
+    }
+
     /// Writes the header of every changed file and fsyncs it. Under `write_lock`: a header
     /// covers whole messages only (one taken between two keys of a message would end at that
     /// message, which recovery then skips as indexed, losing its other keys). The index

@@ -5,13 +5,15 @@
 //! indexed up to, a bounded step at a time, and when it has caught up naps [`INDEX_NAP`], then
 //! sleeps until woken.
 //!
-//! A failed index write (or read, or file creation) is logged and retried after
-//! [`INDEX_RETRY_DELAY_MS`] from the first record not indexed (a record whose keys were indexed
-//! in part may then answer a query once; queries drop duplicate offsets). A failed index flush
-//! (header write or fsync, here at a roll to a new file or in the flush thread) is not retried
-//! as such: the next step sets the file back to its last durable header and indexes again from
-//! there, so every key since is written again before the next fsync, as recovery does after a
-//! crash. Neither poisons the store: the index is derived data, and sends and pulls go on.
+//! Each step's keys are written at its end with one write ([`IndexService::publish`]). A
+//! failed index read or file creation is logged and retried after [`INDEX_RETRY_DELAY_MS`]
+//! from the first record not indexed (a record whose keys were indexed in part may then answer
+//! a query once; queries drop duplicate offsets). A failed index write or flush (entries,
+//! slots, header or fsync, here at a step's end, at a roll to a new file or in the flush
+//! thread) is not retried as such: after the same delay the next step sets the file back to
+//! its last durable header and indexes again from there, so every key since is written again
+//! before the next fsync, as recovery does after a crash. Neither poisons the store: the index
+//! is derived data, and sends and pulls go on.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -179,7 +181,9 @@ impl Inner {
         }
         let len = (end - from).min(room).min(INDEX_STEP_MAX_BYTES as i64) as usize;
         read_into(self, &seg, in_file as u64, len, buf)?;
-        self.index_records(index, &seg, (from, end), buf)
+        let step = self.index_records(index, &seg, (from, end), buf)?;
+        index.publish()?;
+        Ok(step)
     }
 
     /// Moves the indexed offset back to the end of the last durable index header when an
