@@ -144,6 +144,19 @@ pub fn index_key_hash(key: &str) -> i32 {
     java_string_hash_code(key).checked_abs().unwrap_or(0)
 }
 
+/// [`index_key_hash`] of [`build_index_key`]`(topic, key)`, without building the string: the
+/// index thread hashes every key of every message.
+pub fn index_key_hash_of(topic: &str, key: &str) -> i32 {
+    [topic, "#", key]
+        .iter()
+        .flat_map(|part| part.encode_utf16())
+        .fold(0i32, |h, unit| {
+            h.wrapping_mul(31).wrapping_add(i32::from(unit))
+        })
+        .checked_abs()
+        .unwrap_or(0)
+}
+
 /// The indexed key of a message key (Java `IndexService.buildKey`).
 pub fn build_index_key(topic: &str, key: &str) -> String {
     format!("{topic}#{key}")
@@ -474,6 +487,16 @@ impl IndexFile {
         phy_offset: i64,
         store_timestamp_ms: i64,
     ) -> Result<bool, StoreError> {
+        self.put_key_hash(index_key_hash(key), phy_offset, store_timestamp_ms)
+    }
+
+    /// [`IndexFile::put_key`] of a key by its [`index_key_hash`] (the file keeps no more of it).
+    pub fn put_key_hash(
+        &self,
+        key_hash: i32,
+        phy_offset: i64,
+        store_timestamp_ms: i64,
+    ) -> Result<bool, StoreError> {
         let mut state = self.lock();
         if state.in_doubt {
             return Err(self.in_doubt_error());
@@ -482,7 +505,6 @@ impl IndexFile {
         if count >= self.index_num {
             return Ok(false);
         }
-        let key_hash = index_key_hash(key);
         let slot = (key_hash % self.hash_slot_num) as usize;
         if state.slots.is_none() {
             state.slots = Some(self.read_all_slots()?);
@@ -834,6 +856,12 @@ mod tests {
     #[test]
     fn key_hash_is_java_abs_hash_code() {
         // "a".hashCode() = 97; Integer.MIN_VALUE maps to 0 ("polygenelubricants" hashes to it).
+        for (topic, key) in [("TopicTest", "key"), ("T", ""), ("主题", "clé"), ("", "😀")] {
+            assert_eq!(
+                index_key_hash_of(topic, key),
+                index_key_hash(&build_index_key(topic, key))
+            );
+        }
         assert_eq!(index_key_hash("a"), 97);
         assert_eq!(java_string_hash_code("polygenelubricants"), i32::MIN);
         assert_eq!(index_key_hash("polygenelubricants"), 0);

@@ -178,11 +178,11 @@ impl IndexService {
 
     /// Under `write_lock`.
     fn put_key(&self, msg: &IndexedMessage<'_>, key: &str) -> Result<(), StoreError> {
-        let key = build_index_key(msg.topic, key);
+        let key_hash = index_file::index_key_hash_of(msg.topic, key);
         let mut file = self.last_writable_file(msg.store_timestamp_ms)?;
         // A file is full only after one put, so the second file always takes the key.
         for _ in 0..2 {
-            if file.put_key(&key, msg.phy_offset, msg.store_timestamp_ms)? {
+            if file.put_key_hash(key_hash, msg.phy_offset, msg.store_timestamp_ms)? {
                 return Ok(());
             }
             file = self.last_writable_file(msg.store_timestamp_ms)?;
