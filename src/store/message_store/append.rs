@@ -311,8 +311,8 @@ impl Inner {
         self.write_record(&place.segment, &writer.record_buf, pos)?;
         if let Some(cq) = &slot.cq {
             // A failure here fails the append only, as in `write_record`: the queue's max is not
-            // published and the next append rewrites the same units.
-            cq.write_units(slot.first_queue_offset, &writer.unit_buf)?;
+            // published and the next append stages the same units.
+            cq.stage_units(slot.first_queue_offset, &writer.unit_buf)?;
         }
         self.publish(
             place.phy_offset + shape.total_bytes as i64,

@@ -76,31 +76,106 @@ fn reopen_recovers(dir: &Path, expected: &[&[u8]]) {
 }
 
 #[test]
-fn a_short_write_fails_that_append_only_for_the_commit_log_and_the_consume_queue() {
-    for target in ["commitlog", "consumequeue"] {
-        let dir = tempfile::tempdir().unwrap();
-        let fs = Arc::new(FaultFs::new());
-        let store = open_on(dir.path(), &fs, FlushPolicy::Async);
-        let first = store.put_message(&msg("T", 0, b"first", "A")).unwrap();
-        fs.arm(Failpoint::ShortWrite, target, 1);
-        let err = store
-            .put_message(&msg("T", 0, b"second-is-lost", "A"))
-            .unwrap_err();
-        assert_eq!(op_of(&err), "pwrite", "{target}");
-        assert_eq!(fs.fired().len(), 1);
-        assert_eq!(
-            store.is_read_only(),
-            None,
-            "{target}: a write error is no poison"
-        );
-        assert_eq!(store.max_offset_in_queue("T", 0), 1);
-        let third = store.put_message(&msg("T", 0, b"third", "A")).unwrap();
-        assert_eq!(third.wrote_phy_offset, first.end_phy_offset(), "{target}");
-        assert_eq!(third.queue_offset, 1);
-        assert_eq!(bodies(&store), vec![b"first".to_vec(), b"third".to_vec()]);
-        drop(store);
-        reopen_recovers(dir.path(), &[b"first", b"third"]);
+fn a_short_write_fails_that_append_only_for_the_commit_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(FaultFs::new());
+    let store = open_on(dir.path(), &fs, FlushPolicy::Async);
+    let first = store.put_message(&msg("T", 0, b"first", "A")).unwrap();
+    fs.arm(Failpoint::ShortWrite, "commitlog", 1);
+    let err = store
+        .put_message(&msg("T", 0, b"second-is-lost", "A"))
+        .unwrap_err();
+    assert_eq!(op_of(&err), "pwrite");
+    assert_eq!(fs.fired().len(), 1);
+    assert_eq!(store.is_read_only(), None, "a write error is no poison");
+    assert_eq!(store.max_offset_in_queue("T", 0), 1);
+    let third = store.put_message(&msg("T", 0, b"third", "A")).unwrap();
+    assert_eq!(third.wrote_phy_offset, first.end_phy_offset());
+    assert_eq!(third.queue_offset, 1);
+    assert_eq!(bodies(&store), vec![b"first".to_vec(), b"third".to_vec()]);
+    drop(store);
+    reopen_recovers(dir.path(), &[b"first", b"third"]);
+}
+
+/// ConsumeQueue units wait in the queue's tail: a short write of them by the append that must
+/// write them first (the tail is full, or its unit starts the next file, as here) fails that
+/// append only; the units already there stay readable, the next append writes them, and a
+/// crash after loses nothing.
+#[test]
+fn a_short_consume_queue_write_fails_the_append_that_writes_the_tail_only() {
+    use crate::store::consume_queue::CQ_TAIL_UNITS_MAX;
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(FaultFs::new());
+    let store = open_on(dir.path(), &fs, FlushPolicy::Async);
+    let full = CQ_TAIL_UNITS_MAX as i64;
+    for i in 0..full {
+        store
+            .put_message(&msg("T", 0, format!("m{i}").as_bytes(), "A"))
+            .unwrap();
     }
+    fs.arm(Failpoint::ShortWrite, "consumequeue", 1);
+    let err = store.put_message(&msg("T", 0, b"lost", "A")).unwrap_err();
+    assert_eq!(op_of(&err), "pwrite");
+    assert_eq!(fs.fired().len(), 1);
+    assert_eq!(store.is_read_only(), None, "a write error is no poison");
+    assert_eq!(store.max_offset_in_queue("T", 0), full);
+    let next = store.put_message(&msg("T", 0, b"next", "A")).unwrap();
+    assert_eq!(next.queue_offset, full);
+    // From two units before the tail's end on: the pulls stop at each file's end.
+    let tail_bodies = |store: &MessageStore| {
+        let mut out = Vec::new();
+        let mut from = full - 2;
+        while from < full + 1 {
+            let got = store
+                .get_message(&pull("T", 0, from, 32, &AcceptAll))
+                .unwrap();
+            assert!(got.message_count > 0, "nothing from {from}");
+            for k in 0..got.message_count {
+                out.push(format::decode_record(got.message(k)).unwrap().body.to_vec());
+            }
+            from = got.next_begin_offset;
+        }
+        out
+    };
+    let want = vec![
+        format!("m{}", full - 2).into_bytes(),
+        format!("m{}", full - 1).into_bytes(),
+        b"next".to_vec(),
+    ];
+    assert_eq!(tail_bodies(&store), want);
+    drop(store);
+    let store = open(config(dir.path()));
+    assert!(store.recovery_report().abnormal);
+    assert_eq!(store.max_offset_in_queue("T", 0), full + 1);
+    assert_eq!(tail_bodies(&store), want);
+    store.shutdown().unwrap();
+}
+
+/// The flush writes every queue's waiting units before its fsyncs: a failed write there fails
+/// the flush without poisoning, keeps the units (readable, and written by the next flush), and
+/// a crash after loses none of them.
+#[test]
+fn a_failed_write_of_waiting_units_by_the_flush_keeps_them_for_the_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(FaultFs::new());
+    let mut cfg = config(dir.path());
+    // The flush thread must not take the failpoint first.
+    cfg.flush_consume_queue_interval_ms = 600_000;
+    let store =
+        MessageStore::open_on(cfg, Arc::new(IoEngine::new_pread()), Arc::clone(&fs) as _).unwrap();
+    for body in [&b"one"[..], b"two", b"three"] {
+        store.put_message(&msg("T", 0, body, "A")).unwrap();
+    }
+    fs.arm(Failpoint::ShortWrite, "consumequeue", 1);
+    let err = store.flush().unwrap_err();
+    assert_eq!(op_of(&err), "pwrite");
+    assert_eq!(store.is_read_only(), None, "a write error is no poison");
+    let want = vec![b"one".to_vec(), b"two".to_vec(), b"three".to_vec()];
+    assert_eq!(bodies(&store), want);
+    store.flush().unwrap();
+    assert_eq!(fs.fired().len(), 1);
+    drop(store);
+    reopen_recovers(dir.path(), &[b"one", b"two", b"three"]);
 }
 
 #[test]

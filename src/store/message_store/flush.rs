@@ -302,17 +302,34 @@ impl Inner {
         self.write_checkpoint(dispatched_phy_offset, timestamp)
     }
 
+    /// Writes every queue's waiting units (its tail, see
+    /// [`ConsumeQueue::stage_units`](crate::store::consume_queue::ConsumeQueue::stage_units)),
+    /// then fsyncs the queues `least_pages` selects. A failed write keeps that queue's units in
+    /// memory for the next flush (a write that failed dropped no page): the queue is not
+    /// fsynced and the error is returned, so no checkpoint counts its units. A failed fsync
+    /// poisons the store.
     fn flush_consume_queues(&self, least_pages: u64) -> Result<(), StoreError> {
         // A new queue's files and directories are made durable here (see
         // `ConsumeQueue::sync_dirty`); each directory once per flush.
         let mut synced_dirs = std::collections::HashSet::new();
+        let mut write_failed = None;
         for cq in self.all_queues() {
+            if let Err(e) = cq.write_tail() {
+                tracing::error!(
+                    error = %e,
+                    topic = cq.topic,
+                    queue_id = cq.queue_id,
+                    "writing consume queue units failed; they stay in memory for the next flush"
+                );
+                write_failed.get_or_insert(e);
+                continue;
+            }
             if let Err(e) = cq.sync_dirty(least_pages, &mut synced_dirs) {
                 self.poison(format!("consume queue fsync failed: {e}"));
                 return Err(e);
             }
         }
-        Ok(())
+        write_failed.map_or(Ok(()), Err)
     }
 
     /// Writes the index headers and fsyncs the index files. The index is derived data that

@@ -76,6 +76,8 @@ impl Inner {
             return Ok(0);
         };
         for cq in removed.values() {
+            // A flush holding the queue must not write its waiting units into a new file.
+            cq.discard_tail();
             cq.segments().remove_front(cq.segments().len())?;
         }
         let dir = self.cq_root().join(topic);
