@@ -771,15 +771,25 @@ pub fn skip_unless_restartable(broker: &TestBroker, test_name: &str) -> bool {
 mod tests {
     use super::*;
 
+    /// Another process may take a picked port between the pick and its use (the harness
+    /// retries the broker's start for that), so a pick whose ports are taken again by then is
+    /// picked anew; one of a few must be free throughout.
     #[test]
     fn picked_ports_are_distinct_and_free() {
-        let ports = pick_ports().expect("ports");
-        assert_eq!(ports.fast_port + FAST_PORT_OFFSET, ports.broker_port);
-        assert_ne!(ports.namesrv_port, ports.broker_port);
-        assert_ne!(ports.namesrv_port, ports.fast_port);
-        for port in [ports.broker_port, ports.fast_port, ports.namesrv_port] {
-            bind_loopback(port).expect("picked port is free");
+        let mut busy = Vec::new();
+        for _ in 0..5 {
+            let ports = pick_ports().expect("ports");
+            assert_eq!(ports.fast_port + FAST_PORT_OFFSET, ports.broker_port);
+            assert_ne!(ports.namesrv_port, ports.broker_port);
+            assert_ne!(ports.namesrv_port, ports.fast_port);
+            let ports = [ports.broker_port, ports.fast_port, ports.namesrv_port];
+            let bound: Vec<_> = ports.iter().map(|&p| bind_loopback(p)).collect();
+            match bound.iter().position(Result::is_err) {
+                None => return,
+                Some(i) => busy.push(ports[i]),
+            }
         }
+        panic!("every pick had a port taken before it was bound again: {busy:?}");
     }
 
     #[test]
