@@ -292,8 +292,10 @@ impl Inner {
         let dispatched_phy_offset = self.commit_log.max_phy_offset();
         let timestamp = self.last_store_timestamp_ms.load(Ordering::Acquire);
         self.flush_commit_log_locked()?;
-        self.flush_consume_queues(least_pages)?;
+        let queues = self.flush_consume_queues(least_pages);
+        // A queue whose units could not be written fails this flush, not the index's.
         self.flush_index();
+        queues?;
         if least_pages > 0
             || self.last_checkpoint_phy_offset.load(Ordering::Acquire) == dispatched_phy_offset
         {
