@@ -17,6 +17,7 @@ pub mod filter;
 pub mod format;
 pub mod fs;
 pub mod index_file;
+pub mod index_header;
 pub mod index_service;
 pub mod io;
 pub mod message_store;
