@@ -325,11 +325,10 @@ impl ConsumeQueue {
         if count == 0 {
             return Ok(Some(()));
         }
-        // Units from the tail's start on are read from the tail (a copy taken now: units
-        // leave it only after they are written, so those below its start are in the file).
-        let (tail_from, staged) = self.staged_from(queue_offset, count);
-        let from_file = usize::try_from(tail_from.unwrap_or(i64::MAX) - queue_offset)
-            .map_or(0, |n| n.min(count));
+        // Units from the tail's start on are copied from the tail now (units leave it only
+        // after they are written, so those below its start are in the file); the file's go in
+        // front of them.
+        let (from_file, staged) = self.copy_staged(queue_offset, count, out);
         if from_file > 0 {
             let op = ReadOp {
                 file: &seg.file,
@@ -337,26 +336,34 @@ impl ConsumeQueue {
                 len_bytes: from_file * CQ_UNIT_SIZE_BYTES,
             };
             read_units_op(io, &seg, op, out)?;
+            out.rotate_left(staged);
         }
-        out.extend(staged.iter().take(count - from_file));
         Ok(Some(()))
     }
 
-    /// The tail's start (if units wait) and its units from `queue_offset` on, at most `count`.
-    fn staged_from(&self, queue_offset: i64, count: usize) -> (Option<i64>, Vec<CqUnit>) {
+    /// Appends to `out` the tail's units among the `count` from `queue_offset`. Returns how
+    /// many of the `count` lie before the tail (in the file), and how many it appended.
+    fn copy_staged(
+        &self,
+        queue_offset: i64,
+        count: usize,
+        out: &mut Vec<CqUnit>,
+    ) -> (usize, usize) {
         let tail = self.lock_tail();
         if tail.units.is_empty() || queue_offset >= tail.end() {
-            return (None, Vec::new());
+            return (count, 0);
         }
+        let from_file = usize::try_from(tail.from - queue_offset).map_or(0, |n| n.min(count));
         let skip = usize::try_from(queue_offset - tail.from).unwrap_or(0);
-        let units = tail
-            .units
-            .chunks_exact(CQ_UNIT_SIZE_BYTES)
-            .skip(skip)
-            .take(count)
-            .filter_map(|chunk| decode_cq_unit(chunk).ok())
-            .collect();
-        (Some(tail.from), units)
+        let before = out.len();
+        out.extend(
+            tail.units
+                .chunks_exact(CQ_UNIT_SIZE_BYTES)
+                .skip(skip)
+                .take(count - from_file)
+                .filter_map(|chunk| decode_cq_unit(chunk).ok()),
+        );
+        (from_file, out.len() - before)
     }
 
     /// The unit at `queue_offset`, if its file exists.
