@@ -386,6 +386,12 @@ static FIELDS: &[FieldSpec] = &[
         "With sync flush: bytes past the CommitLog write position kept written with zeros, so a group commit's fsync writes data, not the block map (16777216 cut W2's mean fsync by a third, at twice the disk writes). 0: off."
     ),
     field!(
+        "RINGMQ_STORE_COMMIT_LOG_READ_MAPPED",
+        "",
+        store.commit_log_read_mapped,
+        "Pulls copy CommitLog records from the files' read-only mappings (as Java reads its MappedFiles) instead of reading each through io_uring: about a third less broker CPU per GiB in a catch-up. A page the kernel cannot supply (disk read error) makes that read go through io_uring, which reports the error. false: always io_uring."
+    ),
+    field!(
         "RINGMQ_STORE_CORRUPTION_POLICY",
         "",
         store.corruption_policy,

@@ -20,6 +20,7 @@ pub mod index_file;
 pub mod index_header;
 pub mod index_service;
 pub mod io;
+pub mod mapped_file;
 pub mod message_store;
 pub mod region;
 pub mod segment;

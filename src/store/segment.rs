@@ -8,10 +8,11 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use crate::store::error::StoreError;
 use crate::store::fs::{self, Durability, FileSystem};
+use crate::store::mapped_file::MappedFile;
 
 /// Width of a segment file name (`UtilAll.offset2FileName`).
 pub const SEGMENT_NAME_DIGITS: usize = 20;
@@ -27,6 +28,9 @@ pub struct Segment {
     /// Created with [`Durability::AtFlush`] and not fsynced since: the file's size and the
     /// directory entries of it and of the directories created with it may not be durable.
     entry_unsynced: AtomicBool,
+    /// The file mapped read-only for pulls, made on the first [`Segment::mapped`] (`None`
+    /// inside when mapping failed: reads go through the io engine).
+    mapping: OnceLock<Option<MappedFile>>,
 }
 
 impl Segment {
@@ -43,6 +47,25 @@ impl Segment {
     /// was set: the flush that takes it fsyncs the file with its metadata and its directories.
     pub fn take_entry_unsynced(&self) -> bool {
         self.entry_unsynced.swap(false, Ordering::AcqRel)
+    }
+
+    /// The whole file mapped read-only (Java `MappedFile`), mapped on the first call; `None`
+    /// when it cannot be mapped (logged once) or a read from the mapping faulted: the caller
+    /// reads through the io engine then.
+    pub fn mapped(&self) -> Option<&MappedFile> {
+        let mapping = self.mapping.get_or_init(|| {
+            let mapped = self
+                .file
+                .metadata()
+                .and_then(|m| MappedFile::map(&self.file, m.len()));
+            mapped
+                .inspect_err(|e| {
+                    tracing::warn!(path = %self.path.display(), error = %e,
+                        "cannot map the file for reads; reading it through the io engine");
+                })
+                .ok()
+        });
+        mapping.as_ref().filter(|m| !m.is_poisoned())
     }
 }
 
@@ -206,6 +229,7 @@ impl SegmentList {
                 path: seg.path.clone(),
                 dirty: AtomicBool::new(false),
                 entry_unsynced: AtomicBool::new(false),
+                mapping: OnceLock::new(),
             }));
         }
         *self.write_lock() = Arc::new(list);
@@ -268,6 +292,7 @@ impl SegmentList {
             path,
             dirty: AtomicBool::new(deferred),
             entry_unsynced: AtomicBool::new(deferred),
+            mapping: OnceLock::new(),
         });
         let mut guard = self.write_lock();
         let mut list: Vec<Arc<Segment>> = guard.as_ref().clone();

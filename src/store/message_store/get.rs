@@ -18,6 +18,8 @@ use std::sync::Arc;
 use bytes::BytesMut;
 
 use super::Inner;
+
+mod mapped;
 use crate::store::config::StoreConfig;
 use crate::store::consume_queue::ConsumeQueue;
 use crate::store::error::StoreError;
@@ -561,6 +563,11 @@ impl Inner {
     ) -> Result<bool, StoreError> {
         if candidates.is_empty() {
             return Ok(false);
+        }
+        if self.config.commit_log_read_mapped {
+            if let Some(read) = mapped::read_candidates_mapped(view, candidates, filter, state) {
+                return read;
+            }
         }
         let spans = record_spans(candidates, RECORD_SPAN_READ_MAX_BYTES);
         let ops = span_reads(view, candidates, &spans);

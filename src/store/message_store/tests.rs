@@ -809,8 +809,17 @@ fn oracle_pull(
 /// candidates of full and of unfilled batches.
 #[test]
 fn a_pull_that_runs_past_its_first_units_finds_what_one_loop_over_the_budget_finds() {
+    // Both ways of reading records: from the CommitLog's mappings (rejected records moved
+    // over in the buffer) and through the io engine.
+    for read_mapped in [true, false] {
+        pulls_match_the_oracle(read_mapped);
+    }
+}
+
+fn pulls_match_the_oracle(read_mapped: bool) {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = config(dir.path());
+    cfg.commit_log_read_mapped = read_mapped;
     cfg.commit_log_file_size_bytes = 256 * 1024;
     cfg.consume_queue_file_units = 1000;
     // Equal limits in memory and on disk: the oracle need not know which applies.
@@ -863,8 +872,12 @@ fn a_pull_that_runs_past_its_first_units_finds_what_one_loop_over_the_budget_fin
             let (found, next) = oracle_pull(&cfg, &records, offset, max_nums as usize);
             assert_eq!(
                 got.queue_offsets, found,
-                "offset {offset}, maxMsgNums {max_nums}"
+                "offset {offset}, maxMsgNums {max_nums}, mapped {read_mapped}"
             );
+            for (&(start, len), &o) in got.message_ranges.iter().zip(&found) {
+                let record = format::decode_record(&got.buffer[start..start + len]).unwrap();
+                assert_eq!(record.queue_offset, o, "record bytes of queue offset {o}");
+            }
             assert_eq!(
                 got.next_begin_offset, next,
                 "offset {offset}, maxMsgNums {max_nums}"
@@ -898,6 +911,7 @@ fn records_read_as_spans_come_back_whole_and_in_order() {
     let mut cfg = config(dir.path());
     cfg.commit_log_file_size_bytes = 64 * 1024;
     cfg.consume_queue_file_units = 100;
+    cfg.commit_log_read_mapped = false;
     let io = IoEngine::new(IoConfig {
         mode: IoMode::Uring,
         fixed_buffer_count: 2,
@@ -1005,4 +1019,38 @@ fn units_a_least_pages_flush_skipped_are_rebuilt_after_a_crash() {
         found = got.next_begin_offset;
     }
     store.shutdown().unwrap();
+}
+
+/// A CommitLog file cut shorter under its mapping (what a disk read error looks like to a
+/// mapped read: SIGBUS) fails the pull with the io engine's error instead of killing the
+/// process, and the next pulls go on failing the same way (the mapping is not read again).
+#[test]
+fn a_commit_log_file_cut_under_its_mapping_fails_the_pull_not_the_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    assert!(cfg.commit_log_read_mapped, "mapped reads are the default");
+    let store = open(cfg);
+    for i in 0..3u8 {
+        store.put_message(&msg("T", 0, &[i; 100], "A")).unwrap();
+    }
+    let before = store.get_message(&pull("T", 0, 0, 32, &AcceptAll)).unwrap();
+    assert_eq!(before.queue_offsets, vec![0, 1, 2]);
+    let file = std::fs::read_dir(dir.path().join("commitlog"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&file)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    for _ in 0..2 {
+        let err = store
+            .get_message(&pull("T", 0, 0, 32, &AcceptAll))
+            .expect_err("the records are gone from the file");
+        assert!(matches!(err, StoreError::Io { .. }), "{err:?}");
+    }
 }

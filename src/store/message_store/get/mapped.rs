@@ -1,0 +1,96 @@
+//! A pull's records copied from their CommitLog files' read-only mappings
+//! ([`crate::store::mapped_file`]) instead of read through the io engine: one `memcpy` per
+//! record, no read op. Used while `StoreConfig::commit_log_read_mapped` is on (the default).
+
+use super::{not_a_record, record_head_matches, Candidate, CommitLogView, PullState};
+use crate::store::error::StoreError;
+use crate::store::filter::MessageFilter;
+use crate::store::types::GetMessageStatus;
+
+/// Copies every candidate record into `state` and applies the record filter, as
+/// `read_candidates` does. `None` when a candidate's file has no usable mapping or a copy
+/// faulted (`SIGBUS`): `state` is as it was, and the caller reads through the io engine, which
+/// reports the real error.
+pub(super) fn read_candidates_mapped(
+    view: &CommitLogView,
+    candidates: &[Candidate],
+    filter: &dyn MessageFilter,
+    state: &mut PullState,
+) -> Option<Result<bool, StoreError>> {
+    let base = state.buffer.len();
+    if copy_records(view, candidates, state).is_none() {
+        state.buffer.truncate(base);
+        return None;
+    }
+    Some(keep_matched(view, candidates, filter, state, base))
+}
+
+/// Appends the candidates' record bytes to `state.buffer`, back to back, one guarded copy per
+/// run of candidates in the same file. `None` (with part of them appended) when a file cannot
+/// be read through its mapping.
+fn copy_records(
+    view: &CommitLogView,
+    candidates: &[Candidate],
+    state: &mut PullState,
+) -> Option<()> {
+    let wanted: usize = candidates.iter().map(|c| c.size as usize).sum();
+    state.buffer.reserve(wanted);
+    let mut rest = candidates;
+    while let Some(first) = rest.first() {
+        let run_len = rest
+            .iter()
+            .take_while(|c| c.segment_index == first.segment_index)
+            .count();
+        let (run, after) = rest.split_at(run_len);
+        let seg = view.segment(first);
+        let map = seg.mapped()?;
+        let buffer = &mut state.buffer;
+        let copied = map.copy_guarded(|bytes| {
+            for c in run {
+                let from = (c.phy_offset - seg.start_offset) as usize;
+                let record = bytes.get(from..from + c.size as usize)?;
+                buffer.extend_from_slice(record);
+            }
+            Some(())
+        });
+        copied.ok()??;
+        rest = after;
+    }
+    Some(())
+}
+
+/// Checks each copied record (from `base` in `state.buffer`, in candidate order) and keeps
+/// those the record filter matches, moving them down over the rejected ones. Returns whether
+/// any was rejected.
+fn keep_matched(
+    view: &CommitLogView,
+    candidates: &[Candidate],
+    filter: &dyn MessageFilter,
+    state: &mut PullState,
+    base: usize,
+) -> Result<bool, StoreError> {
+    let (mut read_at, mut write_at) = (base, base);
+    let mut rejected = false;
+    for c in candidates {
+        let size = c.size as usize;
+        let record = &state.buffer[read_at..read_at + size];
+        if !record_head_matches(record, c.size) {
+            state.buffer.truncate(base);
+            return Err(not_a_record(view, c));
+        }
+        if filter.is_matched_by_commit_log(record) {
+            if write_at != read_at {
+                state.buffer.copy_within(read_at..read_at + size, write_at);
+            }
+            state.message_ranges.push((write_at, size));
+            state.add_found(c, size);
+            write_at += size;
+        } else {
+            state.miss(c.unit_index, GetMessageStatus::NoMatchedMessage);
+            rejected = true;
+        }
+        read_at += size;
+    }
+    state.buffer.truncate(write_at);
+    Ok(rejected)
+}
