@@ -67,6 +67,14 @@ impl Segment {
         });
         mapping.as_ref().filter(|m| !m.is_poisoned())
     }
+
+    /// Whether reads use the mapping: `None` before the first [`Segment::mapped`], `Some(false)`
+    /// when it could not be mapped or is poisoned.
+    pub fn mapping_in_use(&self) -> Option<bool> {
+        self.mapping
+            .get()
+            .map(|m| m.as_ref().is_some_and(|m| !m.is_poisoned()))
+    }
 }
 
 /// The file descriptor of the segment file (lets a `FileRegion` hand out the file without the

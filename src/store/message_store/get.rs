@@ -20,6 +20,7 @@ use bytes::BytesMut;
 use super::Inner;
 
 mod mapped;
+
 use crate::store::config::StoreConfig;
 use crate::store::consume_queue::ConsumeQueue;
 use crate::store::error::StoreError;
@@ -29,6 +30,8 @@ use crate::store::io::ReadOp;
 use crate::store::region::{FileRegion, RegionShape};
 use crate::store::segment::{self, Segment};
 use crate::store::types::{GetMessageRequest, GetMessageResult, GetMessageStatus};
+#[cfg(test)]
+pub(super) use mapped::MAPPED_READ_LAG_MIN_BYTES;
 
 /// TOTALSIZE and MAGICCODE: what `record_head_matches` needs.
 const RECORD_HEAD_BYTES: usize = 8;
@@ -564,7 +567,7 @@ impl Inner {
         if candidates.is_empty() {
             return Ok(false);
         }
-        if self.config.commit_log_read_mapped {
+        if self.config.commit_log_read_mapped && mapped::lags_enough(view, candidates) {
             if let Some(read) = mapped::read_candidates_mapped(view, candidates, filter, state) {
                 return read;
             }

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 
+use super::get::MAPPED_READ_LAG_MIN_BYTES;
 use super::{MessageStore, ABORT_FILE_NAME, PULL_MSG_SIZE_MAX_BYTES};
 use crate::store::config::{FlushPolicy, StoreConfig};
 use crate::store::error::StoreError;
@@ -862,6 +863,8 @@ fn pulls_match_the_oracle(read_mapped: bool) {
             i += 1;
         }
     }
+    // Mapped reads are only for records this far behind the CommitLog's end.
+    pad_commit_log(&store, MAPPED_READ_LAG_MIN_BYTES);
     let filter = TagAndMark(tag_a);
     let mut checked = 0;
     for offset in (0..records.len()).step_by(7) {
@@ -896,6 +899,13 @@ fn pulls_match_the_oracle(read_mapped: bool) {
     assert!(
         checked > 100,
         "many pulls ran past their first units: {checked}"
+    );
+    let files = store.inner.commit_log.segments().snapshot();
+    let mapped_files = files.iter().filter(|f| f.mapping_in_use() == Some(true));
+    assert_eq!(
+        mapped_files.count() > 0,
+        read_mapped,
+        "records read from mappings"
     );
 }
 
@@ -1021,26 +1031,40 @@ fn units_a_least_pages_flush_skipped_are_rebuilt_after_a_crash() {
     store.shutdown().unwrap();
 }
 
-/// A CommitLog file cut shorter under its mapping (what a disk read error looks like to a
-/// mapped read: SIGBUS) fails the pull with the io engine's error instead of killing the
+/// Records at the CommitLog's end are read through the io engine, records far behind it from
+/// the mapping, with the same bytes. A CommitLog file cut shorter under its mapping (what a
+/// disk read error looks like to a mapped read: SIGBUS) fails the pull with the io engine's error instead of killing the
 /// process, and the next pulls go on failing the same way (the mapping is not read again).
 #[test]
 fn a_commit_log_file_cut_under_its_mapping_fails_the_pull_not_the_process() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = config(dir.path());
+    let mut cfg = config(dir.path());
+    cfg.commit_log_file_size_bytes = 256 * 1024;
     assert!(cfg.commit_log_read_mapped, "mapped reads are the default");
     let store = open(cfg);
     for i in 0..3u8 {
         store.put_message(&msg("T", 0, &[i; 100], "A")).unwrap();
     }
-    let before = store.get_message(&pull("T", 0, 0, 32, &AcceptAll)).unwrap();
-    assert_eq!(before.queue_offsets, vec![0, 1, 2]);
-    let file = std::fs::read_dir(dir.path().join("commitlog"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let first_file = store.inner.commit_log.segments().find(0).unwrap();
+    let at_the_end = store.get_message(&pull("T", 0, 0, 32, &AcceptAll)).unwrap();
+    assert_eq!(at_the_end.queue_offsets, vec![0, 1, 2]);
+    assert_eq!(
+        first_file.mapping_in_use(),
+        None,
+        "records at the end: io engine"
+    );
+    pad_commit_log(&store, MAPPED_READ_LAG_MIN_BYTES);
+    let behind = store.get_message(&pull("T", 0, 0, 32, &AcceptAll)).unwrap();
+    assert_eq!(behind.buffer, at_the_end.buffer);
+    assert_eq!(
+        first_file.mapping_in_use(),
+        Some(true),
+        "read from the mapping"
+    );
+    let file = dir
+        .path()
+        .join("commitlog")
+        .join(crate::store::segment::segment_file_name(0));
     std::fs::OpenOptions::new()
         .write(true)
         .open(&file)
@@ -1052,5 +1076,17 @@ fn a_commit_log_file_cut_under_its_mapping_fails_the_pull_not_the_process() {
             .get_message(&pull("T", 0, 0, 32, &AcceptAll))
             .expect_err("the records are gone from the file");
         assert!(matches!(err, StoreError::Io { .. }), "{err:?}");
+        assert_eq!(first_file.mapping_in_use(), Some(false), "poisoned");
+    }
+}
+
+/// Appends messages of another topic until at least `bytes` follow what is stored now, so the
+/// records before lie far enough behind the CommitLog's end for mapped reads.
+fn pad_commit_log(store: &MessageStore, bytes: i64) {
+    let until = store.max_phy_offset() + bytes;
+    while store.max_phy_offset() < until {
+        store
+            .put_message(&msg("Pad", 0, &[0u8; 3000], "P"))
+            .unwrap();
     }
 }
