@@ -803,33 +803,9 @@ fn oracle_pull(
     (found, next)
 }
 
-/// A pull reads the ConsumeQueue units of a full batch first and the rest of its scan budget
-/// only when it runs past them; found records, byte and count limits and nextBeginOffset
-/// stay exactly those of Java's one loop over the whole budget, for tag filters that skip
-/// long runs (past the first read, across ConsumeQueue files) and record filters that reject
-/// candidates of full and of unfilled batches.
-#[test]
-fn a_pull_that_runs_past_its_first_units_finds_what_one_loop_over_the_budget_finds() {
-    // Both ways of reading records: from the CommitLog's mappings (rejected records moved
-    // over in the buffer) and through the io engine.
-    for read_mapped in [true, false] {
-        pulls_match_the_oracle(read_mapped);
-    }
-}
-
-fn pulls_match_the_oracle(read_mapped: bool) {
-    let dir = tempfile::tempdir().unwrap();
-    let mut cfg = config(dir.path());
-    cfg.commit_log_read_mapped = read_mapped;
-    cfg.commit_log_file_size_bytes = 256 * 1024;
-    cfg.consume_queue_file_units = 1000;
-    // Equal limits in memory and on disk: the oracle need not know which applies.
-    cfg.max_transfer_bytes_on_message_in_memory = 6 * 1024;
-    cfg.max_transfer_bytes_on_message_in_disk = 6 * 1024;
-    cfg.max_transfer_count_on_message_in_memory = 32;
-    cfg.max_transfer_count_on_message_in_disk = 32;
-    let store = open(cfg.clone());
-    let tag_a = i64::from(format::java_string_hash_code("A"));
+/// Stores 2,600 records in T:0: runs of tag A (a quarter of them rejected by the record
+/// filter) between runs of tag B up to 1,200 long; returns them as the oracle sees them.
+fn store_oracle_records(store: &MessageStore) -> Vec<OracleRecord> {
     let mut seed = 0x2545_f491_4f6c_dd1du64;
     let mut next_rand = |n: u64| {
         seed ^= seed << 13;
@@ -863,6 +839,37 @@ fn pulls_match_the_oracle(read_mapped: bool) {
             i += 1;
         }
     }
+    records
+}
+
+/// A pull reads the ConsumeQueue units of a full batch first and the rest of its scan budget
+/// only when it runs past them; found records, byte and count limits and nextBeginOffset
+/// stay exactly those of Java's one loop over the whole budget, for tag filters that skip
+/// long runs (past the first read, across ConsumeQueue files) and record filters that reject
+/// candidates of full and of unfilled batches.
+#[test]
+fn a_pull_that_runs_past_its_first_units_finds_what_one_loop_over_the_budget_finds() {
+    // Both ways of reading records: from the CommitLog's mappings (rejected records moved
+    // over in the buffer) and through the io engine.
+    for read_mapped in [true, false] {
+        pulls_match_the_oracle(read_mapped);
+    }
+}
+
+fn pulls_match_the_oracle(read_mapped: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path());
+    cfg.commit_log_read_mapped = read_mapped;
+    cfg.commit_log_file_size_bytes = 256 * 1024;
+    cfg.consume_queue_file_units = 1000;
+    // Equal limits in memory and on disk: the oracle need not know which applies.
+    cfg.max_transfer_bytes_on_message_in_memory = 6 * 1024;
+    cfg.max_transfer_bytes_on_message_in_disk = 6 * 1024;
+    cfg.max_transfer_count_on_message_in_memory = 32;
+    cfg.max_transfer_count_on_message_in_disk = 32;
+    let store = open(cfg.clone());
+    let tag_a = i64::from(format::java_string_hash_code("A"));
+    let records = store_oracle_records(&store);
     // Mapped reads are only for records this far behind the CommitLog's end.
     pad_commit_log(&store, MAPPED_READ_LAG_MIN_BYTES);
     let filter = TagAndMark(tag_a);
