@@ -157,7 +157,7 @@ pub fn store_config(config: &Config) -> Result<StoreConfig, StartupError> {
     sc.disk_space_warning_level_ratio_percent = s.disk_space_warning_level_ratio_percent;
     sc.clean_file_forcibly_enabled = s.clean_file_forcibly_enabled;
     sc.zero_ahead_bytes = s.zero_ahead_bytes;
-    sc.commit_log_read_mapped = s.commit_log_read_mapped;
+    sc.read_mapped = s.read_mapped;
     Ok(sc)
 }
 

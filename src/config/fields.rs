@@ -386,10 +386,10 @@ static FIELDS: &[FieldSpec] = &[
         "With sync flush: bytes past the CommitLog write position kept written with zeros, so a group commit's fsync writes data, not the block map (16777216 cut W2's mean fsync by a third, at twice the disk writes). 0: off."
     ),
     field!(
-        "RINGMQ_STORE_COMMIT_LOG_READ_MAPPED",
+        "RINGMQ_STORE_READ_MAPPED",
         "",
-        store.commit_log_read_mapped,
-        "Pulls copy CommitLog records from the files' read-only mappings (as Java reads its MappedFiles) instead of reading each through io_uring: about a third less broker CPU per GiB in a catch-up. A page the kernel cannot supply (disk read error) makes that read go through io_uring, which reports the error. false: always io_uring."
+        store.read_mapped,
+        "A pull at least 1 MiB of CommitLog behind its end copies the records (and one at least 4,096 units behind its queue's end the ConsumeQueue units) from the files' read-only mappings, as Java reads its MappedFiles, instead of reading each through io_uring: about a third less broker CPU per GiB in a catch-up. A page the kernel cannot supply (a disk read error) makes that read go through io_uring, which reports the error. At most 8,192 files are mapped at once. false: always io_uring."
     ),
     field!(
         "RINGMQ_STORE_CORRUPTION_POLICY",

@@ -120,7 +120,7 @@ pub struct StoreSection {
     pub disk_space_warning_level_ratio_percent: u64,
     pub clean_file_forcibly_enabled: bool,
     pub zero_ahead_bytes: u64,
-    pub commit_log_read_mapped: bool,
+    pub read_mapped: bool,
 }
 
 impl Default for StoreSection {
@@ -159,7 +159,7 @@ impl Default for StoreSection {
             disk_space_warning_level_ratio_percent: 90,
             clean_file_forcibly_enabled: true,
             zero_ahead_bytes: crate::store::config::ZERO_AHEAD_DEFAULT_BYTES,
-            commit_log_read_mapped: true,
+            read_mapped: true,
         }
     }
 }

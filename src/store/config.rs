@@ -157,11 +157,11 @@ pub struct StoreConfig {
     /// a group commit's fsync does not also write the block map (0: off). ringmq's own; see
     /// `message_store::zero_ahead`.
     pub zero_ahead_bytes: u64,
-    /// Pulls copy CommitLog records from the files' read-only mappings (Java reads its
-    /// `MappedFile`s the same way) instead of reading them through the io engine; a file that
-    /// cannot be mapped, or a copy that faults, falls back to the io engine. ringmq's own; see
-    /// `store::mapped_file`.
-    pub commit_log_read_mapped: bool,
+    /// Pulls far enough behind the end copy CommitLog records and ConsumeQueue units from the
+    /// files' read-only mappings (Java reads its `MappedFile`s the same way) instead of reading
+    /// them through the io engine; a file that cannot be mapped, or a copy that faults, falls
+    /// back to the io engine. ringmq's own; see `store::mapped_file`.
+    pub read_mapped: bool,
 }
 
 /// Default of [`StoreConfig::zero_ahead_bytes`]: off, as Java's `warmMapedFileEnable`. It
@@ -214,7 +214,7 @@ impl Default for StoreConfig {
             max_hash_slot_num: MAX_HASH_SLOT_NUM_DEFAULT,
             max_index_num: MAX_INDEX_NUM_DEFAULT,
             zero_ahead_bytes: ZERO_AHEAD_DEFAULT_BYTES,
-            commit_log_read_mapped: true,
+            read_mapped: true,
         }
     }
 }

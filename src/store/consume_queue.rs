@@ -306,13 +306,14 @@ impl ConsumeQueue {
     }
 
     /// Reads up to `count_max` units from `queue_offset`, never past the end of the file
-    /// holding `queue_offset`. `None` when that file does not exist (Java `getIndexBuffer`
-    /// returning null).
+    /// holding `queue_offset`, those in the file the way `how` says. `None` when that file does
+    /// not exist (Java `getIndexBuffer` returning null).
     pub fn read_units(
         &self,
         io: &IoEngine,
         queue_offset: i64,
         count_max: usize,
+        how: UnitRead,
         out: &mut Vec<CqUnit>,
     ) -> Result<Option<()>, StoreError> {
         out.clear();
@@ -335,7 +336,10 @@ impl ConsumeQueue {
                 offset_bytes: (in_file * UNIT) as u64,
                 len_bytes: from_file * CQ_UNIT_SIZE_BYTES,
             };
-            read_units_op(io, &seg, op, out)?;
+            let mapped = how == UnitRead::Mapped && copy_mapped_units(&seg, &op, out);
+            if !mapped {
+                read_units_op(io, &seg, op, out)?;
+            }
             out.rotate_left(staged);
         }
         Ok(Some(()))
@@ -374,7 +378,7 @@ impl ConsumeQueue {
     ) -> Result<Option<CqUnit>, StoreError> {
         let mut out = Vec::with_capacity(1);
         Ok(self
-            .read_units(io, queue_offset, 1, &mut out)?
+            .read_units(io, queue_offset, 1, UnitRead::Engine, &mut out)?
             .and_then(|()| out.first().copied()))
     }
 
@@ -461,6 +465,43 @@ const FLUSH_PAGE_BYTES: i64 = 4096;
 fn spans_pages(synced_end_bytes: i64, end_bytes: i64, least_pages: u64) -> bool {
     let pages = end_bytes / FLUSH_PAGE_BYTES - synced_end_bytes / FLUSH_PAGE_BYTES;
     pages >= i64::try_from(least_pages).unwrap_or(i64::MAX)
+}
+
+/// How [`ConsumeQueue::read_units`] reads the units that are in the file (those still in the
+/// queue's tail are copied from memory either way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnitRead {
+    /// One read op of the io engine.
+    Engine,
+    /// Copied from the file's read-only mapping ([`Segment::mapped`]); through the engine when
+    /// the file has no usable mapping or the copy faulted.
+    Mapped,
+}
+
+/// Appends the units `op` covers, copied from `seg`'s mapping; false (with `out` as it was)
+/// when that cannot be done, so the caller reads them through the engine, which reports any
+/// real error.
+fn copy_mapped_units(seg: &Segment, op: &ReadOp<'_>, out: &mut Vec<CqUnit>) -> bool {
+    let Some(map) = seg.mapped() else {
+        return false;
+    };
+    let before = out.len();
+    let from = op.offset_bytes as usize;
+    let copied = map.copy_guarded(|bytes| {
+        let Some(units) = bytes.get(from..from + op.len_bytes) else {
+            return;
+        };
+        out.extend(
+            units
+                .chunks_exact(CQ_UNIT_SIZE_BYTES)
+                .filter_map(|chunk| decode_cq_unit(chunk).ok()),
+        );
+    });
+    let complete = copied.is_ok() && out.len() - before == op.len_bytes / CQ_UNIT_SIZE_BYTES;
+    if !complete {
+        out.truncate(before);
+    }
+    complete
 }
 
 fn read_units_op(
@@ -638,7 +679,8 @@ mod tests {
     fn read_back(cq: &ConsumeQueue, from: i64, count: usize) -> (Vec<i64>, Vec<i64>) {
         let io = IoEngine::new_pread();
         let mut out = Vec::new();
-        cq.read_units(&io, from, count, &mut out).unwrap();
+        cq.read_units(&io, from, count, UnitRead::Engine, &mut out)
+            .unwrap();
         let read = out.iter().map(|u| u.phy_offset).collect();
         let seg = cq.segments().find(from * UNIT).unwrap();
         let mut raw = vec![0u8; count * CQ_UNIT_SIZE_BYTES];
@@ -673,6 +715,40 @@ mod tests {
         let (read, on_disk) = read_back(&q, end - 2, 4);
         assert_eq!(read, vec![(end - 2) * 100, (end - 1) * 100, end * 100]);
         assert_eq!(on_disk, vec![(end - 2) * 100, (end - 1) * 100, 0, 0]);
+    }
+
+    /// Units read from the file's mapping are those the engine reads, in front of the tail's;
+    /// once the file is cut under the mapping (a read error to the mapping) the read goes
+    /// through the engine, which reports it, and the mapping is not used again.
+    #[test]
+    fn units_copied_from_the_mapping_are_those_the_engine_reads() {
+        let (_tmp, root, log) = queue_root();
+        let q = ConsumeQueue::new(&root, "T", 0, 1000, log);
+        stage(&q, 300);
+        q.write_tail().unwrap();
+        stage(&q, 5);
+        let io = IoEngine::new_pread();
+        let read = |how: UnitRead, from: i64, count: usize| {
+            let mut out = Vec::new();
+            q.read_units(&io, from, count, how, &mut out)
+                .map(|_| out.iter().map(|u| u.phy_offset).collect::<Vec<_>>())
+        };
+        for (from, count) in [(0, 32), (17, 33), (280, 25), (299, 6), (303, 2)] {
+            let mapped = read(UnitRead::Mapped, from, count).unwrap();
+            assert_eq!(mapped, read(UnitRead::Engine, from, count).unwrap());
+            let expected: Vec<i64> = (from..from + count as i64).map(|o| o * 100).collect();
+            assert_eq!(mapped, expected, "from {from}");
+        }
+        let seg = q.segments().find(0).unwrap();
+        assert_eq!(seg.mapping_in_use(), Some(true));
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&seg.path)
+            .unwrap()
+            .set_len(0)
+            .unwrap();
+        assert!(read(UnitRead::Mapped, 0, 32).is_err(), "the engine's error");
+        assert_eq!(seg.mapping_in_use(), Some(false), "poisoned");
     }
 
     /// The tail holds units of one file: the next file's first unit writes it first, and units

@@ -27,6 +27,24 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, Once};
 
+/// Most files mapped at once by the process; a file past it is read through the io engine.
+/// Each mapping is one of the kernel's memory areas, whose count per process is capped by
+/// `vm.max_map_count` (65,530 by default) for every other use too (thread stacks, the
+/// allocator's arenas); a broker with tens of thousands of ConsumeQueue files must not use
+/// them up. CommitLog files are 1 GiB each, so this is never the bound for them.
+pub const MAPPED_FILES_MAX: usize = 8192;
+
+/// Mappings alive now (counted in `map`, released in `Drop`).
+static MAPPED_FILES: AtomicUsize = AtomicUsize::new(0);
+
+/// Takes one of `max` mapping slots from `live`; false when all are taken.
+fn take_slot(live: &AtomicUsize, max: usize) -> bool {
+    live.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+        (n < max).then_some(n + 1)
+    })
+    .is_ok()
+}
+
 /// A file mapped read-only and shared (it sees every write to the file at once).
 #[derive(Debug)]
 pub struct MappedFile {
@@ -55,6 +73,11 @@ impl MappedFile {
             .filter(|&n| n > 0)
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "mapping length"))?;
         install_sigbus_handler()?;
+        if !take_slot(&MAPPED_FILES, MAPPED_FILES_MAX) {
+            return Err(io::Error::other(format!(
+                "{MAPPED_FILES_MAX} files are mapped already (MAPPED_FILES_MAX)"
+            )));
+        }
         // SAFETY: a new shared read-only mapping of an open file; the kernel picks the address.
         let ptr = unsafe {
             libc::mmap(
@@ -67,7 +90,9 @@ impl MappedFile {
             )
         };
         if ptr == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
+            let error = io::Error::last_os_error();
+            MAPPED_FILES.fetch_sub(1, Ordering::AcqRel);
+            return Err(error);
         }
         let addr = NonNull::new(ptr.cast::<u8>()).expect("mmap never returns null on success");
         Ok(MappedFile {
@@ -113,6 +138,7 @@ impl Drop for MappedFile {
         // SAFETY: the mapping made in `map` (zero pages the guard placed inside it go with it);
         // nobody can hold a slice of it past `&self`.
         unsafe { libc::munmap(self.addr.as_ptr().cast(), self.len_bytes) };
+        MAPPED_FILES.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -278,6 +304,26 @@ mod tests {
             .unwrap()
             .status;
         assert_eq!(status.signal(), Some(libc::SIGBUS), "{status:?}");
+    }
+
+    #[test]
+    fn mapping_slots_stop_at_the_cap_and_come_back() {
+        let live = AtomicUsize::new(0);
+        assert!(take_slot(&live, 2));
+        assert!(take_slot(&live, 2));
+        assert!(!take_slot(&live, 2), "the third of two");
+        assert_eq!(live.load(Ordering::Relaxed), 2);
+        live.fetch_sub(1, Ordering::AcqRel);
+        assert!(take_slot(&live, 2));
+    }
+
+    #[test]
+    fn a_mapping_counts_while_it_lives() {
+        let (_dir, file) = file_of(&[1u8; 4096]);
+        let map = MappedFile::map(&file, 4096).unwrap();
+        // Other tests map and unmap at the same time: only the lower bound is certain.
+        assert!(MAPPED_FILES.load(Ordering::Acquire) >= 1);
+        drop(map);
     }
 
     #[test]

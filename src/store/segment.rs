@@ -60,8 +60,13 @@ impl Segment {
                 .and_then(|m| MappedFile::map(&self.file, m.len()));
             mapped
                 .inspect_err(|e| {
-                    tracing::warn!(path = %self.path.display(), error = %e,
-                        "cannot map the file for reads; reading it through the io engine");
+                    // Once per process: past MAPPED_FILES_MAX every further file would say so.
+                    static LOGGED: AtomicBool = AtomicBool::new(false);
+                    if !LOGGED.swap(true, Ordering::Relaxed) {
+                        tracing::warn!(path = %self.path.display(), error = %e,
+                            "cannot map the file for reads; reading it through the io engine \
+                             (further files that cannot be mapped are not logged)");
+                    }
                 })
                 .ok()
         });

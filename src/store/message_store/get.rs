@@ -22,7 +22,7 @@ use super::Inner;
 mod mapped;
 
 use crate::store::config::StoreConfig;
-use crate::store::consume_queue::ConsumeQueue;
+use crate::store::consume_queue::{ConsumeQueue, UnitRead};
 use crate::store::error::StoreError;
 use crate::store::filter::MessageFilter;
 use crate::store::format::{decode_record_head, CqUnit, RecordHead, CQ_UNIT_SIZE_BYTES};
@@ -275,6 +275,8 @@ struct QueueScan<'a> {
     pull: &'a PullSpec<'a>,
     view: CommitLogView,
     units: Vec<CqUnit>,
+    /// How the pull's ConsumeQueue units are read from their file.
+    unit_read: UnitRead,
 }
 
 impl QueueScan<'_> {
@@ -340,7 +342,7 @@ impl QueueScan<'_> {
         }
         let from = self.pull.queue_offset + read as i64;
         if cq
-            .read_units(&self.inner.io, from, wanted - read, more)?
+            .read_units(&self.inner.io, from, wanted - read, self.unit_read, more)?
             .is_none()
             || more.is_empty()
         {
@@ -459,9 +461,10 @@ impl Inner {
     ) -> Result<GetMessageResult, StoreError> {
         let wanted = pull.units_wanted(&self.config);
         let first = pull.units_first_read(wanted);
+        let unit_read = mapped::unit_read(&self.config, pull);
         let mut units = Vec::with_capacity(first);
         if cq
-            .read_units(&self.io, pull.queue_offset, first, &mut units)?
+            .read_units(&self.io, pull.queue_offset, first, unit_read, &mut units)?
             .is_none()
         {
             let next = cq.roll_next_file(pull.queue_offset);
@@ -477,6 +480,7 @@ impl Inner {
             pull,
             view: self.commit_log_view(),
             units,
+            unit_read,
         };
         let mut state = PullState::new(pull.queue_offset);
         let mut candidates = Vec::new();
@@ -567,7 +571,7 @@ impl Inner {
         if candidates.is_empty() {
             return Ok(false);
         }
-        if self.config.commit_log_read_mapped && mapped::lags_enough(view, candidates) {
+        if self.config.read_mapped && mapped::lags_enough(view, candidates) {
             if let Some(read) = mapped::read_candidates_mapped(view, candidates, filter, state) {
                 return read;
             }

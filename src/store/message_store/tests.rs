@@ -859,7 +859,7 @@ fn a_pull_that_runs_past_its_first_units_finds_what_one_loop_over_the_budget_fin
 fn pulls_match_the_oracle(read_mapped: bool) {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = config(dir.path());
-    cfg.commit_log_read_mapped = read_mapped;
+    cfg.read_mapped = read_mapped;
     cfg.commit_log_file_size_bytes = 256 * 1024;
     cfg.consume_queue_file_units = 1000;
     // Equal limits in memory and on disk: the oracle need not know which applies.
@@ -928,7 +928,7 @@ fn records_read_as_spans_come_back_whole_and_in_order() {
     let mut cfg = config(dir.path());
     cfg.commit_log_file_size_bytes = 64 * 1024;
     cfg.consume_queue_file_units = 100;
-    cfg.commit_log_read_mapped = false;
+    cfg.read_mapped = false;
     let io = IoEngine::new(IoConfig {
         mode: IoMode::Uring,
         fixed_buffer_count: 2,
@@ -1047,7 +1047,7 @@ fn a_commit_log_file_cut_under_its_mapping_fails_the_pull_not_the_process() {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = config(dir.path());
     cfg.commit_log_file_size_bytes = 256 * 1024;
-    assert!(cfg.commit_log_read_mapped, "mapped reads are the default");
+    assert!(cfg.read_mapped, "mapped reads are the default");
     let store = open(cfg);
     for i in 0..3u8 {
         store.put_message(&msg("T", 0, &[i; 100], "A")).unwrap();

@@ -1,8 +1,11 @@
 //! A pull's records copied from their CommitLog files' read-only mappings
 //! ([`crate::store::mapped_file`]) instead of read through the io engine: one `memcpy` per
-//! record, no read op. Used while `StoreConfig::commit_log_read_mapped` is on (the default).
+//! record, no read op; and when its ConsumeQueue units are copied from theirs. Used while
+//! `StoreConfig::read_mapped` is on (the default), for pulls far enough behind the end.
 
-use super::{not_a_record, record_head_matches, Candidate, CommitLogView, PullState};
+use super::{not_a_record, record_head_matches, Candidate, CommitLogView, PullSpec, PullState};
+use crate::store::config::StoreConfig;
+use crate::store::consume_queue::UnitRead;
 use crate::store::error::StoreError;
 use crate::store::filter::MessageFilter;
 use crate::store::types::GetMessageStatus;
@@ -15,6 +18,23 @@ use crate::store::types::GetMessageStatus;
 /// far behind reads pages written long before, 16 per fault, and one engine read op per record
 /// is the larger cost.
 pub(in crate::store::message_store) const MAPPED_READ_LAG_MIN_BYTES: i64 = 1024 * 1024;
+
+/// ConsumeQueue units this far behind their queue's end are copied from the file's mapping.
+/// A pull that keeps up finds its units in the queue's in-memory tail or in a page written
+/// since its last pull (a page fault of its own); one this far behind reads pages written long
+/// before, where a fault maps 16 of them (3,264 units) and the engine's read op per pull is the
+/// larger cost.
+const MAPPED_UNIT_READ_LAG_MIN_UNITS: i64 = 4096;
+
+/// How `pull` reads its ConsumeQueue units from their file.
+pub(super) fn unit_read(config: &StoreConfig, pull: &PullSpec<'_>) -> UnitRead {
+    let lag_units = pull.max_offset_in_queue - pull.queue_offset;
+    if config.read_mapped && lag_units >= MAPPED_UNIT_READ_LAG_MIN_UNITS {
+        UnitRead::Mapped
+    } else {
+        UnitRead::Engine
+    }
+}
 
 /// Whether `candidates` are worth copying from the mapping: the last ends at least
 /// [`MAPPED_READ_LAG_MIN_BYTES`] before the CommitLog's end.
@@ -110,4 +130,35 @@ fn keep_matched(
     }
     state.buffer.truncate(write_at);
     Ok(rejected)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::filter::AcceptAll;
+
+    fn spec_at(queue_offset: i64, max_offset_in_queue: i64) -> PullSpec<'static> {
+        PullSpec {
+            filter: &AcceptAll,
+            queue_offset,
+            max_offset_in_queue,
+            max_msg_nums: 32,
+            pull_size_max_bytes: crate::store::PULL_MSG_SIZE_MAX_BYTES,
+        }
+    }
+
+    /// Units are copied from the mapping only for a pull far enough behind its queue's end,
+    /// and never with mapped reads off.
+    #[test]
+    fn units_are_mapped_only_far_behind_the_queue_end() {
+        let mut config = StoreConfig::default();
+        let lag = MAPPED_UNIT_READ_LAG_MIN_UNITS;
+        assert_eq!(
+            unit_read(&config, &spec_at(10, 10 + lag - 1)),
+            UnitRead::Engine
+        );
+        assert_eq!(unit_read(&config, &spec_at(10, 10 + lag)), UnitRead::Mapped);
+        config.read_mapped = false;
+        assert_eq!(unit_read(&config, &spec_at(10, 10 + lag)), UnitRead::Engine);
+    }
 }
