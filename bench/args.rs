@@ -80,6 +80,8 @@ pub struct Args {
     pub fill_duration_s: u64,
     /// Catch-up: the broker process whose CPU time is sampled around the consume phase.
     pub broker_pid: Option<u32>,
+    /// Catch-up: a second consume of the whole backlog after the first (meter `catchup_warm`).
+    pub warm_pass: bool,
     pub report: Option<PathBuf>,
     pub svg: Option<PathBuf>,
     pub serialize: SerializeType,
@@ -244,6 +246,7 @@ impl Parts {
             skip_fill: catchup.skip_fill,
             fill_duration_s: catchup.fill_duration,
             broker_pid: catchup.broker_pid,
+            warm_pass: catchup.warm_pass,
             report: client.report,
             svg,
             serialize: client.serialize.into(),
@@ -308,6 +311,7 @@ impl Args {
             "skip_fill": self.skip_fill,
             "fill_duration_s": self.fill_duration_s,
             "broker_pid": self.broker_pid,
+            "warm_pass": self.warm_pass,
             "serialize": self.serialize.name(),
             "label": self.label,
         })
@@ -430,10 +434,12 @@ mod tests {
         assert!(args.skip_fill);
         assert_eq!(args.broker_pid, None);
         assert_eq!(args.backlog_bytes, BACKLOG_DEFAULT_BYTES);
+        assert!(!args.warm_pass);
         assert_eq!(
             run(&["catchup", "--broker-pid", "4242"]).broker_pid,
             Some(4242)
         );
+        assert!(run(&["catchup", "--warm-pass", "true"]).warm_pass);
     }
 
     #[test]

@@ -243,6 +243,12 @@ pub struct CatchupFlags {
     /// Broker process id: report its user/sys CPU per GiB served while consuming
     #[arg(long, value_name = "PID", value_parser = bounded::<u32>(1, PID_MAX))]
     pub broker_pid: Option<u32>,
+    /// After the consume, consume the whole backlog once more with another fresh group
+    /// (meter catchup_warm): its pages are in the page cache then, because the first pass
+    /// read them
+    #[arg(long, value_name = "BOOL", default_value_t = false, action = ArgAction::Set,
+          value_parser = parse_bool)]
+    pub warm_pass: bool,
 }
 
 #[derive(Debug, Clone, clap::Args)]

@@ -191,7 +191,7 @@ fn e2e_consumes_what_it_sends_at_a_fixed_rate() {
 }
 
 #[test]
-fn catchup_fills_and_drains_the_backlog() {
+fn catchup_fills_and_drains_the_backlog_then_drains_it_again_warm() {
     let echo = EchoServer::start("127.0.0.1:0", 4).expect("echo");
     let a = args(
         &echo,
@@ -209,6 +209,8 @@ fn catchup_fills_and_drains_the_backlog() {
             "200000",
             "-d",
             "20",
+            "--warm-pass",
+            "true",
         ],
     );
     let outcome = kinds::run_catchup(&a).expect("runs");
@@ -217,6 +219,10 @@ fn catchup_fills_and_drains_the_backlog() {
     assert_eq!(result(&outcome, "catchup").messages, 2000);
     assert_eq!(outcome.extra["complete"], true);
     assert_eq!(outcome.extra["backlog_messages"], 2000);
+    // The warm pass consumes the same backlog again, with a group of its own.
+    assert_eq!(result(&outcome, "catchup_warm").messages, 2000);
+    assert_eq!(outcome.extra["warm"]["complete"], true);
+    assert_ne!(outcome.extra["warm"]["group"], outcome.extra["group"]);
     echo.shutdown();
 }
 

@@ -8,15 +8,19 @@
 #   W1  send 128 B, async flush, 64 sync producers
 #   W2  send 1 KiB, sync flush (RINGMQ_STORE_FLUSH_POLICY=sync), 64 sync producers
 #   W3  e2e 1 KiB at BENCH_E2E_RATE msg/s (10000) with long-polling consumers
-#   W4  catch-up consume of a BENCH_BACKLOG_BYTES backlog (5 GiB), pre-filled by async sends
+#   W4  catch-up consume of a BENCH_BACKLOG_BYTES backlog (8 GiB), pre-filled by async sends,
+#       then a second consume of it (meter catchup_warm), when the first has read it into the
+#       page cache
 #   W5  many queues: 256 topics x 8 queues, e2e send + consume of 1 KiB (BENCH_W5_RATE, 0 = max)
 #
 # Environment (defaults in brackets):
 #   BENCH_DURATION_S     seconds per workload (measured phase) [20]
 #   BENCH_E2E_RATE       W3 target rate [10000]
-#   BENCH_BACKLOG_BYTES  W4 backlog [5368709120: a consume phase of 5 s or more at 1M msg/s;
-#                        the broker's store then takes ~6.5 GB of disk]; e.g. 104857600 for a
-#                        quick run
+#   BENCH_BACKLOG_BYTES  W4 backlog [8589934592: each consume phase lasts about 5 s or more at
+#                        up to 1.7M msg/s; the broker's store then takes ~10.5 GB of disk]; e.g.
+#                        104857600 for a quick run. Its records must stay under 40 % of the
+#                        machine's RAM (accessMessageInMemoryMaxRatio): a pull further behind
+#                        than that carries at most 8 messages, as in RocketMQ
 #   BENCH_W5_RATE        W5 target rate, 0 = as fast as possible [0]
 #   BENCH_FILL_DURATION_S  W4: longest pre-fill before consuming what is there [300]
 #   BENCH_W4_CONSUME_MAX_S W4: longest consume phase (it ends when the backlog is consumed) [60]
@@ -36,7 +40,7 @@ set -euo pipefail
 BENCH_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BENCH_DURATION_S=${BENCH_DURATION_S:-20}
 BENCH_E2E_RATE=${BENCH_E2E_RATE:-10000}
-BENCH_BACKLOG_BYTES=${BENCH_BACKLOG_BYTES:-5368709120}
+BENCH_BACKLOG_BYTES=${BENCH_BACKLOG_BYTES:-8589934592}
 BENCH_W5_RATE=${BENCH_W5_RATE:-0}
 BENCH_FILL_DURATION_S=${BENCH_FILL_DURATION_S:-300}
 BENCH_W4_CONSUME_MAX_S=${BENCH_W4_CONSUME_MAX_S:-60}
@@ -88,7 +92,7 @@ workload_args() {
     W1) echo "producer -t BenchW1 -s 128 -w $BENCH_THREADS -d $d" ;;
     W2) echo "producer -t BenchW2 -s 1024 -w $BENCH_THREADS -d $d" ;;
     W3) echo "e2e -t BenchW3 -s 1024 -r $BENCH_E2E_RATE -w 32 -d $d" ;;
-    W4) echo "catchup -t BenchW4 -s 1024 -y true -c 2 --backlog-bytes $BENCH_BACKLOG_BYTES --fill-duration $BENCH_FILL_DURATION_S -d $BENCH_W4_CONSUME_MAX_S" ;;
+    W4) echo "catchup -t BenchW4 -s 1024 -y true -c 2 --backlog-bytes $BENCH_BACKLOG_BYTES --fill-duration $BENCH_FILL_DURATION_S -d $BENCH_W4_CONSUME_MAX_S --warm-pass true" ;;
     W5) echo "e2e -t BenchW5 --topics 256 --queues 8 -s 1024 -r $BENCH_W5_RATE -w 32 -d $d" ;;
     *) bdie "unknown workload $1 (W1..W5)" ;;
   esac

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs and runs the peer broker (rocketmq-rust 1.0.0 name server + broker from crates.io)
+# Installs and runs the peer broker (rocketmq-rust 1.0.0 name server + broker from the Rust package registry)
 # inside a loopback-only network namespace, for side-by-side tests and benchmarks.
 #
 # Both peer servers detect the machine's non-loopback address and use it (the name server dials
