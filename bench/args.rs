@@ -522,8 +522,8 @@ mod tests {
             format!("producer -t BenchW1 -s 128 -w 64 -d 20 {shared}"),
             format!("e2e -t BenchW3 -s 1024 -r 10000 -w 32 -d 20 {shared}"),
             format!(
-                "catchup -t BenchW4 -s 1024 -y true -c 2 --backlog-bytes 1073741824 \
-                 --fill-duration 180 -d 20 {shared}"
+                "catchup -t BenchW4 -s 1024 -y true -c 2 --backlog-bytes 8589934592 \
+                 --fill-duration 300 -d 60 --warm-pass true {shared}"
             ),
             format!("e2e -t BenchW5 --topics 256 --queues 8 -s 1024 -r 0 -w 32 -d 20 {shared}"),
             "echo-server --listen 127.0.0.1:4567 -d 600 --echo-queues 8".to_owned(),

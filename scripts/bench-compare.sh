@@ -578,7 +578,7 @@ compare_main() {
     run_echo_ceiling "$w"
   done
 
-  local table row meter r p e col
+  local table row meter r p e col title
   table="| workload | metric | ringmq | rocketmq-rust 1.0.0 | echo ceiling | ringmq/peer | ringmq/ceiling |
 |---|---|---:|---:|---:|---:|---:|"
   for w in "${workloads[@]}"; do
@@ -600,7 +600,7 @@ compare_main() {
           msgs) row="| $w$title | $meter msg/s | $r | $p | $e | $(ratio "$r" "$p") | $(ratio "$r" "$e") |" ;;
           mb) row="| $w | $meter MB/s | $r | $p | $e | $(ratio "$r" "$p") | $(ratio "$r" "$e") |" ;;
           p99) row="| $w | $meter p99 | $(fmt_us "$r") | $(fmt_us "$p") | $(fmt_us "$e") | $(ratio "$r" "$p") | $(ratio "$r" "$e") |" ;;
-          failures) row="| $w | failures | $r | $p | $e | | |" ;;
+          failures) row="| $w | $meter failures | $r | $p | $e | | |" ;;
           lost) row="| $w | sent, not consumed | $r | $p | $e | | |" ;;
         esac
         table+=$'\n'"$row"
