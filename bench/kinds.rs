@@ -391,13 +391,11 @@ pub fn run_catchup(args: &Args) -> Result<Outcome, BenchError> {
     results.push(consume.result);
     let mut extra = consume.extra;
     let mut error = consume.error;
-    // Only after a first pass that read the whole backlog is the second one warm. Its failure
-    // is the report's error, with the first pass's figures kept. The timeline (and the SVG)
-    // is the first pass's.
+    // A failed warm pass is the report's error, with the first pass's figures kept. The
+    // timeline (and the SVG) is the first pass's.
     if args.warm_pass && error.is_none() {
-        if extra["complete"] != true {
-            error = Some("warm pass skipped: the first pass did not consume the backlog".into());
-        } else {
+        error = warm_pass_blocker(&extra);
+        if error.is_none() {
             match consume_backlog(args, &topics, &fatal, Value::Null, "catchup_warm") {
                 Ok(warm) => {
                     results.push(warm.result);
@@ -414,6 +412,13 @@ pub fn run_catchup(args: &Args) -> Result<Outcome, BenchError> {
         extra,
         error,
     })
+}
+
+/// Why the warm pass must not run after a first pass whose `extra` is `first_extra`: only a
+/// pass that read the whole backlog leaves all of it in the page cache.
+fn warm_pass_blocker(first_extra: &Value) -> Option<String> {
+    (first_extra["complete"] != true)
+        .then(|| "warm pass skipped: the first pass did not consume the whole backlog".to_owned())
 }
 
 /// One timed phase of a run that reports a single meter.
@@ -605,4 +610,18 @@ pub fn run_echo(args: &Args) -> Result<(), BenchError> {
     std::thread::sleep(duration(args));
     server.shutdown();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_warm_pass_runs_only_after_a_complete_first_pass() {
+        assert_eq!(warm_pass_blocker(&json!({"complete": true})), None);
+        for first in [json!({"complete": false}), json!({})] {
+            let reason = warm_pass_blocker(&first).expect("skipped");
+            assert!(reason.contains("did not consume"), "{reason}");
+        }
+    }
 }

@@ -578,13 +578,15 @@ compare_main() {
     run_echo_ceiling "$w"
   done
 
-  local table row meter r p e col title
+  local table row meter main r p e col title
   table="| workload | metric | ringmq | rocketmq-rust 1.0.0 | echo ceiling | ringmq/peer | ringmq/ceiling |
 |---|---|---:|---:|---:|---:|---:|"
   for w in "${workloads[@]}"; do
+    main=$(main_meter "$w")
     for meter in $(table_meters "$w"); do
+      # The workload's title heads its main meter's rows only.
       title=
-      [[ $meter != "$(main_meter "$w")" ]] || title=" $(workload_title "$w")"
+      if [[ $meter == "$main" ]]; then title=" $(workload_title "$w")"; fi
       for target in msgs mb p99 failures lost; do
         case $target in
           msgs) col=4 ;;
