@@ -158,6 +158,7 @@ pub fn store_config(config: &Config) -> Result<StoreConfig, StartupError> {
     sc.clean_file_forcibly_enabled = s.clean_file_forcibly_enabled;
     sc.zero_ahead_bytes = s.zero_ahead_bytes;
     sc.read_mapped = s.read_mapped;
+    sc.recent_records_bytes = s.recent_records_bytes;
     Ok(sc)
 }
 

@@ -121,6 +121,7 @@ pub struct StoreSection {
     pub clean_file_forcibly_enabled: bool,
     pub zero_ahead_bytes: u64,
     pub read_mapped: bool,
+    pub recent_records_bytes: u64,
 }
 
 impl Default for StoreSection {
@@ -160,6 +161,7 @@ impl Default for StoreSection {
             clean_file_forcibly_enabled: true,
             zero_ahead_bytes: crate::store::config::ZERO_AHEAD_DEFAULT_BYTES,
             read_mapped: true,
+            recent_records_bytes: crate::store::config::RECENT_RECORDS_DEFAULT_BYTES,
         }
     }
 }

@@ -162,6 +162,10 @@ pub struct StoreConfig {
     /// them through the io engine; a file that cannot be mapped, or a copy that faults, falls
     /// back to the io engine. ringmq's own; see `store::mapped_file`.
     pub read_mapped: bool,
+    /// Bytes of the newest appended records kept in memory, so pulls that keep up with the
+    /// appends copy them from there instead of reading the file (0: off). ringmq's own; see
+    /// `message_store::recent_records`.
+    pub recent_records_bytes: u64,
 }
 
 /// Default of [`StoreConfig::zero_ahead_bytes`]: off, as Java's `warmMapedFileEnable`. It
@@ -170,6 +174,11 @@ pub struct StoreConfig {
 /// did: docs/BENCHMARKS.md, "CommitLog zero-ahead"); 16 MiB (about half a second of W2's
 /// appends) is the value measured.
 pub const ZERO_AHEAD_DEFAULT_BYTES: u64 = 0;
+
+/// Default of [`StoreConfig::recent_records_bytes`]: 16 MiB, what W5's consumers (2,048 queues
+/// at full rate) run behind the appends; each append copies its records once more, and the
+/// window costs this much memory.
+pub const RECENT_RECORDS_DEFAULT_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Java's bounds for `diskMaxUsedSpaceRatio` (`MessageStoreConfig.getDiskMaxUsedSpaceRatio`).
 pub const DISK_MAX_USED_SPACE_RATIO_PERCENT_RANGE: std::ops::RangeInclusive<u64> = 10..=95;
@@ -215,6 +224,7 @@ impl Default for StoreConfig {
             max_index_num: MAX_INDEX_NUM_DEFAULT,
             zero_ahead_bytes: ZERO_AHEAD_DEFAULT_BYTES,
             read_mapped: true,
+            recent_records_bytes: RECENT_RECORDS_DEFAULT_BYTES,
         }
     }
 }

@@ -171,7 +171,7 @@ impl Inner {
         let in_lock = InLock::enter(&self.stats);
         let slot = self.reserve(&mut writer, common, &shape, entries.len())?;
         let msg_ids = self.encode(&mut writer, common, entries, &shape, &slot);
-        self.write_and_publish(&writer, &shape, &slot, entries.len())?;
+        self.write_and_publish(&mut writer, &shape, &slot, entries.len())?;
         drop(in_lock);
         drop(writer);
         self.after_append();
@@ -301,7 +301,7 @@ impl Inner {
     /// and the queue max after it, so a reader that sees a unit always finds its record.
     fn write_and_publish(
         &self,
-        writer: &Writer,
+        writer: &mut Writer,
         shape: &AppendShape,
         slot: &AppendSlot,
         message_count: usize,
@@ -314,6 +314,8 @@ impl Inner {
             // published and the next append stages the same units.
             cq.stage_units(slot.first_queue_offset, &writer.unit_buf)?;
         }
+        // Written and about to be published: from here a pull may want these records.
+        writer.recent.push(place.phy_offset, &writer.record_buf);
         self.publish(
             place.phy_offset + shape.total_bytes as i64,
             slot.store_timestamp_ms,

@@ -20,6 +20,7 @@ use bytes::BytesMut;
 use super::Inner;
 
 mod mapped;
+mod recent;
 
 use crate::store::config::StoreConfig;
 use crate::store::consume_queue::{ConsumeQueue, UnitRead};
@@ -570,6 +571,11 @@ impl Inner {
     ) -> Result<bool, StoreError> {
         if candidates.is_empty() {
             return Ok(false);
+        }
+        if let Some(read) =
+            recent::read_candidates_recent(&self.recent, view, candidates, filter, state)
+        {
+            return read;
         }
         if self.config.read_mapped && mapped::lags_enough(view, candidates) {
             if let Some(read) = mapped::read_candidates_mapped(view, candidates, filter, state) {

@@ -59,13 +59,15 @@ impl MessageStore {
                 IndexService::open(&root, dims, Arc::clone(&fs))
             })
             .transpose()?;
+        let (recent, writer) = Writer::with_recent_window(config.recent_records_bytes);
         let inner = Arc::new(Inner {
             commit_log: CommitLog::new(&root, config.commit_log_file_size_bytes, Arc::clone(&fs)),
             config,
             io,
             fs,
             queues: RwLock::new(QueueMap::default()),
-            writer: Mutex::new(Writer::default()),
+            writer: Mutex::new(writer),
+            recent,
             poisoned: AtomicBool::new(false),
             disk_full: AtomicBool::new(false),
             disk_ratios: Mutex::new(DiskRatios::default()),

@@ -37,6 +37,7 @@ mod index;
 mod lifecycle;
 mod lookup;
 mod quarantine;
+mod recent_records;
 mod recovery;
 mod replica;
 mod reput;
@@ -117,7 +118,7 @@ struct Signal {
 }
 
 /// Scratch buffers of the single writer, reused across appends.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Writer {
     record_buf: Vec<u8>,
     unit_buf: Vec<u8>,
@@ -126,6 +127,25 @@ struct Writer {
     replica_tail: Vec<u8>,
     /// CommitLog offset where `replica_tail` starts; `None` before the first replicated append.
     replica_dispatched_phy_offset: Option<i64>,
+    /// Keeps each append's records for the pulls that follow (`recent_records`).
+    recent: recent_records::RecentWriter,
+}
+
+impl Writer {
+    /// A writer keeping about `window_bytes` of its newest records, and the readers' side of
+    /// them.
+    fn with_recent_window(window_bytes: u64) -> (Arc<recent_records::RecentRecords>, Writer) {
+        let recent = Arc::new(recent_records::RecentRecords::default());
+        let writer = Writer {
+            record_buf: Vec::new(),
+            unit_buf: Vec::new(),
+            last_store_timestamp_ms: 0,
+            replica_tail: Vec::new(),
+            replica_dispatched_phy_offset: None,
+            recent: recent_records::RecentWriter::new(Arc::clone(&recent), window_bytes),
+        };
+        (recent, writer)
+    }
 }
 
 /// Used shares of the disks of the CommitLog and of the ConsumeQueues, as ratios (Java
@@ -158,6 +178,8 @@ struct Inner {
     commit_log: CommitLog,
     queues: RwLock<QueueMap>,
     writer: Mutex<Writer>,
+    /// The newest appended records, for pulls that keep up (`recent_records`).
+    recent: Arc<recent_records::RecentRecords>,
     poisoned: AtomicBool,
     /// The disk is fuller than the warning level (Java `RunningFlags.DISK_FULL_BIT`): appends
     /// are refused until a retention pass finds space again.

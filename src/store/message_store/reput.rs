@@ -180,7 +180,10 @@ impl Inner {
             return Ok(IndexStep::Progressed);
         }
         let len = (end - from).min(room).min(INDEX_STEP_MAX_BYTES as i64) as usize;
-        read_into(self, &seg, in_file as u64, len, buf)?;
+        // Records appended since the last step are usually still in memory.
+        if !self.recent.copy_from(from, len, buf) {
+            read_into(self, &seg, in_file as u64, len, buf)?;
+        }
         let step = self.index_records(index, &seg, (from, end), buf)?;
         index.publish()?;
         Ok(step)

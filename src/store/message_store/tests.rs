@@ -849,17 +849,20 @@ fn store_oracle_records(store: &MessageStore) -> Vec<OracleRecord> {
 /// candidates of full and of unfilled batches.
 #[test]
 fn a_pull_that_runs_past_its_first_units_finds_what_one_loop_over_the_budget_finds() {
-    // Both ways of reading records: from the CommitLog's mappings (rejected records moved
-    // over in the buffer) and through the io engine.
-    for read_mapped in [true, false] {
-        pulls_match_the_oracle(read_mapped);
+    // The three ways of reading records: from the newest records kept in memory and from the
+    // CommitLog's mappings (rejected records moved over in the buffer in both), and through
+    // the io engine.
+    let window = crate::store::config::RECENT_RECORDS_DEFAULT_BYTES;
+    for (read_mapped, recent_records_bytes) in [(false, window), (true, 0), (false, 0)] {
+        pulls_match_the_oracle(read_mapped, recent_records_bytes);
     }
 }
 
-fn pulls_match_the_oracle(read_mapped: bool) {
+fn pulls_match_the_oracle(read_mapped: bool, recent_records_bytes: u64) {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = config(dir.path());
     cfg.read_mapped = read_mapped;
+    cfg.recent_records_bytes = recent_records_bytes;
     cfg.commit_log_file_size_bytes = 256 * 1024;
     cfg.consume_queue_file_units = 1000;
     // Equal limits in memory and on disk: the oracle need not know which applies.
@@ -882,7 +885,8 @@ fn pulls_match_the_oracle(read_mapped: bool) {
             let (found, next) = oracle_pull(&cfg, &records, offset, max_nums as usize);
             assert_eq!(
                 got.queue_offsets, found,
-                "offset {offset}, maxMsgNums {max_nums}, mapped {read_mapped}"
+                "offset {offset}, maxMsgNums {max_nums}, mapped {read_mapped}, \
+                 recent {recent_records_bytes}"
             );
             for (&(start, len), &o) in got.message_ranges.iter().zip(&found) {
                 let record = format::decode_record(&got.buffer[start..start + len]).unwrap();
@@ -1048,6 +1052,8 @@ fn a_commit_log_file_cut_under_its_mapping_fails_the_pull_not_the_process() {
     let mut cfg = config(dir.path());
     cfg.commit_log_file_size_bytes = 256 * 1024;
     assert!(cfg.read_mapped, "mapped reads are the default");
+    // What this test reads must come from the file, not from the newest records in memory.
+    cfg.recent_records_bytes = 0;
     let store = open(cfg);
     for i in 0..3u8 {
         store.put_message(&msg("T", 0, &[i; 100], "A")).unwrap();
@@ -1095,5 +1101,46 @@ fn pad_commit_log(store: &MessageStore, bytes: i64) {
         store
             .put_message(&msg("Pad", 0, &[0u8; 3000], "P"))
             .unwrap();
+    }
+}
+
+/// A pull right after the append copies its records from the newest records kept in memory,
+/// not from the file: with the file's copy of them overwritten, the pull still returns what
+/// was appended, and with the window off the same pull reads the file and finds no record.
+#[test]
+fn a_pull_right_after_the_append_copies_its_records_from_memory() {
+    for recent_records_bytes in [crate::store::config::RECENT_RECORDS_DEFAULT_BYTES, 0] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = config(dir.path());
+        cfg.commit_log_file_size_bytes = 256 * 1024;
+        cfg.message_index_enable = false;
+        cfg.recent_records_bytes = recent_records_bytes;
+        let store = open(cfg);
+        for i in 0..3u8 {
+            store.put_message(&msg("T", 0, &[i; 100], "A")).unwrap();
+        }
+        let file = dir
+            .path()
+            .join("commitlog")
+            .join(crate::store::segment::segment_file_name(0));
+        let written = usize::try_from(store.max_phy_offset()).unwrap();
+        let mut bytes = std::fs::read(&file).unwrap();
+        bytes[..written].fill(0xEE);
+        std::fs::write(&file, &bytes).unwrap();
+        let got = store.get_message(&pull("T", 0, 0, 32, &AcceptAll));
+        if recent_records_bytes > 0 {
+            let got = got.expect("served from memory");
+            assert_eq!(got.queue_offsets, vec![0, 1, 2]);
+            for (i, &(start, len)) in got.message_ranges.iter().enumerate() {
+                let record = format::decode_record(&got.buffer[start..start + len]).unwrap();
+                assert_eq!(record.body, &[i as u8; 100][..]);
+            }
+        } else {
+            assert!(
+                got.is_err(),
+                "read from the overwritten file: {:?}",
+                got.map(|g| g.status)
+            );
+        }
     }
 }

@@ -99,7 +99,7 @@ fn copy_records(
 /// Checks each copied record (from `base` in `state.buffer`, in candidate order) and keeps
 /// those the record filter matches, moving them down over the rejected ones. Returns whether
 /// any was rejected.
-fn keep_matched(
+pub(super) fn keep_matched(
     view: &CommitLogView,
     candidates: &[Candidate],
     filter: &dyn MessageFilter,
