@@ -39,7 +39,7 @@ pub fn create_uniq_id(host: SocketAddr) -> String {
     bytes.extend_from_slice(&(host.port() as i32).wrapping_mul(31).to_be_bytes());
     bytes.extend_from_slice(&(ms_since_month_start(now_ms) as i32).to_be_bytes());
     bytes.extend_from_slice(&COUNTER.fetch_add(1, Ordering::Relaxed).to_be_bytes());
-    bytes.iter().map(|b| format!("{b:02X}")).collect()
+    hex::encode_upper(bytes)
 }
 
 #[cfg(test)]

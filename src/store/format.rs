@@ -32,7 +32,6 @@
 //! ConsumeQueue unit (Java `ConsumeQueue.CQ_STORE_UNIT_SIZE`): commit log offset (8), size (4),
 //! tags code (8).
 
-use std::fmt::Write as _;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// v1 record magic (`MessageDecoder.MESSAGE_MAGIC_CODE`).
@@ -498,12 +497,7 @@ pub fn encode_offset_msg_id(store_host: &SocketAddr, phy_offset: i64) -> String 
     let mut raw = Vec::with_capacity(28);
     put_host(&mut raw, store_host);
     put_i64(&mut raw, phy_offset);
-    let mut out = String::with_capacity(raw.len() * 2);
-    for byte in raw {
-        // Writing to a String cannot fail.
-        let _ = write!(out, "{byte:02X}");
-    }
-    out
+    hex::encode_upper(raw)
 }
 
 pub fn decode_offset_msg_id(msg_id: &str) -> Result<(SocketAddr, i64), FormatError> {
@@ -792,6 +786,9 @@ mod tests {
         let id = encode_offset_msg_id(&host, 0);
         assert_eq!(id, "0A00000100002A9F0000000000000000");
         assert_eq!(decode_offset_msg_id(&id), Ok((host, 0)));
+        // Uppercase, as Java's UtilAll.bytes2string writes it.
+        let id = encode_offset_msg_id(&host, 0xAB_CDEF);
+        assert_eq!(id, "0A00000100002A9F0000000000ABCDEF");
         let v6: SocketAddr = "[::1]:10911".parse().unwrap();
         let id6 = encode_offset_msg_id(&v6, 77);
         assert_eq!(id6.len(), 56);
