@@ -395,7 +395,7 @@ static FIELDS: &[FieldSpec] = &[
         "RINGMQ_STORE_RECENT_RECORDS_BYTES",
         "",
         store.recent_records_bytes,
-        "Bytes of the newest appended records also kept in memory (in 256 KiB chunks), so a pull that keeps up with the appends copies its records from there instead of reading them back through io_uring (that read was 4 to 7 % of the broker's CPU samples in W3 and W5). The message index thread reads them from there too. Records older than the window, or in a batch larger than 256 KiB, are read from the files as before. 0: off."
+        "Bytes of the newest appended records also kept in memory (in 256 KiB chunks), so a pull that keeps up with the appends copies its records from there instead of reading them back through io_uring (that read was 4 to 7 % of the broker's CPU samples in W3 and W5). The message index thread reads them from there too. Rounded down to whole chunks, two at least. Records older than the window, in a batch larger than 256 KiB, or answered by zero-copy (RINGMQ_TRANSFER_MODE), are read from the files as before. 0: off."
     ),
     field!(
         "RINGMQ_STORE_CORRUPTION_POLICY",

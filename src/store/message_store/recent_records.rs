@@ -153,12 +153,12 @@ impl std::fmt::Debug for RecentWriter {
 }
 
 impl RecentWriter {
-    /// A window of about `window_bytes` (whole chunks; 0 keeps nothing) read through `shared`.
+    /// A window of `window_bytes` rounded down to whole chunks, two at least (0 keeps
+    /// nothing), read through `shared`.
     pub(super) fn new(shared: Arc<RecentRecords>, window_bytes: u64) -> RecentWriter {
         let chunks = usize::try_from(window_bytes).unwrap_or(usize::MAX) / CHUNK_BYTES;
-        // Two at least, so a reader still copying from the previous chunk never stops the
-        // writer from starting the next one.
-        let chunks_max = if chunks == 0 { 0 } else { chunks.max(2) };
+        // Two at least, so the chunk a pull is reading is not the one the writer starts over.
+        let chunks_max = if window_bytes == 0 { 0 } else { chunks.max(2) };
         RecentWriter { shared, chunks_max }
     }
 
@@ -331,6 +331,10 @@ mod tests {
         let (shared, mut writer) = window(0);
         writer.push(0, b"abc");
         assert!(shared.view().is_none());
+        // Any other size keeps two chunks at least.
+        let (shared, mut writer) = window(1);
+        writer.push(0, b"abc");
+        assert_eq!(copy(&shared, 0, 3).as_deref(), Some(&b"abc"[..]));
     }
 
     #[test]
@@ -353,12 +357,21 @@ mod tests {
     fn a_concurrent_reader_sees_published_bytes_only() {
         let (shared, mut writer) = window(2 * CHUNK_BYTES as u64);
         let record_bytes = 1000usize;
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let reader = {
-            let shared = shared.clone();
+            let (shared, done) = (shared.clone(), done.clone());
             std::thread::spawn(move || {
                 let mut seen = 0u64;
-                for _ in 0..20_000 {
-                    let Some(view) = shared.view() else { continue };
+                loop {
+                    // One more look after the writer is done, so a reader that only got the
+                    // CPU then still reads something.
+                    let finished = done.load(Ordering::Acquire);
+                    let Some(view) = shared.view() else {
+                        if finished {
+                            break;
+                        }
+                        continue;
+                    };
                     let newest = view.chunks.back().unwrap().end_phy_offset();
                     let at = newest - record_bytes as i64;
                     if at < 0 {
@@ -369,6 +382,9 @@ mod tests {
                         assert!(bytes.iter().all(|b| *b == tag), "torn record at {at}");
                         seen += 1;
                     }
+                    if finished {
+                        break;
+                    }
                 }
                 seen
             })
@@ -377,6 +393,7 @@ mod tests {
             let record = vec![i as u8; record_bytes];
             writer.push(i * record_bytes as i64, &record);
         }
+        done.store(true, Ordering::Release);
         assert!(reader.join().unwrap() > 0);
     }
 }

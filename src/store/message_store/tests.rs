@@ -933,6 +933,8 @@ fn records_read_as_spans_come_back_whole_and_in_order() {
     cfg.commit_log_file_size_bytes = 64 * 1024;
     cfg.consume_queue_file_units = 100;
     cfg.read_mapped = false;
+    // Through the engine: not from the newest records in memory.
+    cfg.recent_records_bytes = 0;
     let io = IoEngine::new(IoConfig {
         mode: IoMode::Uring,
         fixed_buffer_count: 2,

@@ -17,9 +17,11 @@ pub(super) fn read_candidates_recent(
     filter: &dyn MessageFilter,
     state: &mut PullState,
 ) -> Option<Result<bool, StoreError>> {
-    // The window holds the newest records: a pull whose last record is not there has none.
-    let last = candidates.last()?;
+    // The window holds the newest records: a pull whose first or last record is not there is
+    // read from the file (a record between them can still have left: checked below).
+    let (first, last) = (candidates.first()?, candidates.last()?);
     let window = recent.view()?;
+    window.range(first.phy_offset, first.size as usize)?;
     window.range(last.phy_offset, last.size as usize)?;
     let base = state.buffer.len();
     let wanted: usize = candidates.iter().map(|c| c.size as usize).sum();
