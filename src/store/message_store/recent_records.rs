@@ -2,7 +2,7 @@
 //! up with the appends copies its records from here instead of reading them back from the file.
 //!
 //! Why: a consumer that keeps up pulls each record right after its append. Read through the io
-//! engine, that is one io_uring submit-and-wait per pull on the network thread (about 5 % of the
+//! engine, that is one io_uring submit-and-wait per pull on the network thread (about 4 % of the
 //! broker's CPU in W3, docs/BENCHMARKS.md "The newest records served from memory"); read through
 //! the file's mapping, it is a page fault per page written since the last pull
 //! (`get/mapped.rs`, `MAPPED_READ_LAG_MIN_BYTES`). Java reads both kinds from its `MappedFile`s;
@@ -94,9 +94,7 @@ impl RecentRecords {
         let chunks = self.chunks.read().unwrap_or_else(|e| e.into_inner());
         (!chunks.is_empty()).then_some(RecentView { chunks })
     }
-}
 
-impl RecentRecords {
     /// Replaces `out` with the kept bytes from `phy_offset` on, at most `len_max` of them and
     /// no further than the chunk holding `phy_offset` (a chunk ends between records). False,
     /// with `out` untouched, when `phy_offset` is not kept.
@@ -139,17 +137,10 @@ impl RecentView<'_> {
 }
 
 /// The writer's side, kept in the store's `Writer` (so only the writer-lock holder adds bytes).
+#[derive(Debug)]
 pub(super) struct RecentWriter {
     shared: Arc<RecentRecords>,
     chunks_max: usize,
-}
-
-impl std::fmt::Debug for RecentWriter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RecentWriter")
-            .field("chunks_max", &self.chunks_max)
-            .finish_non_exhaustive()
-    }
 }
 
 impl RecentWriter {
