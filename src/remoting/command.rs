@@ -4,8 +4,6 @@
 //! Java source: `remoting/.../protocol/RemotingCommand.java`, `LanguageCode.java`,
 //! `SerializeType.java`.
 
-use std::collections::HashMap;
-
 use bytes::Bytes;
 
 use super::codes::CURRENT_VERSION;
@@ -155,11 +153,7 @@ impl LanguageCode {
     }
 }
 
-/// A command's custom header fields. Hashed with foldhash, not std's SipHash: every request
-/// and response builds and reads one of these, and SipHash was 2 % of the broker's samples
-/// under W5 (docs/BENCHMARKS.md, "Reads that no longer write the inode"). The seed is random
-/// per map, and a header's field count is bounded by its frame's size.
-pub type ExtFields = HashMap<String, String, foldhash::fast::RandomState>;
+pub use super::ext_fields::ExtFields;
 
 /// One request or response. `body` is opaque bytes; `ext_fields` are the custom header fields,
 /// all strings (Java stringifies numbers and booleans).

@@ -25,6 +25,7 @@ use serde_json::{Map, Value};
 
 use super::command::{ExtFields, LanguageCode, RemotingCommand, SerializeType};
 use super::error::CodecError;
+use super::ext_fields::ExtFieldsDecoder;
 
 /// Decodes a JSON header into a command with an empty body and `serialize_type` JSON.
 pub fn decode_json_header(header: &[u8]) -> Result<RemotingCommand, CodecError> {
@@ -56,15 +57,13 @@ pub fn encode_json_header(cmd: &RemotingCommand, out: &mut BytesMut) {
     put_int(out, i64::from(cmd.code));
     if !cmd.ext_fields.is_empty() {
         out.put_slice(b",\"extFields\":{");
-        let mut keys: Vec<&String> = cmd.ext_fields.keys().collect();
-        keys.sort_unstable();
-        for (index, key) in keys.into_iter().enumerate() {
+        for (index, (key, value)) in cmd.ext_fields.sorted().into_iter().enumerate() {
             if index > 0 {
                 out.put_u8(b',');
             }
             put_json_string(out, key);
             out.put_u8(b':');
-            put_json_string(out, &cmd.ext_fields[key]);
+            put_json_string(out, value);
         }
         out.put_u8(b'}');
     }
@@ -191,7 +190,8 @@ fn ext_fields(root: &Map<String, Value>) -> Result<ExtFields, CodecError> {
             })
         }
     };
-    let mut out = ExtFields::with_capacity_and_hasher(fields.len(), Default::default());
+    // JSON object keys are unique already; the decoder keeps a huge header's build linear.
+    let mut out = ExtFieldsDecoder::with_capacity(fields.len());
     for (key, value) in fields {
         let text = match value {
             Value::Null => continue,
@@ -201,9 +201,9 @@ fn ext_fields(root: &Map<String, Value>) -> Result<ExtFields, CodecError> {
             // fastjson converts a nested value to its JSON text when the target is String.
             nested => nested.to_string(),
         };
-        out.insert(key.clone(), text);
+        out.push(key.clone(), text);
     }
-    Ok(out)
+    Ok(out.finish())
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ pub mod body;
 pub mod codes;
 pub mod command;
 pub mod error;
+pub mod ext_fields;
 pub mod frame;
 pub mod header_binary;
 pub mod header_json;

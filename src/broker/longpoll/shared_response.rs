@@ -67,17 +67,23 @@ impl SharedFrame {
     /// frame declaring that many body bytes, sent by the caller). None when it cannot be
     /// encoded or the opaque cannot be found.
     pub fn new(cmd: &RemotingCommand, body_len_bytes: Option<usize>) -> Option<SharedFrame> {
-        let mut template = cmd.clone();
-        template.opaque = 0;
-        template.body = if body_len_bytes.is_some() {
-            Bytes::new()
-        } else {
-            cmd.body.clone()
-        };
         let mut out = BytesMut::new();
-        match body_len_bytes {
-            None => encode_frame(&template, &mut out).ok()?,
-            Some(len) => encode_frame_header(&template, len, &mut out).ok()?,
+        if cmd.serialize_type == SerializeType::RocketMq {
+            // The opaque sits at a fixed place that every copy overwrites: `cmd` is encoded
+            // as it is, without the copy of the command the JSON template below needs.
+            match body_len_bytes {
+                None => encode_frame(cmd, &mut out).ok()?,
+                Some(len) => encode_frame_header(cmd, len, &mut out).ok()?,
+            }
+        } else {
+            // JSON writes the opaque as a number: the template's is 0, found and replaced by
+            // each copy.
+            let mut template = cmd.clone();
+            template.opaque = 0;
+            match body_len_bytes {
+                None => encode_frame(&template, &mut out).ok()?,
+                Some(len) => encode_frame_header(&template, len, &mut out).ok()?,
+            }
         }
         let header_len_bytes =
             (u32::from_be_bytes(out[4..8].try_into().ok()?) & 0x00FF_FFFF) as usize;
