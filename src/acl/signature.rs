@@ -33,9 +33,8 @@ pub fn request_content(request: &RemotingCommand) -> Vec<u8> {
     let mut fields: Vec<(&str, &str)> = request
         .ext_fields
         .iter()
-        .filter(|(key, _)| key.as_str() != SIGNATURE)
-        .filter(|(key, _)| !(skip_unique_key && key.as_str() == UNIQUE_MSG_QUERY_FLAG))
-        .map(|(key, value)| (key.as_str(), value.as_str()))
+        .filter(|(key, _)| *key != SIGNATURE)
+        .filter(|(key, _)| !(skip_unique_key && *key == UNIQUE_MSG_QUERY_FLAG))
         .collect();
     fields.sort_unstable_by(|(a, _), (b, _)| a.encode_utf16().cmp(b.encode_utf16()));
     let values_len: usize = fields.iter().map(|(_, value)| value.len()).sum();

@@ -232,8 +232,8 @@ impl RemotingCommand {
     }
 
     /// Builder: sets ext field `key` to `value.to_string()` (replacing any previous value).
-    pub fn with_ext(mut self, key: &str, value: impl ToString) -> Self {
-        self.ext_fields.insert(key.to_owned(), value.to_string());
+    pub fn with_ext(mut self, key: &'static str, value: impl ToString) -> Self {
+        self.ext_fields.insert(key, value.to_string());
         self
     }
 
@@ -268,8 +268,8 @@ impl RemotingCommand {
     }
 
     /// Sets ext field `key` in place.
-    pub fn set_ext(&mut self, key: &str, value: impl ToString) {
-        self.ext_fields.insert(key.to_owned(), value.to_string());
+    pub fn set_ext(&mut self, key: &'static str, value: impl ToString) {
+        self.ext_fields.insert(key, value.to_string());
     }
 
     /// A required string field. An empty value is returned as is (Java would give `""` too).

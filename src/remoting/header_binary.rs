@@ -28,7 +28,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use super::command::{LanguageCode, RemotingCommand, SerializeType};
 use super::error::CodecError;
-use super::ext_fields::ExtFieldsDecoder;
+use super::ext_fields::{static_key, ExtFieldsDecoder, ExtKey};
 
 /// code(2) + language(1) + version(2) + opaque(4) + flag(4) + remarkLen(4) + extLen(4).
 pub const BINARY_HEADER_FIXED_BYTES: usize = 21;
@@ -64,7 +64,7 @@ pub fn decode_binary_header(header: &[u8]) -> Result<RemotingCommand, CodecError
     while reader.offset < ext_end {
         let key_len =
             usize::try_from(reader.i16()?).map_err(|_| reader.error("negative ext key length"))?;
-        let key = reader.string(key_len, ext_end, "ext key runs past the ext fields end")?;
+        let key = reader.key(key_len, ext_end, "ext key runs past the ext fields end")?;
         let value_len = reader.len_i32("negative ext value length")?;
         let value = reader.string(value_len, ext_end, "ext value runs past the ext fields end")?;
         if let (Some(key), Some(value)) = (key, value) {
@@ -200,6 +200,22 @@ impl Reader<'_> {
             reason: negative,
             offset_bytes: start,
         })
+    }
+
+    /// An ext key: `'static` when it is one of the keys hot requests carry, else as
+    /// [`Reader::string`].
+    fn key(
+        &mut self,
+        len: usize,
+        end: usize,
+        past_end: &'static str,
+    ) -> Result<Option<ExtKey>, CodecError> {
+        let stop = self.offset.checked_add(len).filter(|stop| *stop <= end);
+        if let Some(known) = stop.and_then(|stop| static_key(&self.header[self.offset..stop])) {
+            self.offset += len;
+            return Ok(Some(ExtKey::Borrowed(known)));
+        }
+        Ok(self.string(len, end, past_end)?.map(ExtKey::Owned))
     }
 
     /// `len` bytes of UTF-8 ending at or before `end`; length 0 is `None` (Java null).

@@ -25,7 +25,7 @@ use serde_json::{Map, Value};
 
 use super::command::{ExtFields, LanguageCode, RemotingCommand, SerializeType};
 use super::error::CodecError;
-use super::ext_fields::ExtFieldsDecoder;
+use super::ext_fields::{ExtFieldsDecoder, ExtKey};
 
 /// Decodes a JSON header into a command with an empty body and `serialize_type` JSON.
 pub fn decode_json_header(header: &[u8]) -> Result<RemotingCommand, CodecError> {
@@ -201,7 +201,7 @@ fn ext_fields(root: &Map<String, Value>) -> Result<ExtFields, CodecError> {
             // fastjson converts a nested value to its JSON text when the target is String.
             nested => nested.to_string(),
         };
-        out.push(key.clone(), text);
+        out.push(ExtKey::Owned(key.clone()), text);
     }
     Ok(out.finish())
 }

@@ -203,14 +203,10 @@ mod tests {
         let mut request = RemotingCommand::request(11).with_opaque(7);
         request.serialize_type = serialize_type;
         let mut response = RemotingCommand::response_to(&request, 0, Some("FOUND".to_string()));
-        response
-            .ext_fields
-            .insert("nextBeginOffset".into(), "12".into());
-        response.ext_fields.insert("maxOffset".into(), "13".into());
+        response.ext_fields.insert("nextBeginOffset", "12".into());
+        response.ext_fields.insert("maxOffset", "13".into());
         // A value that looks like the key must not be patched.
-        response
-            .ext_fields
-            .insert("note".into(), "\"opaque\":0".into());
+        response.ext_fields.insert("note", "\"opaque\":0".into());
         response.body = Bytes::from_static(body);
         response
     }

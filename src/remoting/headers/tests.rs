@@ -5,7 +5,7 @@ use crate::remoting::codes::request_code;
 use crate::remoting::command::RemotingCommand;
 use crate::remoting::error::HeaderError;
 
-fn cmd_with(code: i32, fields: &[(&str, &str)]) -> RemotingCommand {
+fn cmd_with(code: i32, fields: &[(&'static str, &str)]) -> RemotingCommand {
     fields
         .iter()
         .fold(RemotingCommand::request(code), |cmd, (key, value)| {
@@ -475,7 +475,7 @@ fn check_transaction_state_keys_are_javas() {
     };
     let mut cmd = RemotingCommand::request(request_code::CHECK_TRANSACTION_STATE);
     header.encode(&mut cmd);
-    let keys: Vec<&str> = cmd.ext_fields.keys().map(String::as_str).collect();
+    let keys: Vec<&str> = cmd.ext_fields.keys().collect();
     let mut keys = keys;
     keys.sort_unstable();
     assert_eq!(
