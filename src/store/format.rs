@@ -413,11 +413,35 @@ pub fn properties_iter(properties: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])
 }
 
 /// The value of `name`, if present (the last occurrence wins, like a Java HashMap put).
+///
+/// The same answer as looking `name` up among [`properties_iter`]'s pairs, found with a SIMD
+/// scan for the separators (`memchr`) instead of a closure per byte: a send looks several
+/// properties up, and the byte-wise walk was 6 % of the broker's samples under W1.
 pub fn property_value<'a>(properties: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
-    properties_iter(properties)
-        .filter(|(key, _)| *key == name)
-        .map(|(_, value)| value)
-        .last()
+    // A pair's name is never empty and holds neither separator (it ends at the segment's
+    // first name-value separator), so such a `name` matches nothing.
+    if name.is_empty()
+        || memchr::memchr2(PROPERTY_SEPARATOR, PROPERTY_NAME_VALUE_SEPARATOR, name).is_some()
+    {
+        return None;
+    }
+    let mut found = None;
+    let mut start = 0;
+    while start < properties.len() {
+        let end = memchr::memchr(PROPERTY_SEPARATOR, &properties[start..])
+            .map_or(properties.len(), |at| start + at);
+        let segment = &properties[start..end];
+        // `name` then the separator, then a value that is not empty (Java's rule, as in
+        // `properties_iter`).
+        if segment.len() > name.len() + 1
+            && segment.starts_with(name)
+            && segment[name.len()] == PROPERTY_NAME_VALUE_SEPARATOR
+        {
+            found = Some(&segment[name.len() + 1..]);
+        }
+        start = end + 1;
+    }
+    found
 }
 
 /// Encodes pairs with Java's separators, including the trailing `\x02`.
@@ -729,6 +753,35 @@ fn get_host(buf: &[u8], at: usize, v6: bool) -> Result<(SocketAddr, usize), Form
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `property_value` as it was: a look-up among `properties_iter`'s pairs.
+    fn property_value_by_pairs<'a>(properties: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
+        properties_iter(properties)
+            .filter(|(key, _)| *key == name)
+            .map(|(_, value)| value)
+            .last()
+    }
+
+    proptest::proptest! {
+        /// Property strings of names, values and stray separators in any order: the scan
+        /// finds what the pairs say, for names present, absent, empty or holding a separator.
+        #[test]
+        fn property_value_agrees_with_the_pairs(
+            properties in proptest::collection::vec(
+                proptest::sample::select(vec![b'A', b'B', b'T', b'x', 1u8, 2u8]),
+                0..40,
+            ),
+            name in proptest::collection::vec(
+                proptest::sample::select(vec![b'A', b'B', b'T', 1u8, 2u8]),
+                0..3,
+            ),
+        ) {
+            proptest::prop_assert_eq!(
+                property_value(&properties, &name),
+                property_value_by_pairs(&properties, &name)
+            );
+        }
+    }
 
     #[test]
     fn java_hash_code_matches_known_values() {
