@@ -9,7 +9,6 @@
 
 use super::error::panic_message;
 use super::handler::{ConnectionContext, RequestHandler};
-use super::shutdown::RegisteredOnce;
 use super::worker::Worker;
 use super::writer::{self, ConnectionSender, Outbound, QueuedBytes, WriterExit, WriterState};
 use crate::remoting::codes::response_code;
@@ -294,11 +293,11 @@ async fn read_loop<H: RequestHandler>(
     let shutdown = &worker.shared.shutdown;
     let mut buf = BytesMut::with_capacity(config.read_buffer_initial_bytes);
     let mut timer = ReadTimer::new();
-    // Made once per connection: made per read, each would subscribe to the watch and register
-    // with its waiters, then unregister (1.5 to 2 % of the broker's samples in W3, one read per
-    // message). Registered once, then answered by their flags on every other poll.
-    let mut stop = RegisteredOnce::new(shutdown.triggered(), || shutdown.is_triggered());
-    let mut writer_stopped = RegisteredOnce::new(ctx.sender.closed(), || ctx.sender.is_closed());
+    // Made once per connection and polled again by every read's select: made per read, each
+    // would subscribe to the watch and register with its waiters, then unregister (1.5 to
+    // 2 % of the broker's samples in W3, one read per message).
+    let mut stop = std::pin::pin!(shutdown.triggered());
+    let mut writer_stopped = std::pin::pin!(ctx.sender.closed());
     loop {
         let decoded_any = match dispatch_decoded(&mut buf, ctx, in_flight, worker).await {
             Ok(decoded_any) => decoded_any,

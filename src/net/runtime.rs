@@ -4,7 +4,7 @@ use super::config::ServerConfig;
 use super::error::ServerError;
 use super::handler::RequestHandler;
 use super::listener::{accept_loop, bind_socket, listen, receive_handoffs, stop_listening};
-use super::shutdown::{RegisteredOnce, ShutdownSignal, StopSignals};
+use super::shutdown::{ShutdownSignal, StopSignals};
 use super::worker::{Handoff, LiveConnections, Shared, Worker};
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -243,10 +243,7 @@ fn run_worker<H: RequestHandler>(
             tracing::debug!(worker = index, "server startup abandoned");
         }
         drop(ready);
-        // The runtime polls this future again whenever any of its tasks wakes (once or more
-        // per message); registered once, it is then answered by the flags.
-        let shutdown = &worker.shared.shutdown;
-        RegisteredOnce::new(shutdown.triggered(), || shutdown.is_triggered()).await;
+        worker.shared.shutdown.triggered().await;
         for (listener, _) in &accepting {
             stop_listening(listener);
         }

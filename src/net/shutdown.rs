@@ -3,7 +3,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use tokio::sync::watch;
 
 /// A one-way, process-wide stop flag. Clone it freely; `trigger` from any thread.
@@ -35,7 +35,12 @@ impl ShutdownSignal {
     }
 
     /// Completes once [`ShutdownSignal::trigger`] has been called (at once if it already was).
-    pub async fn triggered(&self) {
+    /// Cheap to poll again and again from one task ([`RegisteredOnce`]).
+    pub fn triggered(&self) -> impl Future<Output = ()> + '_ {
+        RegisteredOnce::new(self.wait_triggered(), move || self.is_triggered())
+    }
+
+    async fn wait_triggered(&self) {
         let mut receiver = self.flag.subscribe();
         // wait_for errs only when the sender is dropped, and `self` holds it.
         if receiver.wait_for(|triggered| *triggered).await.is_err() {
@@ -55,27 +60,43 @@ impl StopSignals {
         self.external.is_triggered() || self.own.is_triggered()
     }
 
-    /// Completes once either signal is triggered.
-    pub async fn triggered(&self) {
-        tokio::select! {
-            () = self.external.triggered() => {}
-            () = self.own.triggered() => {}
-        }
+    /// Completes once either signal is triggered. Cheap to poll again and again from one task
+    /// ([`RegisteredOnce`]).
+    pub fn triggered(&self) -> impl Future<Output = ()> + '_ {
+        let either = async move {
+            tokio::select! {
+                () = self.external.wait_triggered() => {}
+                () = self.own.wait_triggered() => {}
+            }
+        };
+        RegisteredOnce::new(either, move || self.is_triggered())
     }
 }
 
-/// A wait that is polled once, to register its waker, and then answered by a flag: later polls
-/// call `is_done` instead of polling `wait` again.
+/// Whether `a` and `b` wake the same task. `will_wake` alone is not enough: tokio hands a
+/// runtime's `block_on` future a borrowed waker whose vtable differs from the one its clones
+/// carry, so a registered clone never `will_wake` the next poll's waker; both point at the same
+/// object (the task, or the runtime's handle), which is what wakes. A null data pointer (a
+/// no-op waker) says nothing of the task and is not compared.
+fn same_task(a: &Waker, b: &Waker) -> bool {
+    a.will_wake(b) || (!a.data().is_null() && a.data() == b.data())
+}
+
+/// A wait that is polled to register its task's waker, and then answered by a flag: later
+/// polls with the same waker call `is_done` instead of polling `wait` again.
 ///
-/// The read loop's select polls its stop waits on every wake-up of the connection's task, once
-/// per read. Polling a `tokio::sync::Notify` waiter that is already registered (what a `watch`
-/// or an mpsc `closed()` wait is underneath) takes the waiter list's lock each time: 0.97 % of
-/// the broker's samples under W3 (docs/BENCHMARKS.md). The registered waker still wakes the
-/// task when the wait completes, and `is_done` (a load) then sees why.
+/// The stop waits (the signals above, a connection's writer stopping) sit in selects that are
+/// polled on every wake-up of their task: the read loop's once per read, a network thread's
+/// main future whenever any of its tasks wakes. Polling a `tokio::sync::Notify` waiter that is
+/// already registered (what a `watch` or an mpsc `closed()` wait is underneath) takes the
+/// waiter list's lock each time: 0.97 % of the broker's samples under W3 (docs/BENCHMARKS.md).
+/// The registered waker still wakes the task when the wait completes, and `is_done` (a load)
+/// then sees why. A poll with another waker (the future moved to another task) polls `wait`
+/// again, so that waker is the one registered.
 pub(crate) struct RegisteredOnce<F, C> {
-    /// Boxed once per connection, so that this type is `Unpin` and needs no pin projection.
+    /// Boxed once per wait, so that this type is `Unpin` and needs no pin projection.
     wait: Pin<Box<F>>,
-    registered: bool,
+    registered: Option<Waker>,
     is_done: C,
 }
 
@@ -89,7 +110,7 @@ where
     pub(crate) fn new(wait: F, is_done: C) -> Self {
         RegisteredOnce {
             wait: Box::pin(wait),
-            registered: false,
+            registered: None,
             is_done,
         }
     }
@@ -106,11 +127,15 @@ where
         if (self.is_done)() {
             return Poll::Ready(());
         }
-        if self.registered {
+        if self
+            .registered
+            .as_ref()
+            .is_some_and(|registered| same_task(registered, cx.waker()))
+        {
             return Poll::Pending;
         }
         let poll = self.wait.as_mut().poll(cx);
-        self.registered = poll.is_pending();
+        self.registered = poll.is_pending().then(|| cx.waker().clone());
         poll
     }
 }
@@ -125,7 +150,7 @@ mod tests {
     async fn a_registered_wait_is_not_polled_again_and_still_ends_on_its_trigger() {
         let signal = ShutdownSignal::new();
         let polls = Cell::new(0_u32);
-        let mut triggered = Box::pin(signal.triggered());
+        let mut triggered = Box::pin(signal.wait_triggered());
         let wait = std::future::poll_fn(|cx| {
             polls.set(polls.get() + 1);
             triggered.as_mut().poll(cx)
@@ -150,12 +175,58 @@ mod tests {
             .expect("the trigger wakes the registered wait");
     }
 
+    /// A waker that counts its wake-ups.
+    struct Counting(std::sync::atomic::AtomicU32);
+
+    impl std::task::Wake for Counting {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn a_poll_with_another_waker_registers_that_one() {
+        let signal = ShutdownSignal::new();
+        let polls = Cell::new(0_u32);
+        let mut triggered = Box::pin(signal.wait_triggered());
+        let wait = std::future::poll_fn(|cx| {
+            polls.set(polls.get() + 1);
+            triggered.as_mut().poll(cx)
+        });
+        let mut stop = std::pin::pin!(RegisteredOnce::new(wait, || signal.is_triggered()));
+        let first = Waker::noop();
+        assert!(stop
+            .as_mut()
+            .poll(&mut Context::from_waker(first))
+            .is_pending());
+        let counting = Arc::new(Counting(std::sync::atomic::AtomicU32::new(0)));
+        let second = Waker::from(Arc::clone(&counting));
+        assert!(stop
+            .as_mut()
+            .poll(&mut Context::from_waker(&second))
+            .is_pending());
+        assert!(stop
+            .as_mut()
+            .poll(&mut Context::from_waker(&second))
+            .is_pending());
+        assert_eq!(
+            polls.get(),
+            2,
+            "the new waker was not registered, or registered twice"
+        );
+        signal.trigger();
+        assert_eq!(counting.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert!(stop
+            .as_mut()
+            .poll(&mut Context::from_waker(&second))
+            .is_ready());
+    }
+
     #[tokio::test(flavor = "current_thread")]
     async fn an_already_triggered_signal_ends_the_wait_at_once() {
         let signal = ShutdownSignal::new();
         signal.trigger();
-        let stop = RegisteredOnce::new(signal.triggered(), || signal.is_triggered());
-        tokio::time::timeout(Duration::from_secs(10), stop)
+        tokio::time::timeout(Duration::from_secs(10), signal.triggered())
             .await
             .expect("ends at once");
     }

@@ -11,12 +11,14 @@
 
 use super::call::{CallGuard, PendingCalls};
 use super::error::ClientCallError;
+use super::shutdown::RegisteredOnce;
 use super::zerocopy::{self, FileRange};
 use crate::remoting::codes::response_code;
 use crate::remoting::command::{RemotingCommand, SerializeType};
 use crate::remoting::frame::encode_frame;
 use bytes::{Bytes, BytesMut};
 use std::cell::Cell;
+use std::future::Future;
 use std::io;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -351,9 +353,10 @@ impl ConnectionSender {
         self.queue.is_closed()
     }
 
-    /// Completes when the connection's writer stops.
-    pub(crate) async fn closed(&self) {
-        self.queue.closed().await;
+    /// Completes when the connection's writer stops. Cheap to poll again and again from one
+    /// task ([`RegisteredOnce`]).
+    pub(crate) fn closed(&self) -> impl Future<Output = ()> + '_ {
+        RegisteredOnce::new(self.queue.closed(), move || self.queue.is_closed())
     }
 }
 

@@ -30,8 +30,9 @@ const ONE_LETTER_KEYS: [&str; 26] = [
     "t", "u", "v", "w", "x", "y", "z",
 ];
 
-/// The `'static` key for `bytes` when it is one a hot request carries (SEND_MESSAGE_V2,
-/// PULL_MESSAGE, offset commits, heartbeats): a decoded header then allocates only its values.
+/// The `'static` key for `bytes` when it is one a request that comes once per message or pull
+/// carries (SEND_MESSAGE_V2 and V1's `bname`, PULL_MESSAGE, the consumer-offset requests): a
+/// decoded header then allocates only its values.
 pub fn static_key(bytes: &[u8]) -> Option<&'static str> {
     if let [letter @ b'a'..=b'z'] = bytes {
         return Some(ONE_LETTER_KEYS[usize::from(letter - b'a')]);
@@ -50,11 +51,14 @@ pub fn static_key(bytes: &[u8]) -> Option<&'static str> {
         b"expressionType" => "expressionType",
         b"maxMsgBytes" => "maxMsgBytes",
         b"requestSource" => "requestSource",
-        b"brokerName" => "brokerName",
         b"bname" => "bname",
-        b"lo" => "lo",
         _ => return None,
     })
+}
+
+/// `text` as a key: `'static` when [`static_key`] knows it, else a copy.
+pub fn key_of(text: &str) -> ExtKey {
+    static_key(text.as_bytes()).map_or_else(|| ExtKey::Owned(text.to_owned()), ExtKey::Borrowed)
 }
 
 /// Whether two keys are equal, rejecting most unequal ones by length and first byte before the
@@ -64,7 +68,8 @@ fn same_key(a: &str, b: &str) -> bool {
     a.len() == b.len() && a.as_bytes().first() == b.as_bytes().first() && a == b
 }
 
-/// The custom header fields of a command, unique by key, in insertion order.
+/// The custom header fields of a command, unique by key. Their order means nothing: both
+/// encoders write them sorted ([`ExtFields::sorted`]).
 #[derive(Debug, Clone, Default)]
 pub struct ExtFields {
     entries: Vec<(ExtKey, String)>,
@@ -98,10 +103,7 @@ impl ExtFields {
     }
 
     pub fn get(&self, key: &str) -> Option<&String> {
-        self.entries
-            .iter()
-            .find(|(k, _)| same_key(k, key))
-            .map(|(_, value)| value)
+        self.position(key).map(|index| &self.entries[index].1)
     }
 
     pub fn contains_key(&self, key: &str) -> bool {
@@ -336,13 +338,16 @@ mod tests {
             "queueOffset",
             "suspendTimeoutMillis",
             "bname",
-            "lo",
         ] {
             assert_eq!(static_key(key.as_bytes()), Some(key));
         }
         for other in ["", "A", "ab", "consumergroup", "topic ", "\u{e9}"] {
             assert_eq!(static_key(other.as_bytes()), None, "{other:?}");
+            assert!(matches!(key_of(other), ExtKey::Owned(ref k) if k == other));
         }
+        // An admin request's key is not among them.
+        assert_eq!(static_key(b"lo"), None);
+        assert!(matches!(key_of("topic"), ExtKey::Borrowed("topic")));
     }
 
     #[test]

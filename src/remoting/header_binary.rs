@@ -37,7 +37,7 @@ pub const BINARY_HEADER_FIXED_BYTES: usize = 21;
 /// value; a SEND_MESSAGE_V2 header's one-letter keys average about 15 bytes a field), to size
 /// the list before decoding.
 const EXT_FIELD_BYTES_ESTIMATE: usize = 16;
-/// Most ext fields the decoder makes room for up front; more grow the map as they come.
+/// Most ext fields the decoder makes room for up front; more grow the list as they come.
 const EXT_FIELDS_PRESIZE_MAX: usize = 64;
 
 /// Decodes a binary header into a command with an empty body and `serialize_type` ROCKETMQ.
@@ -57,7 +57,7 @@ pub fn decode_binary_header(header: &[u8]) -> Result<RemotingCommand, CodecError
         .checked_add(ext_len)
         .filter(|end| *end <= header.len())
         .ok_or(reader.error("ext fields run past the header end"))?;
-    // Sized from the fields' bytes, so the map does not grow field by field (it showed in the
+    // Sized from the fields' bytes, so the list does not grow field by field (it showed in the
     // network threads' profiles); bounded, so a large header cannot make it allocate much.
     let capacity = (ext_len / EXT_FIELD_BYTES_ESTIMATE).min(EXT_FIELDS_PRESIZE_MAX);
     let mut ext_fields = ExtFieldsDecoder::with_capacity(capacity);
@@ -155,13 +155,23 @@ pub fn encode_binary_header(cmd: &RemotingCommand, out: &mut BytesMut) -> Result
     Ok(())
 }
 
+/// `bytes` as text, invalid UTF-8 replaced by U+FFFD. Valid UTF-8 (every header a client writes)
+/// is copied as is; `from_utf8_lossy` alone walks the bytes chunk by chunk, which showed in the
+/// network threads' profiles.
+fn text_of(bytes: &[u8]) -> String {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => text.to_owned(),
+        Err(_) => String::from_utf8_lossy(bytes).into_owned(),
+    }
+}
+
 /// A bounds-checked big-endian cursor over the header bytes.
 struct Reader<'a> {
     header: &'a [u8],
     offset: usize,
 }
 
-impl Reader<'_> {
+impl<'a> Reader<'a> {
     fn error(&self, reason: &'static str) -> CodecError {
         CodecError::BadBinaryHeader {
             reason,
@@ -202,20 +212,16 @@ impl Reader<'_> {
         })
     }
 
-    /// An ext key: `'static` when it is one of the keys hot requests carry, else as
-    /// [`Reader::string`].
+    /// An ext key: `'static` when [`static_key`] knows it, else as [`Reader::string`].
     fn key(
         &mut self,
         len: usize,
         end: usize,
         past_end: &'static str,
     ) -> Result<Option<ExtKey>, CodecError> {
-        let stop = self.offset.checked_add(len).filter(|stop| *stop <= end);
-        if let Some(known) = stop.and_then(|stop| static_key(&self.header[self.offset..stop])) {
-            self.offset += len;
-            return Ok(Some(ExtKey::Borrowed(known)));
-        }
-        Ok(self.string(len, end, past_end)?.map(ExtKey::Owned))
+        Ok(self.bytes(len, end, past_end)?.map(|bytes| {
+            static_key(bytes).map_or_else(|| ExtKey::Owned(text_of(bytes)), ExtKey::Borrowed)
+        }))
     }
 
     /// `len` bytes of UTF-8 ending at or before `end`; length 0 is `None` (Java null).
@@ -225,6 +231,16 @@ impl Reader<'_> {
         end: usize,
         past_end: &'static str,
     ) -> Result<Option<String>, CodecError> {
+        Ok(self.bytes(len, end, past_end)?.map(text_of))
+    }
+
+    /// The next `len` bytes, which must end at or before `end`; length 0 is `None`.
+    fn bytes(
+        &mut self,
+        len: usize,
+        end: usize,
+        past_end: &'static str,
+    ) -> Result<Option<&'a [u8]>, CodecError> {
         if len == 0 {
             return Ok(None);
         }
@@ -234,14 +250,8 @@ impl Reader<'_> {
             .filter(|stop| *stop <= end)
             .ok_or(self.error(past_end))?;
         let bytes = &self.header[self.offset..stop];
-        // Valid UTF-8 (every header a client writes) is copied as is; `from_utf8_lossy` alone
-        // walks the bytes chunk by chunk, which showed in the network threads' profiles.
-        let text = match std::str::from_utf8(bytes) {
-            Ok(text) => text.to_owned(),
-            Err(_) => String::from_utf8_lossy(bytes).into_owned(),
-        };
         self.offset = stop;
-        Ok(Some(text))
+        Ok(Some(bytes))
     }
 }
 

@@ -25,7 +25,7 @@ use serde_json::{Map, Value};
 
 use super::command::{ExtFields, LanguageCode, RemotingCommand, SerializeType};
 use super::error::CodecError;
-use super::ext_fields::{ExtFieldsDecoder, ExtKey};
+use super::ext_fields::{key_of, ExtFieldsDecoder};
 
 /// Decodes a JSON header into a command with an empty body and `serialize_type` JSON.
 pub fn decode_json_header(header: &[u8]) -> Result<RemotingCommand, CodecError> {
@@ -191,6 +191,7 @@ fn ext_fields(root: &Map<String, Value>) -> Result<ExtFields, CodecError> {
         }
     };
     // JSON object keys are unique already; the decoder keeps a huge header's build linear.
+    // Java clients send JSON headers by default, so their known keys are not copied either.
     let mut out = ExtFieldsDecoder::with_capacity(fields.len());
     for (key, value) in fields {
         let text = match value {
@@ -201,7 +202,7 @@ fn ext_fields(root: &Map<String, Value>) -> Result<ExtFields, CodecError> {
             // fastjson converts a nested value to its JSON text when the target is String.
             nested => nested.to_string(),
         };
-        out.push(ExtKey::Owned(key.clone()), text);
+        out.push(key_of(key), text);
     }
     Ok(out.finish())
 }

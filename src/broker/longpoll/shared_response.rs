@@ -12,6 +12,8 @@
 //! quotes, so `"opaque":` followed by a digit occurs only there); in a binary (ROCKETMQ)
 //! header it is the 4 bytes after code (2), language (1) and version (2).
 
+use std::borrow::Cow;
+
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::remoting::command::{RemotingCommand, SerializeType};
@@ -67,23 +69,21 @@ impl SharedFrame {
     /// frame declaring that many body bytes, sent by the caller). None when it cannot be
     /// encoded or the opaque cannot be found.
     pub fn new(cmd: &RemotingCommand, body_len_bytes: Option<usize>) -> Option<SharedFrame> {
+        // The binary header keeps the opaque at a fixed place that every copy overwrites, so
+        // `cmd` is encoded as it is. JSON writes it as a number: there the template's is 0,
+        // found and replaced by each copy, which needs a copy of the command.
+        let template = match cmd.serialize_type {
+            SerializeType::RocketMq => Cow::Borrowed(cmd),
+            SerializeType::Json => {
+                let mut template = cmd.clone();
+                template.opaque = 0;
+                Cow::Owned(template)
+            }
+        };
         let mut out = BytesMut::new();
-        if cmd.serialize_type == SerializeType::RocketMq {
-            // The opaque sits at a fixed place that every copy overwrites: `cmd` is encoded
-            // as it is, without the copy of the command the JSON template below needs.
-            match body_len_bytes {
-                None => encode_frame(cmd, &mut out).ok()?,
-                Some(len) => encode_frame_header(cmd, len, &mut out).ok()?,
-            }
-        } else {
-            // JSON writes the opaque as a number: the template's is 0, found and replaced by
-            // each copy.
-            let mut template = cmd.clone();
-            template.opaque = 0;
-            match body_len_bytes {
-                None => encode_frame(&template, &mut out).ok()?,
-                Some(len) => encode_frame_header(&template, len, &mut out).ok()?,
-            }
+        match body_len_bytes {
+            None => encode_frame(&template, &mut out).ok()?,
+            Some(len) => encode_frame_header(&template, len, &mut out).ok()?,
         }
         let header_len_bytes =
             (u32::from_be_bytes(out[4..8].try_into().ok()?) & 0x00FF_FFFF) as usize;
