@@ -146,16 +146,23 @@ mod tests {
     use std::cell::Cell;
     use std::time::Duration;
 
+    /// `signal`'s wait, counting in `polls` how often it is polled.
+    fn counted_wait<'a>(
+        signal: &'a ShutdownSignal,
+        polls: &'a Cell<u32>,
+    ) -> impl Future<Output = ()> + 'a {
+        let mut triggered = Box::pin(signal.wait_triggered());
+        std::future::poll_fn(move |cx| {
+            polls.set(polls.get() + 1);
+            triggered.as_mut().poll(cx)
+        })
+    }
+
     #[tokio::test(flavor = "current_thread")]
     async fn a_registered_wait_is_not_polled_again_and_still_ends_on_its_trigger() {
         let signal = ShutdownSignal::new();
         let polls = Cell::new(0_u32);
-        let mut triggered = Box::pin(signal.wait_triggered());
-        let wait = std::future::poll_fn(|cx| {
-            polls.set(polls.get() + 1);
-            triggered.as_mut().poll(cx)
-        });
-        let mut stop = RegisteredOnce::new(wait, || signal.is_triggered());
+        let mut stop = RegisteredOnce::new(counted_wait(&signal, &polls), || signal.is_triggered());
         for _ in 0..3 {
             let timed_out = tokio::time::timeout(Duration::from_millis(5), &mut stop).await;
             assert!(timed_out.is_err(), "ends before its trigger");
@@ -188,12 +195,9 @@ mod tests {
     fn a_poll_with_another_waker_registers_that_one() {
         let signal = ShutdownSignal::new();
         let polls = Cell::new(0_u32);
-        let mut triggered = Box::pin(signal.wait_triggered());
-        let wait = std::future::poll_fn(|cx| {
-            polls.set(polls.get() + 1);
-            triggered.as_mut().poll(cx)
-        });
-        let mut stop = std::pin::pin!(RegisteredOnce::new(wait, || signal.is_triggered()));
+        let mut stop = std::pin::pin!(RegisteredOnce::new(counted_wait(&signal, &polls), || {
+            signal.is_triggered()
+        }));
         let first = Waker::noop();
         assert!(stop
             .as_mut()
