@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use crate::config::{BrokerRole, Config};
 use crate::metrics::BrokerMetrics;
-use crate::remoting::body::DataVersion;
+use crate::remoting::body::{DataVersion, TopicConfig};
 use crate::store::MessageStore;
 
 use super::broker_stats::BrokerStats;
@@ -76,6 +76,26 @@ impl BrokerController {
     /// The metrics to record into, when metrics are on.
     pub fn metrics(&self) -> Option<&BrokerMetrics> {
         self.metrics.as_deref()
+    }
+
+    /// Creates the ConsumeQueue files of the write queues of `tc`, a topic just created or
+    /// grown, so its first messages do not create them under the store's writer lock
+    /// ([`MessageStore::create_queue_files`]). A failure is logged and nothing else: each
+    /// queue's first append creates its file and answers its own failure.
+    pub fn create_queue_files(&self, tc: &TopicConfig) {
+        match self
+            .store
+            .create_queue_files(&tc.topic_name, tc.write_queue_nums)
+        {
+            Ok(created) => {
+                tracing::debug!(topic = tc.topic_name, created, "created queue files");
+            }
+            Err(error) => tracing::warn!(
+                topic = tc.topic_name,
+                %error,
+                "creating the queue files of a new topic failed; its first messages will"
+            ),
+        }
     }
 
     /// Tell the registration thread that the topic table changed.

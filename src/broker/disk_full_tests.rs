@@ -2,7 +2,8 @@
 //! disk a send is answered SERVICE_NOT_AVAILABLE with Java's remark, a pull still finds its
 //! messages, and sends work again once a retention pass measures space; a metadata file that
 //! cannot be written fails the admin request (or is retried by the persister) and never makes
-//! the store read-only. Beside `tests.rs`, above every part.
+//! the store read-only; a topic whose queue files cannot be made is made all the same. Beside
+//! `tests.rs`, above every part.
 
 use std::sync::Arc;
 
@@ -97,5 +98,31 @@ fn a_metadata_file_that_cannot_be_written_fails_its_request_and_never_the_store(
     let groups =
         std::fs::read_to_string(dir.path().join("store/config/subscriptionGroup.json")).unwrap();
     assert!(groups.contains("\"late-group\""));
+    ctrl.store.shutdown().unwrap();
+}
+
+/// A topic made by UPDATE_AND_CREATE_TOPIC or by a send gets the files of its write queues at
+/// once. When making them fails (no space), the topic is made all the same, and the first
+/// send to a queue makes that queue's file itself.
+#[test]
+fn a_new_topic_gets_its_queue_files_and_failing_to_make_them_fails_nothing() {
+    let (ctrl, fs, dir) = broker_on_fault_fs(None);
+    let queue_file = |topic: &str, queue_id: i32| {
+        dir.path().join(format!(
+            "store/consumequeue/{topic}/{queue_id}/00000000000000000000"
+        ))
+    };
+    answer_success(&ctrl, &create_topic("Admin"));
+    assert!((0..4).all(|q| queue_file("Admin", q).exists()));
+    // Auto-created from TBW102 with the header's 4 queues.
+    answer_success(&ctrl, &send_request("Sent", b"first"));
+    assert!((0..4).all(|q| queue_file("Sent", q).exists()));
+    fs.arm(Failpoint::CreateEnospc, "consumequeue/Full/", 1);
+    answer_success(&ctrl, &create_topic("Full"));
+    assert!(ctrl.topics.select("Full").is_some());
+    assert!((0..4).all(|q| !queue_file("Full", q).exists()));
+    answer_success(&ctrl, &send_request("Full", b"made by the send"));
+    assert!(queue_file("Full", 0).exists());
+    assert_eq!(ctrl.store.max_offset_in_queue("Full", 0), 1);
     ctrl.store.shutdown().unwrap();
 }

@@ -209,6 +209,17 @@ impl ConsumeQueue {
         Ok(())
     }
 
+    /// Creates the first file of a queue that has never had one (no file, no unit), without
+    /// allocating its blocks: the sparse file costs an inode, not disk. Says whether it made
+    /// one. The caller holds the store's writer lock, as appends do when they create files.
+    pub fn create_first_file(&self) -> Result<bool, StoreError> {
+        if !self.segs.is_empty() || self.max_offset_in_queue() != 0 {
+            return Ok(false);
+        }
+        self.segment_for_write(0, 0)?;
+        Ok(true)
+    }
+
     /// Allocates the blocks of `seg` up to queue byte `end_bytes`, rounded up to the next
     /// [`CQ_RESERVE_STEP_BYTES`] (and at most to the end of the file).
     fn reserve_blocks(&self, seg: &Segment, end_bytes: i64) -> Result<(), StoreError> {

@@ -66,7 +66,8 @@ pub async fn update_and_create_topic(
         order: header.order,
         ..TopicConfig::default()
     };
-    ctrl.topics.update_topic_config(tc)?;
+    ctrl.topics.update_topic_config(tc.clone())?;
+    ctrl.create_queue_files(&tc);
     ctrl.notify_topics_changed();
     respond(RemotingCommand::response_to(request, rc::SUCCESS, None))
 }

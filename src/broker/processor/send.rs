@@ -222,6 +222,7 @@ fn create_topic_for_send(
         Some((tc, new)) => {
             if new {
                 tracing::info!(topic = header.topic, queues = tc.write_queue_nums, client = %remote_addr, "auto-created topic");
+                ctrl.create_queue_files(&tc);
                 ctrl.notify_topics_changed();
             }
             Ok(tc)

@@ -187,6 +187,32 @@ impl Inner {
         })
     }
 
+    /// Creates the first ConsumeQueue file of each queue `0..queue_count` of `topic` that has
+    /// never had one, taking the writer lock once per queue as an append's first unit would.
+    /// Done when the topic is created, so the first message of each queue does not create a
+    /// directory and a file under the lock every append of every connection waits for: with
+    /// thousands of new queues (W5's 2,048) that stalled all sends for seconds on a file
+    /// system slow to allocate inodes (docs/BENCHMARKS.md, "W5: the first message of each
+    /// queue"). A slave creates nothing: its files follow the master's records.
+    pub(super) fn create_queue_files(
+        &self,
+        topic: &str,
+        queue_count: i32,
+    ) -> Result<usize, StoreError> {
+        if self.config.broker_role_slave {
+            return Ok(0);
+        }
+        let mut created = 0;
+        for queue_id in 0..queue_count {
+            validate_queue_id(queue_id)?;
+            let _writer = lock(&self.writer);
+            self.check_writable()?;
+            let cq = self.get_or_create_queue(topic, queue_id)?;
+            created += usize::from(cq.create_first_file()?);
+        }
+        Ok(created)
+    }
+
     /// Checks every limit before anything is written, and sizes the records.
     fn validate_append(
         &self,

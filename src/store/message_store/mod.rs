@@ -443,6 +443,13 @@ impl MessageStore {
             .message_store_timestamp(topic, queue_id, queue_offset)
     }
 
+    /// Creates the first ConsumeQueue file of each of `topic`'s queues `0..queue_count` that
+    /// has none yet, for a topic just created; returns how many it created. Appends create a
+    /// missing file themselves, so a failure here costs only the time it was meant to save.
+    pub fn create_queue_files(&self, topic: &str, queue_count: i32) -> Result<usize, StoreError> {
+        self.inner.create_queue_files(topic, queue_count)
+    }
+
     /// Deletes the ConsumeQueues of `topic` (Java `deleteTopics`); the CommitLog keeps its
     /// records. Returns the number of queues removed.
     pub fn delete_topic(&self, topic: &str) -> Result<usize, StoreError> {

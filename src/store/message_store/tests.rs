@@ -547,6 +547,80 @@ fn a_new_queue_holds_almost_no_disk_blocks() {
     store.shutdown().unwrap();
 }
 
+/// A topic's queue files made when it is created: sparse, skipped for a queue that has a
+/// file, taken over by the first appends, empty queues after a restart (clean or not), and
+/// gone again with the topic.
+#[test]
+fn queue_files_made_with_a_new_topic_are_empty_queues_the_appends_take_over() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = StoreConfig::with_root(dir.path());
+    cfg.commit_log_file_size_bytes = 64 * 1024;
+    let store = open(cfg.clone());
+    for _ in 0..2 {
+        store.put_message(&msg("T", 1, b"x", "A")).unwrap();
+    }
+    assert_eq!(store.create_queue_files("T", 4).unwrap(), 3);
+    assert_eq!(store.create_queue_files("T", 4).unwrap(), 0, "made once");
+    for queue_id in 0..4 {
+        let path = dir
+            .path()
+            .join(format!("consumequeue/T/{queue_id}/00000000000000000000"));
+        let meta = std::fs::metadata(&path).unwrap();
+        assert_eq!(meta.len(), 6_000_000);
+        if queue_id != 1 {
+            assert_eq!(meta.blocks(), 0, "queue {queue_id} holds no blocks");
+        }
+    }
+    assert_eq!(
+        store
+            .put_message(&msg("T", 2, b"y", "A"))
+            .unwrap()
+            .queue_offset,
+        0
+    );
+    store.shutdown().unwrap();
+    drop(store);
+    for abort in [false, true] {
+        if abort {
+            std::fs::write(dir.path().join(ABORT_FILE_NAME), b"").unwrap();
+        }
+        let store = open(cfg.clone());
+        let max: Vec<i64> = (0..4).map(|q| store.max_offset_in_queue("T", q)).collect();
+        assert_eq!(max, vec![0, 2, 1, 0], "abort={abort}");
+        store.shutdown().unwrap();
+    }
+    let store = open(cfg.clone());
+    let r = store.put_message(&msg("T", 3, b"z", "A")).unwrap();
+    assert_eq!(r.queue_offset, 0);
+    let got = store.get_message(&pull("T", 3, 0, 32, &AcceptAll)).unwrap();
+    assert_eq!(format::decode_record(&got.buffer).unwrap().body, b"z");
+    store.delete_topic("T").unwrap();
+    assert_eq!(store.create_queue_files("T", 2).unwrap(), 2, "made again");
+    store.shutdown().unwrap();
+    drop(store);
+    let store = open(cfg.clone());
+    assert_eq!(store.max_offset_in_queue("T", 0), 0);
+    assert_eq!(
+        store
+            .put_message(&msg("T", 0, b"w", "A"))
+            .unwrap()
+            .queue_offset,
+        0
+    );
+    store.shutdown().unwrap();
+    drop(store);
+    let mut slave = cfg;
+    slave.broker_role_slave = true;
+    let store = open(slave);
+    assert_eq!(
+        store.create_queue_files("S", 2).unwrap(),
+        0,
+        "a slave makes none"
+    );
+    assert!(!dir.path().join("consumequeue/S").exists());
+}
+
 /// Appends until the CommitLog rolls into its second 4 KiB file; returns the queue offsets.
 pub(super) fn put_until_second_file(store: &MessageStore) -> Result<Vec<i64>, StoreError> {
     let mut offsets = Vec::new();
