@@ -556,9 +556,13 @@ fn queue_files_made_with_a_new_topic_are_empty_queues_the_appends_take_over() {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = StoreConfig::with_root(dir.path());
     cfg.commit_log_file_size_bytes = 64 * 1024;
+    let put_offset = |store: &MessageStore, queue_id: i32, body: &[u8]| {
+        let put = store.put_message(&msg("T", queue_id, body, "A")).unwrap();
+        put.queue_offset
+    };
     let store = open(cfg.clone());
     for _ in 0..2 {
-        store.put_message(&msg("T", 1, b"x", "A")).unwrap();
+        put_offset(&store, 1, b"x");
     }
     assert_eq!(store.create_queue_files("T", 4).unwrap(), 3);
     assert_eq!(store.create_queue_files("T", 4).unwrap(), 0, "made once");
@@ -572,13 +576,7 @@ fn queue_files_made_with_a_new_topic_are_empty_queues_the_appends_take_over() {
             assert_eq!(meta.blocks(), 0, "queue {queue_id} holds no blocks");
         }
     }
-    assert_eq!(
-        store
-            .put_message(&msg("T", 2, b"y", "A"))
-            .unwrap()
-            .queue_offset,
-        0
-    );
+    assert_eq!(put_offset(&store, 2, b"y"), 0);
     store.shutdown().unwrap();
     drop(store);
     for abort in [false, true] {
@@ -591,8 +589,7 @@ fn queue_files_made_with_a_new_topic_are_empty_queues_the_appends_take_over() {
         store.shutdown().unwrap();
     }
     let store = open(cfg.clone());
-    let r = store.put_message(&msg("T", 3, b"z", "A")).unwrap();
-    assert_eq!(r.queue_offset, 0);
+    assert_eq!(put_offset(&store, 3, b"z"), 0);
     let got = store.get_message(&pull("T", 3, 0, 32, &AcceptAll)).unwrap();
     assert_eq!(format::decode_record(&got.buffer).unwrap().body, b"z");
     store.delete_topic("T").unwrap();
@@ -601,13 +598,7 @@ fn queue_files_made_with_a_new_topic_are_empty_queues_the_appends_take_over() {
     drop(store);
     let store = open(cfg.clone());
     assert_eq!(store.max_offset_in_queue("T", 0), 0);
-    assert_eq!(
-        store
-            .put_message(&msg("T", 0, b"w", "A"))
-            .unwrap()
-            .queue_offset,
-        0
-    );
+    assert_eq!(put_offset(&store, 0, b"w"), 0);
     store.shutdown().unwrap();
     drop(store);
     let mut slave = cfg;
