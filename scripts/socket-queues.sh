@@ -21,7 +21,6 @@ command -v ss >/dev/null || { echo "$0: needs ss (Debian: apt-get install -y ipr
 samples=$((window_s * 100))
 for ((i = 0; i < samples; i++)); do
   ss -tnH state established "( sport = :$port or dport = :$port )"
-  echo "--"
   sleep 0.01
 done | python3 -c '
 import sys

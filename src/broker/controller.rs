@@ -93,7 +93,7 @@ impl BrokerController {
             Err(error) => tracing::warn!(
                 topic = tc.topic_name,
                 %error,
-                "creating the queue files of a new topic failed; its first messages will"
+                "creating the queue files of a new topic failed; each queue's first message makes its own"
             ),
         }
     }
