@@ -85,7 +85,17 @@ impl PullSpec<'_> {
         let batch_and_next = self.max_msg_nums.saturating_add(1).max(1);
         usize::try_from(batch_and_next).map_or(wanted, |n| n.min(wanted))
     }
+
+    /// Records the pull's lists get room for up front: its `maxMsgNums`, at most
+    /// [`RECORDS_RESERVED_MAX`] (a client may ask for i32::MAX; more still fit, by growing).
+    fn records_expected(&self) -> usize {
+        usize::try_from(self.max_msg_nums.clamp(1, RECORDS_RESERVED_MAX as i64)).unwrap_or(1)
+    }
 }
+
+/// Most records a pull reserves room for before it finds them: Java's default in-memory
+/// batch cap (`maxTransferCountOnMessageInMemory`) is 32, so a default pull never grows.
+const RECORDS_RESERVED_MAX: usize = 64;
 
 /// The CommitLog as one pull sees it, read once right after the pull's ConsumeQueue units.
 struct CommitLogView {
@@ -215,10 +225,14 @@ struct PullState {
     message_ranges: Vec<(usize, usize)>,
     message_locations: Vec<(i64, i32)>,
     queue_offsets: Vec<i64>,
+    /// Found records the lists make room for at the first ([`PullSpec::records_expected`]).
+    records_expected: usize,
 }
 
 impl PullState {
-    fn new(queue_offset: i64) -> Self {
+    /// `records`: how many found records the lists make room for at the first one
+    /// ([`Self::add_found`]).
+    fn new(queue_offset: i64, records: usize) -> Self {
         PullState {
             status: GetMessageStatus::NoMatchedMessage,
             status_unit: None,
@@ -229,6 +243,7 @@ impl PullState {
             message_ranges: Vec::new(),
             message_locations: Vec::new(),
             queue_offsets: Vec::new(),
+            records_expected: records,
         }
     }
 
@@ -239,8 +254,17 @@ impl PullState {
         }
     }
 
-    /// Counts a found record of `len_bytes` (its bytes, if any, are already in `buffer`).
+    /// Counts a found record of `len_bytes` (its bytes, if any, are in `buffer` or about to
+    /// be). The first one makes room in the lists for the records the pull expects: grown one
+    /// push at a time, they were reallocated 3 times each in a 32-record catch-up pull, about
+    /// 2 % of the broker's samples in W4 (docs/BENCHMARKS.md, "W4: the pull's allocations").
+    /// A pull that finds nothing allocates none.
     fn add_found(&mut self, c: &Candidate, len_bytes: usize) {
+        if self.message_locations.capacity() == 0 {
+            self.message_locations.reserve(self.records_expected);
+            self.queue_offsets.reserve(self.records_expected);
+            self.message_ranges.reserve(self.records_expected);
+        }
         self.message_locations.push((c.phy_offset, c.size));
         self.queue_offsets.push(c.queue_offset);
         self.found.bytes += len_bytes;
@@ -314,6 +338,9 @@ impl QueueScan<'_> {
                 *skip_below = Some(next_file_start);
                 continue;
             };
+            if candidates.capacity() == 0 {
+                candidates.reserve(self.pull.records_expected());
+            }
             candidates.push(Candidate {
                 unit_index: i,
                 queue_offset: self.pull.queue_offset + i as i64,
@@ -483,7 +510,7 @@ impl Inner {
             units,
             unit_read,
         };
-        let mut state = PullState::new(pull.queue_offset);
+        let mut state = PullState::new(pull.queue_offset, pull.records_expected());
         let mut candidates = Vec::new();
         let mut more = Vec::new();
         let mut cursor = 0usize;
@@ -605,9 +632,9 @@ impl Inner {
                         rejected = true;
                         continue;
                     }
+                    state.add_found(c, bytes.len());
                     state.message_ranges.push((state.buffer.len(), bytes.len()));
                     state.buffer.extend_from_slice(bytes);
-                    state.add_found(c, bytes.len());
                 }
             })
             .map_err(|e| self.commit_log_read_error(e))?;
@@ -826,6 +853,16 @@ mod tests {
         assert_eq!(spec(0, i32::MAX).units_first_read(7_000), 7_000);
         // A maxMsgNums below one is treated as one by the caller; here it still reads a unit.
         assert_eq!(spec(0, 0).units_first_read(800), 1);
+    }
+
+    /// A default pull reserves its whole batch; one asking for more reserves a bounded amount.
+    #[test]
+    fn a_pull_reserves_room_for_its_batch_within_a_bound() {
+        assert_eq!(spec(0, 32).records_expected(), 32);
+        assert_eq!(spec(0, 1).records_expected(), 1);
+        assert_eq!(spec(0, 0).records_expected(), 1);
+        assert_eq!(spec(0, -5).records_expected(), 1);
+        assert_eq!(spec(0, i32::MAX).records_expected(), RECORDS_RESERVED_MAX);
     }
 
     fn candidate(phy_offset: i64, size: i32, segment_index: usize) -> Candidate {
