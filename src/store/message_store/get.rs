@@ -86,15 +86,18 @@ impl PullSpec<'_> {
         usize::try_from(batch_and_next).map_or(wanted, |n| n.min(wanted))
     }
 
-    /// Records the pull's lists get room for up front: its `maxMsgNums`, at most
+    /// Candidates the pull's plan makes room for at its first one: its `maxMsgNums`, at most
     /// [`RECORDS_RESERVED_MAX`] (a client may ask for i32::MAX; more still fit, by growing).
+    /// The found records' lists are sized by each round's candidates instead
+    /// (`PullState::reserve_found`).
     fn records_expected(&self) -> usize {
         usize::try_from(self.max_msg_nums.clamp(1, RECORDS_RESERVED_MAX as i64)).unwrap_or(1)
     }
 }
 
-/// Most records a pull reserves room for before it finds them: Java's default in-memory
-/// batch cap (`maxTransferCountOnMessageInMemory`) is 32, so a default pull never grows.
+/// Most candidates a pull's plan reserves room for before it finds them: Java's default
+/// in-memory batch cap (`maxTransferCountOnMessageInMemory`) is 32, so a default pull's list
+/// never grows.
 const RECORDS_RESERVED_MAX: usize = 64;
 
 /// The CommitLog as one pull sees it, read once right after the pull's ConsumeQueue units.
@@ -225,14 +228,10 @@ struct PullState {
     message_ranges: Vec<(usize, usize)>,
     message_locations: Vec<(i64, i32)>,
     queue_offsets: Vec<i64>,
-    /// Found records the lists make room for at the first ([`PullSpec::records_expected`]).
-    records_expected: usize,
 }
 
 impl PullState {
-    /// `records`: how many found records the lists make room for at the first one
-    /// ([`Self::add_found`]).
-    fn new(queue_offset: i64, records: usize) -> Self {
+    fn new(queue_offset: i64) -> Self {
         PullState {
             status: GetMessageStatus::NoMatchedMessage,
             status_unit: None,
@@ -243,7 +242,6 @@ impl PullState {
             message_ranges: Vec::new(),
             message_locations: Vec::new(),
             queue_offsets: Vec::new(),
-            records_expected: records,
         }
     }
 
@@ -254,17 +252,20 @@ impl PullState {
         }
     }
 
-    /// Counts a found record of `len_bytes` (its bytes, if any, are in `buffer` or about to
-    /// be). The first one makes room in the lists for the records the pull expects: grown one
-    /// push at a time, they were reallocated 3 times each in a 32-record catch-up pull, about
-    /// 2 % of the broker's samples in W4 (docs/BENCHMARKS.md, "W4: the pull's allocations").
-    /// A pull that finds nothing allocates none.
-    fn add_found(&mut self, c: &Candidate, len_bytes: usize) {
-        if self.message_locations.capacity() == 0 {
-            self.message_locations.reserve(self.records_expected);
-            self.queue_offsets.reserve(self.records_expected);
-            self.message_ranges.reserve(self.records_expected);
+    /// Makes room in the lists for `records` more found records, `with_bytes` also in
+    /// `message_ranges`. Grown one push at a time, they were reallocated 3 times each in a
+    /// 32-record catch-up pull, about 2 % of the broker's samples in W4 (docs/BENCHMARKS.md,
+    /// "W4: the pull's allocations"). A pull that plans no record allocates none.
+    fn reserve_found(&mut self, records: usize, with_bytes: bool) {
+        self.message_locations.reserve(records);
+        self.queue_offsets.reserve(records);
+        if with_bytes {
+            self.message_ranges.reserve(records);
         }
+    }
+
+    /// Counts a found record of `len_bytes` (its bytes, if any, are already in `buffer`).
+    fn add_found(&mut self, c: &Candidate, len_bytes: usize) {
         self.message_locations.push((c.phy_offset, c.size));
         self.queue_offsets.push(c.queue_offset);
         self.found.bytes += len_bytes;
@@ -510,7 +511,7 @@ impl Inner {
             units,
             unit_read,
         };
-        let mut state = PullState::new(pull.queue_offset, pull.records_expected());
+        let mut state = PullState::new(pull.queue_offset);
         let mut candidates = Vec::new();
         let mut more = Vec::new();
         let mut cursor = 0usize;
@@ -575,6 +576,7 @@ impl Inner {
         state: &mut PullState,
     ) -> Result<bool, StoreError> {
         let as_regions = regions.and_then(|wanted| wanted.choose_for(candidates).then_some(wanted));
+        state.reserve_found(candidates.len(), as_regions.is_none());
         match as_regions {
             Some(wanted) => {
                 self.locate_candidates(view, candidates, state, &mut wanted.out)?;
@@ -632,9 +634,9 @@ impl Inner {
                         rejected = true;
                         continue;
                     }
-                    state.add_found(c, bytes.len());
                     state.message_ranges.push((state.buffer.len(), bytes.len()));
                     state.buffer.extend_from_slice(bytes);
+                    state.add_found(c, bytes.len());
                 }
             })
             .map_err(|e| self.commit_log_read_error(e))?;

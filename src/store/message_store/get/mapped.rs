@@ -119,8 +119,8 @@ pub(super) fn keep_matched(
             if write_at != read_at {
                 state.buffer.copy_within(read_at..read_at + size, write_at);
             }
-            state.add_found(c, size);
             state.message_ranges.push((write_at, size));
+            state.add_found(c, size);
             write_at += size;
         } else {
             state.miss(c.unit_index, GetMessageStatus::NoMatchedMessage);
