@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A/B of two ringmq builds (or of one build under two environments), alternating, so both
-# sides see the same machine: for each pair and workload, side A then side B, each on a fresh
+# sides see the same machine: for each pair and workload, one run of each side (A first in odd
+# pairs, B first in even ones, so neither side always follows the other), each on a fresh
 # broker started as scripts/bench.sh starts it. Per run it records the bench's figures, the
 # broker's CPU time per message consumed (or sent, for send-only workloads) from
 # /proc/<pid>/stat, its resident memory (idle after start, VmHWM at the end), the bytes it
@@ -147,6 +148,12 @@ ab_run() {
   echo "$pair $w $side $idle $hwm $cpu_ticks ${written:-0} $flush_s" >>"$AB_OUT_DIR/runs.txt"
 }
 
+# One side's run of workload $1 in pair $2: side $3, binary $4, extra environment $5.
+ab_side() {
+  alog "pair $2, $1: $3 ($4 $5)"
+  ab_run "$1" "$4" "$5" "$3" "$2"
+}
+
 ab_main() {
   (($# >= 2)) || bdie "usage: scripts/bench-ab.sh A_BIN B_BIN [W ...]"
   local a_bin=$1 b_bin=$2 w pair
@@ -165,10 +172,18 @@ ab_main() {
   for ((pair = 1; pair <= AB_PAIRS; pair++)); do
     for w in "${workloads[@]}"; do
       workload_args "$w" >/dev/null
-      alog "pair $pair, $w: A ($a_bin $AB_A_ENV)"
-      ab_run "$w" "$a_bin" "$AB_A_ENV" A "$pair"
-      alog "pair $pair, $w: B ($b_bin $AB_B_ENV)"
-      ab_run "$w" "$b_bin" "$AB_B_ENV" B "$pair"
+      # Odd pairs run A first, even pairs B first, so whatever favours the run that comes
+      # first or second in a pair does not land on one side: a series whose B differed from
+      # A only by an option that turned out to be a no-op had B lower in all 5 pairs, by as
+      # much as the change it was meant to measure (docs/BENCHMARKS.md, "The thread cache
+      # option was a no-op").
+      if ((pair % 2)); then
+        ab_side "$w" "$pair" A "$a_bin" "$AB_A_ENV"
+        ab_side "$w" "$pair" B "$b_bin" "$AB_B_ENV"
+      else
+        ab_side "$w" "$pair" B "$b_bin" "$AB_B_ENV"
+        ab_side "$w" "$pair" A "$a_bin" "$AB_A_ENV"
+      fi
     done
   done
   {
