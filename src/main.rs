@@ -158,16 +158,13 @@ fn log_warnings(loaded: &LoadedConfig) {
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-/// jemalloc's options, read at its start.
-/// - Purging unused pages runs on jemalloc's own background thread: without it the allocating
-///   thread purges inline now and then, a stall that showed in the e2e tail.
-/// - Each thread caches freed blocks up to 256 KiB (`tcache_max`; jemalloc's default is 32
-///   KiB), the most one pull carries in memory (`maxTransferBytesOnMessageInMemory`). A
-///   catch-up pull's 38 KiB body was allocated from and freed to the arena's extents under its
-///   lock on every pull, 6 % of the broker's samples in W4 (docs/BENCHMARKS.md, "W4: the
-///   pull's allocations").
+/// jemalloc's options, read at its start. Purging unused pages runs on jemalloc's own
+/// background thread: without it the allocating thread purges inline now and then, a stall
+/// that showed in the e2e tail. (No `tcache_max`: this jemalloc clips it to 32 KiB, its
+/// default, so a larger one changes nothing; `tests/allocator_options.rs` checks what
+/// jemalloc runs with.)
 #[export_name = "_rjem_malloc_conf"]
-static MALLOC_CONF: &[u8; 41] = b"background_thread:true,tcache_max:262144\0";
+static MALLOC_CONF: &[u8; 23] = b"background_thread:true\0";
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
