@@ -165,7 +165,7 @@ fn records(body: &[u8]) -> Vec<Rec> {
     out
 }
 
-/// Every message of a queue from offset 0 (none when the queue is empty or missing).
+/// Every message of a queue from offset 0 (none when the queue is empty); its topic must exist.
 fn queue(c: &mut BlockingClient, topic: &str, queue_id: i32) -> Vec<Rec> {
     queue_of_created_topic(c, topic, queue_id).unwrap_or_else(|| {
         panic!("pull {topic}:{queue_id} answered TOPIC_NOT_EXIST");
