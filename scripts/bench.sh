@@ -25,6 +25,8 @@
 #   BENCH_FILL_DURATION_S  W4: longest pre-fill before consuming what is there [300]
 #   BENCH_W4_CONSUME_MAX_S W4: longest consume phase (it ends when the backlog is consumed) [60]
 #   BENCH_THREADS        producer threads for W1/W2 [64]
+#   BENCH_FLUSH_POLICY   sync|async for every workload's broker, instead of each workload's
+#                        own (W2 sync, the others async) [], e.g. to profile W2 without fsyncs
 #   BENCH_OUT_DIR        where reports go [target/bench/<timestamp>]
 #   BENCH_SKIP_BUILD     1 = use the existing target/release binaries [0]
 #   BENCH_SERIALIZE      header encoding of the bench client, json|rocketmq [rocketmq]
@@ -77,8 +79,13 @@ free_port() {
   bdie "no free port found"
 }
 
-# The flush policy a workload needs from the broker.
+# The flush policy a workload needs from the broker (BENCH_FLUSH_POLICY overrides it).
 workload_flush() {
+  case ${BENCH_FLUSH_POLICY:-} in
+    sync | async) echo "$BENCH_FLUSH_POLICY"; return ;;
+    '') ;;
+    *) bdie "BENCH_FLUSH_POLICY=$BENCH_FLUSH_POLICY: must be sync or async" ;;
+  esac
   case $1 in
     W2) echo sync ;;
     *) echo async ;;
@@ -100,8 +107,8 @@ workload_args() {
 
 workload_title() {
   case $1 in
-    W1) echo "send 128 B, async flush, $BENCH_THREADS sync producers" ;;
-    W2) echo "send 1 KiB, sync flush, $BENCH_THREADS sync producers" ;;
+    W1) echo "send 128 B, $(workload_flush W1) flush, $BENCH_THREADS sync producers" ;;
+    W2) echo "send 1 KiB, $(workload_flush W2) flush, $BENCH_THREADS sync producers" ;;
     W3) echo "e2e 1 KiB at $BENCH_E2E_RATE msg/s, long-polling consumers" ;;
     W4) echo "catch-up consume of a $BENCH_BACKLOG_BYTES-byte backlog (1 KiB messages)" ;;
     W5) echo "256 topics x 8 queues, e2e 1 KiB, rate $BENCH_W5_RATE (0 = max)" ;;

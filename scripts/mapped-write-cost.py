@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
 """What CommitLog-like appends cost the disk written with pwrite or through a shared mapping.
 
-Usage: scripts/mapped-write-cost.py [DIR] [FILE_MIB]
-       (default: target/ and 1024, a CommitLog segment's size; the file is made and removed)
+Usage: scripts/mapped-write-cost.py [DIR] [FILE_MIB] [RECORDS]
+       (default: target/, 1024 (a CommitLog segment's size) and 30000; the file is made and
+       removed)
 
 The file is allocated with posix_fallocate, as the store allocates its segments. Then, once
-with pwrite and once through a MAP_SHARED writable mapping of the whole file, 30,000 records of
+with pwrite and once through a MAP_SHARED writable mapping of the whole file, RECORDS records of
 1 KiB are written at consecutive offsets with an fdatasync after every 6, as sync flush's group
 commit does in W2. For each way it prints the bytes the process dirtied for the disk
 (/proc/self/io write_bytes), the wall time per fdatasync, and the bytes the file's block device
-wrote meanwhile (/proc/diskstats; other writers on that device count too). Bounded: 60,000
-records, 59 MiB of data.
+wrote meanwhile (/proc/diskstats; other writers on that device count too). Bounded: RECORDS
+is at most RECORDS_MAX (100,000 records, 98 MiB of data each way) and must fit in the file.
 """
 import mmap
 import os
@@ -19,7 +20,8 @@ import tempfile
 import time
 
 RECORD_BYTES = 1024
-RECORDS = 30_000
+RECORDS_DEFAULT = 30_000
+RECORDS_MAX = 100_000
 RECORDS_PER_FDATASYNC = 6
 
 
@@ -43,7 +45,7 @@ def device_written_bytes(path: str) -> int | None:
     return None
 
 
-def run(way: str, directory: str, file_bytes: int) -> None:
+def run(way: str, directory: str, file_bytes: int, records: int) -> None:
     fd, path = tempfile.mkstemp(prefix="mapped-write-cost-", dir=directory)
     mapping = None
     try:
@@ -54,7 +56,7 @@ def run(way: str, directory: str, file_bytes: int) -> None:
         record = b"x" * RECORD_BYTES
         dirtied0, device0 = dirtied_bytes(), device_written_bytes(path)
         sync_s = 0.0
-        for i in range(RECORDS):
+        for i in range(records):
             offset = i * RECORD_BYTES
             if mapping is not None:
                 mapping[offset : offset + RECORD_BYTES] = record
@@ -68,9 +70,9 @@ def run(way: str, directory: str, file_bytes: int) -> None:
         dirtied, device = dirtied_bytes() - dirtied0, device_written_bytes(path)
         mib = 1 << 20
         device_text = "-" if device is None or device0 is None else f"{(device - device0) / mib:.0f}"
-        fsyncs = RECORDS // RECORDS_PER_FDATASYNC
+        fsyncs = max(1, records // RECORDS_PER_FDATASYNC)
         print(
-            f"| {way} | {RECORDS * RECORD_BYTES / mib:.1f} | {dirtied / mib:.1f} | "
+            f"| {way} | {records * RECORD_BYTES / mib:.1f} | {dirtied / mib:.1f} | "
             f"{device_text} | {sync_s / fsyncs * 1e6:.0f} |"
         )
     finally:
@@ -83,12 +85,15 @@ def run(way: str, directory: str, file_bytes: int) -> None:
 def main() -> None:
     directory = sys.argv[1] if len(sys.argv) > 1 else "target"
     file_mib = int(sys.argv[2]) if len(sys.argv) > 2 else 1024
+    records = int(sys.argv[3]) if len(sys.argv) > 3 else RECORDS_DEFAULT
+    if not 0 < records <= RECORDS_MAX or records * RECORD_BYTES > file_mib << 20:
+        sys.exit(f"RECORDS={records}: must be 1..{RECORDS_MAX} and fit in the {file_mib} MiB file")
     os.makedirs(directory, exist_ok=True)
-    print(f"file {file_mib} MiB in {directory}")
+    print(f"file {file_mib} MiB in {directory}, {records} records")
     print("| written by | data MiB | dirtied MiB (write_bytes) | device wrote MiB | µs per fdatasync |")
     print("| --- | ---: | ---: | ---: | ---: |")
     for way in ("pwrite", "mapping"):
-        run(way, directory, file_mib << 20)
+        run(way, directory, file_mib << 20, records)
 
 
 if __name__ == "__main__":
